@@ -1,0 +1,45 @@
+# Tide: the commands a developer and CI run. `make run` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: help venv run test test-fast lint typecheck layers bench demo clean
+
+help:
+	@echo "make run    - create .venv, install, start the service with the dashboard (embedded defaults)"
+	@echo "make test   - create .venv if needed, install test extras, lint, typecheck, run the whole suite"
+	@echo "make lint   - ruff check + format check, mypy strict, import-linter"
+	@echo "make bench  - benchmarks that print tables"
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/tide serve --host $(HOST) --port $(PORT)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check scheduler api tests bench
+	$(VENV)/bin/ruff format --check scheduler api tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test: lint
+	$(PY) -m pytest --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -x -q -m "not slow" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/cycle.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage

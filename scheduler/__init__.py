@@ -1,0 +1,1 @@
+"""Tide: a quota-aware elastic GPU scheduler."""

@@ -1,0 +1,142 @@
+"""The scheduling core's input: a frozen snapshot of the cluster.
+
+Contract: plain frozen dataclasses, no behaviour beyond derived read-only properties. The shell (engine,
+simulator, tests) builds a ``ClusterState`` and passes it to ``plan_cycle``; nothing here reads a clock,
+generates ids or touches I/O. Times are plain floats (seconds on whatever clock the shell uses).
+
+Identity: a project, department and node are named; a job is ``(project, name)``. Replica 0 of a job is the
+master (it hosts the torchrun rendezvous), replicas 1..N are workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class JobPhase(StrEnum):
+    """Where a job stands as the core sees it. Finished jobs are not part of a snapshot."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A machine with ``gpus`` whole GPUs. An unschedulable (cordoned) node takes no new replicas."""
+
+    name: str
+    gpus: int
+    schedulable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Department:
+    """Optional parent of projects; fair share is divided department-first (R1)."""
+
+    name: str
+    deserved_gpus: int
+    over_quota_weight: float = 1.0
+    limit_gpus: int | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """A tenant with a guaranteed quota (``deserved_gpus``).
+
+    ``over_quota_weight`` is its share of GPUs beyond quotas (0: it may borrow only what nobody else wants);
+    ``limit_gpus`` is a hard cap (R11); ``allow_over_quota=False`` keeps it inside its quota.
+    """
+
+    name: str
+    deserved_gpus: int
+    over_quota_weight: float = 1.0
+    limit_gpus: int | None = None
+    allow_over_quota: bool = True
+    department: str | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """One placed replica. ``releasing`` means it was told to stop and still holds its GPUs."""
+
+    index: int
+    node: str
+    gpus: int
+    releasing: bool = False
+
+    @property
+    def is_master(self) -> bool:
+        return self.index == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A distributed PyTorch job: ``min_replicas..max_replicas`` replicas of ``gpus_per_replica`` GPUs.
+
+    ``replicas`` holds the placed ones (active and releasing). A job with no active replica is pending.
+    ``last_resized_at`` is when it last started, grew or shrank (for the settle time, R7).
+    """
+
+    project: str
+    name: str
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int = 1
+    interactive: bool = False
+    priority: int = 0
+    submitted_at: float = 0.0
+    replicas: tuple[Replica, ...] = ()
+    last_resized_at: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.project, self.name)
+
+    @property
+    def elastic(self) -> bool:
+        return self.max_replicas > self.min_replicas
+
+    @property
+    def preemptible(self) -> bool:
+        return not self.interactive
+
+    @property
+    def active(self) -> tuple[Replica, ...]:
+        return tuple(r for r in self.replicas if not r.releasing)
+
+    @property
+    def phase(self) -> JobPhase:
+        return JobPhase.RUNNING if any(not r.releasing for r in self.replicas) else JobPhase.PENDING
+
+    @property
+    def demand_gpus(self) -> int:
+        """R1: demand counts running and pending replicas up to ``max_replicas``."""
+        return self.max_replicas * self.gpus_per_replica
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """Everything ``plan_cycle`` reads. Order inside each tuple does not change the plan."""
+
+    nodes: tuple[Node, ...]
+    projects: tuple[Project, ...]
+    jobs: tuple[Job, ...] = ()
+    departments: tuple[Department, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Policy knobs. ``settle_seconds``: a job just resized is not grown or shrunk for a borrower (R7).
+
+    ``borrowing`` off caps every project at its deserved quota (static partitioning); ``elastic`` off makes
+    every job rigid at ``max_replicas`` and reclaim evict whole jobs (what whole-job preemption schedulers do).
+    Both exist so the simulator can compare Tide with those baselines through this same core.
+    """
+
+    settle_seconds: float = 10.0
+    borrowing: bool = True
+    elastic: bool = True
+    reclaim: bool = True

@@ -1,0 +1,94 @@
+"""The scheduling core's output: decisions as data, each with a reason a person can read.
+
+Contract: ``plan_cycle`` returns one ``Plan``. Its ``decisions`` are ordered as they should be applied:
+releases (shrink, evict) before starts and grows. A ``Start``/``Grow`` may land on GPUs that a release in the
+same or an earlier plan frees; the shell starts it once those GPUs are free. ``notes`` carries, for every job
+that is not running at its wanted size, why not and its place in line (R13).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    START = "start"  # a pending job starts with these replicas (at least min_replicas: R8)
+    GROW = "grow"  # a running elastic job gets these extra replicas (R9)
+    SHRINK = "shrink"  # a running elastic job loses these replicas, workers only, highest index first (R5)
+    EVICT = "evict"  # a running job loses every replica and goes back to pending (master last)
+
+
+class Cause(StrEnum):
+    """Why a release happened, for metrics and the dashboard."""
+
+    FAIR_SHARE = "fair-share"  # R1/R4: idle GPUs lent or grown into
+    RECLAIM = "reclaim"  # R2/R5/R6/R7: taken back for another project
+    PREEMPT = "preempt"  # R10: taken for a higher-priority job of the same project
+    LIMIT = "limit"  # R11: the project is above its limit (e.g. the limit was lowered)
+    QUOTA = "quota"  # R3: an interactive job above the deserved quota (e.g. the quota was lowered)
+    NODE = "node"  # the node went away or was cordoned below the job's needs
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Replica ``index`` of a job on ``node`` with ``gpus`` GPUs."""
+
+    index: int
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One change to one job. ``for_job`` names the job the GPUs are taken for, when there is one."""
+
+    action: Action
+    project: str
+    job: str
+    replicas: tuple[Placement, ...]
+    reason: str
+    cause: Cause = Cause.FAIR_SHARE
+    for_job: tuple[str, str] | None = None
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class JobNote:
+    """R13: why a job is not at its wanted size, and its place in line (1 = next; None when not waiting)."""
+
+    project: str
+    job: str
+    reason: str
+    queue_position: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectShare:
+    """Per-project figures of this cycle, before the plan is applied."""
+
+    project: str
+    deserved_gpus: int
+    fair_share_gpus: int
+    allocated_gpus: int
+    demand_gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    decisions: tuple[Decision, ...]
+    notes: tuple[JobNote, ...]
+    shares: tuple[ProjectShare, ...]
+    department_shares: tuple[ProjectShare, ...] = ()
+
+    def for_job(self, project: str, job: str) -> tuple[Decision, ...]:
+        return tuple(d for d in self.decisions if d.project == project and d.job == job)
+
+    def note(self, project: str, job: str) -> JobNote | None:
+        return next((n for n in self.notes if n.project == project and n.job == job), None)
+
+    def share(self, project: str) -> ProjectShare:
+        return next(s for s in self.shares if s.project == project)
