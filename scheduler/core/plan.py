@@ -1,9 +1,11 @@
 """The scheduling core's output: decisions as data, each with a reason a person can read.
 
 Contract: ``plan_cycle`` returns one ``Plan``. Its ``decisions`` are ordered as they should be applied:
-releases (shrink, evict) before starts and grows. A ``Start``/``Grow`` may land on GPUs that a release in the
-same or an earlier plan frees; the shell starts it once those GPUs are free. ``notes`` carries, for every job
-that is not running at its wanted size, why not and its place in line (R13).
+releases (shrink, evict) before starts and grows. No ``Start``/``Grow`` lands on GPUs that a release of this or a
+previous plan frees only in a later cycle: a job owed GPUs that are still being released gets a
+``Reservation`` instead, and starts in the first cycle after they are free. So every ``Start``/``Grow`` lands
+on GPUs that are free in the snapshot it was planned from. ``notes`` carries, for every job that is not
+running at its wanted size, why not and its place in line (R13).
 """
 
 from __future__ import annotations
@@ -78,11 +80,22 @@ class ProjectShare:
 
 
 @dataclass(frozen=True, slots=True)
+class Reservation:
+    """GPUs held back on ``node`` for a job that starts or grows once they are free (they stay idle)."""
+
+    project: str
+    job: str
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     decisions: tuple[Decision, ...]
     notes: tuple[JobNote, ...]
     shares: tuple[ProjectShare, ...]
     department_shares: tuple[ProjectShare, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
 
     def for_job(self, project: str, job: str) -> tuple[Decision, ...]:
         return tuple(d for d in self.decisions if d.project == project and d.job == job)

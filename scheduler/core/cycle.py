@@ -1,0 +1,138 @@
+"""The one entry point: ``plan_cycle(state, config, *, now) -> Plan``, and ``apply_plan`` for replays.
+
+Contract: ``plan_cycle`` is a pure function: the same arguments give the same plan, whatever the order of the
+tuples in the snapshot. A cycle is a short numbered pipeline, least disruptive step first:
+
+1. fair shares (R1);
+2. limits: a project above its limit gives back preemptible GPUs (R11);
+3. restores: a running gang below ``min_replicas`` is made whole or sent back to pending (R8);
+4. claims, in line order: start pending gangs (R8), grow towards fair share, by reclaim (R2, R5-R7) or
+   preemption inside a project (R10) if need be;
+5. grow into idle GPUs (R4, R9);
+6. explain every job not at its wanted size (R13).
+
+``apply_plan`` is what a perfect executor would do with a plan: the shell of the simulator and the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.core import explain
+from scheduler.core.allocate import Claims, grow_idle, restore_gangs, serve_claims
+from scheduler.core.fairshare import fair_shares
+from scheduler.core.ledger import Ledger
+from scheduler.core.model import ClusterState, Config, Job, Replica
+from scheduler.core.plan import Action, Decision, JobNote, Placement, Plan, ProjectShare
+from scheduler.core.preemption import VictimOrder, enforce_limits
+
+
+def plan_cycle(state: ClusterState, config: Config, *, now: float) -> Plan:
+    shares = fair_shares(state, config)  # 1
+    ledger = Ledger(state, shares, config, now)
+    claims = Claims(outcomes={}, start_reasons={}, line=[])
+    order = VictimOrder(ledger)
+    enforce_limits(ledger, order)  # 2
+    restore_gangs(ledger, claims)  # 3
+    serve_claims(ledger, order, claims)  # 4
+    grow_idle(ledger, claims)  # 5
+    return Plan(  # 6
+        decisions=_decisions(ledger, claims),
+        notes=_notes(ledger, claims),
+        shares=_shares(state, ledger),
+        department_shares=tuple(
+            ProjectShare(d.name, d.deserved_gpus, shares.department[d.name], _dept_alloc(state, d.name), 0)
+            for d in sorted(state.departments, key=lambda d: d.name)
+        ),
+        reservations=tuple(ledger.reservations),
+    )
+
+
+def _decisions(ledger: Ledger, claims: Claims) -> tuple[Decision, ...]:
+    out: list[Decision] = []
+    for key, rel in ledger.released.items():
+        replicas = tuple(Placement(r.index, r.node, r.gpus) for r in sorted(rel.replicas, key=lambda r: -r.index))
+        action = Action.EVICT if rel.whole else Action.SHRINK
+        out.append(Decision(action, key[0], key[1], replicas, rel.reason, rel.cause, rel.for_job))
+    for key, placements in ledger.started.items():
+        was_running = any(not r.releasing for r in ledger.jobs[key].replicas)
+        action = Action.GROW if was_running else Action.START
+        reason = claims.start_reasons.get(key, "")
+        out.append(Decision(action, key[0], key[1], tuple(sorted(placements, key=lambda p: p.index)), reason))
+    return tuple(out)
+
+
+def _notes(ledger: Ledger, claims: Claims) -> tuple[JobNote, ...]:
+    position = {key: i + 1 for i, key in enumerate(k for k in claims.line if claims.outcomes[k].waiting)}
+    notes: list[JobNote] = []
+    for key in sorted(ledger.jobs):
+        job, act = ledger.jobs[key], ledger.active[key]
+        if act and len(act) >= job.max_replicas:
+            continue
+        if key in claims.outcomes:
+            reason = claims.outcomes[key].reason
+        elif any(r.releasing for r in job.replicas):
+            n = sum(r.releasing for r in job.replicas)
+            reason = f"waiting for {n} stopping replicas to exit before it is resized again"
+        elif not act and key in ledger.released:
+            reason = f"back to pending: {ledger.released[key].reason}"
+        elif not act:
+            reason = "waiting to be considered next cycle"
+        else:
+            reason = explain.running_below_max(ledger, job)
+        notes.append(JobNote(key[0], key[1], reason, position.get(key)))
+    return tuple(notes)
+
+
+def _shares(state: ClusterState, ledger: Ledger) -> tuple[ProjectShare, ...]:
+    before = {p.name: 0 for p in state.projects}
+    for job in state.jobs:
+        if job.project in before:
+            before[job.project] += sum(r.gpus for r in job.replicas if not r.releasing)
+    s = ledger.shares
+    return tuple(
+        ProjectShare(p.name, p.deserved_gpus, s.project[p.name], before[p.name], s.demand[p.name])
+        for p in sorted(state.projects, key=lambda p: p.name)
+    )
+
+
+def _dept_alloc(state: ClusterState, dept: str) -> int:
+    members = {p.name for p in state.projects if p.department == dept}
+    return sum(r.gpus for j in state.jobs if j.project in members for r in j.replicas if not r.releasing)
+
+
+def apply_plan(state: ClusterState, plan: Plan, *, now: float, instant: bool = True) -> ClusterState:
+    """The snapshot after a perfect executor carried out ``plan``.
+
+    ``instant``: released replicas are gone at once (and replicas that were already releasing too);
+    otherwise they stay as ``releasing`` until ``finish_releases``.
+    """
+    by_job: dict[tuple[str, str], list[Decision]] = {}
+    for d in plan.decisions:
+        by_job.setdefault((d.project, d.job), []).append(d)
+    jobs = tuple(_apply_job(job, by_job.get(job.key, []), now, instant) for job in state.jobs)
+    return replace(state, jobs=jobs)
+
+
+def _apply_job(job: Job, decisions: list[Decision], now: float, instant: bool) -> Job:
+    replicas = list(job.replicas)
+    if instant:
+        replicas = [r for r in replicas if not r.releasing]
+    for d in decisions:
+        if d.action in (Action.SHRINK, Action.EVICT):
+            stop = {p.index for p in d.replicas}
+            kept = [r for r in replicas if r.index not in stop or r.releasing]
+            gone = [] if instant else [replace(r, releasing=True) for r in replicas if r.index in stop and not r.releasing]
+            replicas = kept + gone
+        else:
+            replicas += [Replica(p.index, p.node, p.gpus) for p in d.replicas]
+    if not decisions and len(replicas) == len(job.replicas):
+        return job
+    return replace(job, replicas=tuple(sorted(replicas, key=lambda r: (r.index, r.releasing))), last_resized_at=now if decisions else job.last_resized_at)
+
+
+def finish_releases(state: ClusterState) -> ClusterState:
+    """Every releasing replica has exited."""
+    return replace(
+        state, jobs=tuple(replace(j, replicas=tuple(r for r in j.replicas if not r.releasing)) for j in state.jobs)
+    )

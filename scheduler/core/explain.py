@@ -1,0 +1,112 @@
+"""R13: the sentences a person reads on a decision or a waiting job.
+
+Contract: pure functions of the ledger's figures that return one sentence each, naming the project, the GPU
+counts that matter and what would change the outcome. No decision logic lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from scheduler.core.ledger import Ledger
+from scheduler.core.model import Job
+
+
+class _HasVictim(Protocol):
+    @property
+    def key(self) -> tuple[str, str]: ...
+
+    @property
+    def gpus(self) -> int: ...
+
+
+def _figures(ledger: Ledger, project: str) -> str:
+    return f"{ledger.alloc[project]} of fair share {ledger.shares.project[project]}"
+
+
+def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
+    """Why ``need`` more GPUs can never go to this job right now, if they cannot."""
+    g = job.gpus_per_replica
+    largest = max((n.gpus for n in ledger.state.nodes if n.schedulable), default=0)
+    if g > largest:
+        return f"no schedulable node has {g} GPUs for one replica (the largest has {largest})"
+    if need <= ledger.room(job):
+        return None
+    p = ledger.projects[job.project]
+    if p.limit_gpus is not None and ledger.alloc[p.name] + need > p.limit_gpus:
+        return f"project {p.name} is at its limit: {ledger.alloc[p.name]} + {need} GPUs > limit {p.limit_gpus}"
+    if job.interactive and ledger.interactive[p.name] + need > p.deserved_gpus:
+        used = ledger.interactive[p.name]
+        return (
+            f"interactive jobs run only inside the deserved quota: project {p.name} has {used} of "
+            f"{p.deserved_gpus} GPUs in interactive use and this job needs {need}"
+        )
+    if ledger.alloc[p.name] + need > p.deserved_gpus and not job.interactive:
+        return f"project {p.name} may not go over its quota: {ledger.alloc[p.name]} + {need} > {p.deserved_gpus} GPUs"
+    return f"department {p.department} has no room left for {need} GPUs (limit or interactive quota)"
+
+
+def started(ledger: Ledger, job: Job, k: int) -> str:
+    return f"started {k} replicas on idle GPUs; project {job.project} holds {_figures(ledger, job.project)}"
+
+
+def grown(ledger: Ledger, job: Job, k: int, *, owed: bool) -> str:
+    if owed or ledger.alloc[job.project] <= ledger.shares.project[job.project]:
+        return f"grew by {k} replicas towards its fair share; project {job.project} holds {_figures(ledger, job.project)}"
+    return (
+        f"grew by {k} replicas into idle GPUs; project {job.project} holds {_figures(ledger, job.project)}"
+        " (GPUs above fair share are lent until another project claims them)"
+    )
+
+
+def waiting_for_release(ledger: Ledger, job: Job, need: int, units: Sequence[_HasVictim]) -> str:
+    by_project: dict[str, int] = {}
+    for u in units:
+        by_project[u.key[0]] = by_project.get(u.key[0], 0) + u.gpus
+    head = f"waiting for {need} GPUs; project {job.project} holds {_figures(ledger, job.project)}"
+    if not by_project:
+        return f"{head}; GPUs being released are held for it"
+    taken = ", ".join(
+        f"{g} GPUs from {'its own lower-priority jobs' if p == job.project else 'project ' + p}"
+        for p, g in sorted(by_project.items())
+    )
+    return f"{head}; being reclaimed: {taken}"
+
+
+def draining(ledger: Ledger, job: Job, nodes: Sequence[str]) -> str:
+    g = job.gpus_per_replica
+    held = ", ".join(nodes) if nodes else "none yet"
+    return (
+        f"waiting for {job.min_replicas} x {g} GPUs on whole nodes; nodes held for it as they drain: {held} "
+        f"(project {job.project} holds {_figures(ledger, job.project)})"
+    )
+
+
+def pending(ledger: Ledger, job: Job, need: int, *, entitled: bool) -> str:
+    p = job.project
+    if entitled:
+        return (
+            f"waiting for {need} GPUs; project {p} is within its fair share ({_figures(ledger, p)}) "
+            "but no GPUs can be reclaimed right now (others are within theirs, or settling after a resize)"
+        )
+    return (
+        f"waiting for {need} idle GPUs; project {p} holds {_figures(ledger, p)}, "
+        "so it can only borrow GPUs that are idle"
+    )
+
+
+def running_below_max(ledger: Ledger, job: Job) -> str:
+    """Why a running elastic job is not at ``max_replicas`` after this cycle."""
+    act, p = len(ledger.active[job.key]), job.project
+    head = f"running {act} of max {job.max_replicas} replicas"
+    if not ledger.config.elastic:
+        return f"{head}; elastic growth is off"
+    if job.key in ledger.released:
+        return f"{head}; shrunk: {ledger.released[job.key].reason}"
+    if ledger.settling(job):
+        until = (job.last_resized_at or 0.0) + ledger.config.settle_seconds
+        return f"{head}; settling after a resize until t={until:g}"
+    if ledger.room(job) < job.gpus_per_replica:
+        return f"{head}; project {p} has no room under its limit or quota"
+    return f"{head}; grows when GPUs are idle (project {p} holds {_figures(ledger, p)})"

@@ -1,0 +1,151 @@
+"""R1 fair share: what each department and project is entitled to this cycle, in whole GPUs.
+
+Contract: ``fair_shares(state, config)`` is a pure function of the snapshot. At each level (departments and
+projects without one first, then each department's projects out of the department's share):
+
+1. every claimant gets ``min(deserved, cap)``, where ``cap = min(demand, limit)`` (and ``deserved`` when it may
+   not go over quota); if those quotas add up to more than the pool, the pool is split in proportion to them;
+2. the rest is water-filled by ``over_quota_weight`` among claimants whose cap is not met; weight-0 claimants
+   then share equally whatever nobody with a weight wanted;
+3. shares become whole GPUs: floors, then one GPU each to the largest fractional parts, ties to the oldest.
+
+Exact arithmetic (``Fraction``) keeps ties exact, so the result never depends on float rounding or input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from scheduler.core.model import ClusterState, Config, Project
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """One participant of a division at one level."""
+
+    name: str
+    deserved: int
+    weight: Fraction
+    cap: int
+    order: tuple[float, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """Output of R1. ``guarantee`` is ``min(deserved, demand)`` per project (what R2 promises)."""
+
+    project: dict[str, int]
+    department: dict[str, int]
+    demand: dict[str, int]
+    guarantee: dict[str, int]
+
+    def top(self, project: Project) -> tuple[str, int]:
+        """The project's top-level entity (its department, if any) and that entity's fair share."""
+        if project.department is not None and project.department in self.department:
+            return ("dept:" + project.department, self.department[project.department])
+        return ("proj:" + project.name, self.project[project.name])
+
+
+def project_cap(project: Project, demand: int, config: Config) -> int:
+    """The most GPUs a project may be entitled to: its demand, under its limit and, without borrowing, quota."""
+    cap = demand
+    if project.limit_gpus is not None:
+        cap = min(cap, project.limit_gpus)
+    if not project.allow_over_quota or not config.borrowing:
+        cap = min(cap, project.deserved_gpus)
+    return max(cap, 0)
+
+
+def fair_shares(state: ClusterState, config: Config) -> Shares:
+    total = sum(n.gpus for n in state.nodes if n.schedulable)
+    demand = {p.name: 0 for p in state.projects}
+    for job in state.jobs:
+        if job.project in demand:
+            demand[job.project] += job.demand_gpus
+    caps = {p.name: project_cap(p, demand[p.name], config) for p in state.projects}
+    depts = {d.name: d for d in state.departments}
+    members: dict[str, list[Project]] = {name: [] for name in depts}
+    top: list[Claimant] = []
+    for p in state.projects:
+        if p.department in members:
+            members[p.department].append(p)
+        else:
+            top.append(_project_claimant(p, caps[p.name]))
+    for d in depts.values():
+        cap = sum(caps[p.name] for p in members[d.name])
+        if d.limit_gpus is not None:
+            cap = min(cap, d.limit_gpus)
+        if not config.borrowing:
+            cap = min(cap, d.deserved_gpus)
+        top.append(Claimant("dept:" + d.name, d.deserved_gpus, _weight(d.over_quota_weight), cap, (d.created_at, d.name)))
+    top_share = divide(total, top)
+    project_share = {name[5:]: v for name, v in top_share.items() if name.startswith("proj:")}
+    dept_share = {name[5:]: v for name, v in top_share.items() if name.startswith("dept:")}
+    for dname, projects in members.items():
+        inner = divide(dept_share[dname], [_project_claimant(p, caps[p.name]) for p in projects])
+        project_share.update({k[5:]: v for k, v in inner.items()})
+    guarantee = {p.name: min(p.deserved_gpus, demand[p.name], caps[p.name]) for p in state.projects}
+    return Shares(project_share, dept_share, demand, guarantee)
+
+
+def _weight(w: float) -> Fraction:
+    return Fraction(max(w, 0.0))
+
+
+def _project_claimant(p: Project, cap: int) -> Claimant:
+    return Claimant("proj:" + p.name, p.deserved_gpus, _weight(p.over_quota_weight), cap, (p.created_at, p.name))
+
+
+def divide(pool: int, claimants: Sequence[Claimant]) -> dict[str, int]:
+    """Divide ``pool`` whole GPUs among ``claimants`` (steps 1-3 of the module contract)."""
+    pool = max(pool, 0)
+    base = {c.name: Fraction(max(min(c.deserved, c.cap), 0)) for c in claimants}
+    if sum(base.values()) > pool:
+        share = _proportional(pool, base)
+    else:
+        share = dict(base)
+        rest = pool - sum(share.values())
+        weighted = [c for c in claimants if c.weight > 0]
+        rest = _water_fill(share, [(c.name, c.weight, Fraction(c.cap)) for c in weighted], rest)
+        unweighted = [(c.name, Fraction(1), Fraction(c.cap)) for c in claimants if c.weight == 0]
+        _water_fill(share, unweighted, rest)
+    return _whole(share, {c.name: c.order for c in claimants})
+
+
+def _proportional(pool: int, base: dict[str, Fraction]) -> dict[str, Fraction]:
+    """Quotas that oversubscribe the pool: each gets the pool in proportion to its quota."""
+    total = sum(base.values())
+    return {name: pool * b / total for name, b in base.items()}
+
+
+def _water_fill(share: dict[str, Fraction], items: list[tuple[str, Fraction, Fraction]], rest: Fraction) -> Fraction:
+    """Raise a common level; each item gets ``level * weight`` more, up to its cap. Returns what is left."""
+    open_items = sorted(
+        ((name, w, cap - share[name]) for name, w, cap in items if cap > share[name]),
+        key=lambda t: (t[2] / t[1], t[0]),
+    )
+    weight_left = sum((w for _, w, _ in open_items), Fraction(0))
+    for i, (name, w, need) in enumerate(open_items):
+        if rest <= 0:
+            break
+        if need * weight_left <= rest * w:  # this one is satisfied below the common level
+            share[name] += need
+            rest -= need
+            weight_left -= w
+            continue
+        level = rest / weight_left
+        for other, w2, _ in open_items[i:]:
+            share[other] += level * w2
+        return Fraction(0)
+    return rest
+
+
+def _whole(share: dict[str, Fraction], order: dict[str, tuple[float, str]]) -> dict[str, int]:
+    floors = {name: int(v) for name, v in share.items()}
+    leftover = int(sum(share.values())) - sum(floors.values())
+    by_fraction = sorted(share, key=lambda n: (-(share[n] - floors[n]), order[n]))
+    for name in by_fraction[:leftover]:
+        floors[name] += 1
+    return floors

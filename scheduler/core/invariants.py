@@ -1,0 +1,173 @@
+"""Invariants every plan must keep; run by tests, the simulator at every cycle and the live loop in debug.
+
+Contract: ``check_invariants(state, plan, config, *, now)`` returns the violated rules as sentences (empty when
+all hold). It judges the plan by the snapshot it was made from and by that snapshot with the plan applied
+(released replicas kept as releasing: they still hold their GPUs).
+"""
+
+from __future__ import annotations
+
+from scheduler.core.cycle import apply_plan
+from scheduler.core.fairshare import fair_shares
+from scheduler.core.model import ClusterState, Config, Job
+from scheduler.core.plan import Action, Plan
+
+
+def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: float) -> list[str]:
+    after = apply_plan(state, plan, now=now, instant=False)
+    return [
+        *_nodes_not_over_allocated(after),
+        *_limits_kept(state, after),
+        *_interactive_rules(state, plan, after),
+        *_master_last(state, plan),
+        *_gangs_whole(after),
+        *_work_conserved(after, plan, config, now),
+        *_guarantee_served(state, plan, config),
+    ]
+
+
+def _held(state: ClusterState) -> dict[str, int]:
+    held = {n.name: 0 for n in state.nodes}
+    for job in state.jobs:
+        for r in job.replicas:
+            held[r.node] = held.get(r.node, 0) + r.gpus
+    return held
+
+
+def _alloc(state: ClusterState, *, interactive: bool | None = None) -> dict[str, int]:
+    alloc = {p.name: 0 for p in state.projects}
+    for job in state.jobs:
+        if interactive is None or job.interactive == interactive:
+            alloc[job.project] += sum(r.gpus for r in job.active)
+    return alloc
+
+
+def _nodes_not_over_allocated(after: ClusterState) -> list[str]:
+    held = _held(after)
+    return [f"node {n.name} holds {held[n.name]} GPUs of {n.gpus}" for n in after.nodes if held[n.name] > n.gpus]
+
+
+def _limits_kept(before: ClusterState, after: ClusterState) -> list[str]:
+    """R11 (a project already above a lowered limit only by interactive jobs is left alone: R3)."""
+    alloc, fixed = _alloc(after), _alloc(after, interactive=True)
+    return [
+        f"project {p.name} holds {alloc[p.name]} GPUs above its limit {p.limit_gpus}"
+        for p in before.projects
+        if p.limit_gpus is not None and alloc[p.name] > max(p.limit_gpus, fixed[p.name])
+    ]
+
+
+def _interactive_rules(before: ClusterState, plan: Plan, after: ClusterState) -> list[str]:
+    """R3: interactive jobs start only inside the deserved quota and are never victims."""
+    interactive = {j.key for j in before.jobs if j.interactive}
+    out = [
+        f"interactive job {d.project}/{d.job} was a victim ({d.action})"
+        for d in plan.decisions
+        if (d.project, d.job) in interactive and d.action in (Action.SHRINK, Action.EVICT)
+    ]
+    grew = {(d.project, d.job) for d in plan.decisions if d.action in (Action.START, Action.GROW)}
+    inter_after = _alloc(after, interactive=True)
+    for p in before.projects:
+        if any(k[0] == p.name for k in grew & interactive) and inter_after[p.name] > p.deserved_gpus:
+            out.append(f"project {p.name} runs {inter_after[p.name]} interactive GPUs over quota {p.deserved_gpus}")
+    return out
+
+
+def _master_last(before: ClusterState, plan: Plan) -> list[str]:
+    """R5: a shrink never takes the master; an eviction takes every active replica."""
+    jobs = {j.key: j for j in before.jobs}
+    out: list[str] = []
+    for d in plan.decisions:
+        stopped = {p.index for p in d.replicas}
+        if d.action == Action.SHRINK and 0 in stopped:
+            out.append(f"{d.project}/{d.job}: master shrunk while workers stay")
+        if d.action == Action.EVICT and stopped != {r.index for r in jobs[(d.project, d.job)].active}:
+            out.append(f"{d.project}/{d.job}: evicted without all of its replicas")
+    return out
+
+
+def _gangs_whole(after: ClusterState) -> list[str]:
+    """R8: a running job never has fewer than ``min_replicas`` active replicas."""
+    return [
+        f"{j.project}/{j.name} runs {len(j.active)} replicas, below min {j.min_replicas}"
+        for j in after.jobs
+        if 0 < len(j.active) < j.min_replicas
+    ]
+
+
+def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
+    """R4: no idle GPU (not held, not reserved) while a preemptible replica that may use it waits."""
+    idle = {n.name: n.gpus for n in after.nodes if n.schedulable}
+    for node, held in _held(after).items():
+        if node in idle:
+            idle[node] -= held
+    for r in plan.reservations:
+        idle[r.node] -= r.gpus
+    alloc = _alloc(after)
+    projects = {p.name: p for p in after.projects}
+    resized = {(d.project, d.job) for d in plan.decisions}
+    out: list[str] = []
+    for job in after.jobs:
+        if job.interactive or any(r.releasing for r in job.replicas):
+            continue
+        want = _wanted(job, config, settling=_settling(job, config, now) and job.key not in resized)
+        if want == 0:
+            continue
+        p = projects[job.project]
+        room = _room(p.limit_gpus, p.deserved_gpus, p.allow_over_quota and config.borrowing, alloc[p.name])
+        fits = sum(v // job.gpus_per_replica for v in idle.values() if v > 0)
+        if want * job.gpus_per_replica <= room and fits >= want:
+            out.append(f"{job.project}/{job.name} waits for {want} replicas while GPUs are idle")
+    return out
+
+
+def _wanted(job: Job, config: Config, *, settling: bool) -> int:
+    """Replicas a job could use next: its gang when pending, one more when elastic and not settling."""
+    if not job.active:
+        return job.max_replicas if not config.elastic else job.min_replicas
+    if config.elastic and len(job.active) < job.max_replicas and not settling:
+        return 1
+    return 0
+
+
+def _settling(job: Job, config: Config, now: float) -> bool:
+    return job.last_resized_at is not None and now < job.last_resized_at + config.settle_seconds
+
+
+def _room(limit: int | None, deserved: int, may_borrow: bool, alloc: int) -> int:
+    caps = [limit - alloc] if limit is not None else []
+    if not may_borrow:
+        caps.append(deserved - alloc)
+    return min(caps) if caps else 1 << 30
+
+
+def _guarantee_served(before: ClusterState, plan: Plan, config: Config) -> list[str]:
+    """R2: a project below ``min(deserved, demand)`` with a pending job it is owed gets GPUs, reserved or now."""
+    shares = fair_shares(before, config)
+    alloc = _alloc(before)
+    served = {d.project for d in plan.decisions if d.action in (Action.START, Action.GROW)}
+    served |= {r.project for r in plan.reservations}
+    largest = max((n.gpus for n in before.nodes if n.schedulable), default=0)
+    out: list[str] = []
+    for p in before.projects:
+        if alloc[p.name] >= shares.guarantee[p.name] or p.name in served:
+            continue
+        owed = [
+            j
+            for j in before.jobs
+            if j.project == p.name
+            and not j.replicas
+            and j.gpus_per_replica <= largest
+            and alloc[p.name] + _gang(j, config) <= min(shares.project[p.name], _cap(p.limit_gpus))
+        ]
+        if owed:
+            out.append(f"project {p.name} is below its guarantee and {owed[0].name} is owed GPUs but got none")
+    return out
+
+
+def _gang(job: Job, config: Config) -> int:
+    return (job.min_replicas if config.elastic else job.max_replicas) * job.gpus_per_replica
+
+
+def _cap(limit: int | None) -> int:
+    return limit if limit is not None else 1 << 30

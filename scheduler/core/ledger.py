@@ -1,0 +1,257 @@
+"""The cycle's scratch copy of the cluster, with undo (KAI's Statement, Kueue's simulate-then-undo).
+
+Contract: a ``Ledger`` is built from a snapshot and its fair shares, mutated only through its methods, and
+every mutation can be rolled back to a ``checkpoint()``. Trial changes (a reclaim that may fail) are made here
+and kept only when a whole gang fits. Nothing outside the core sees a ledger; ``cycle`` turns what it
+records into a ``Plan``.
+
+Per node it keeps ``free`` GPUs (neither held nor reserved) and ``rel`` GPUs (held by replicas that are being
+released and not yet promised to anyone). Allocation counts active replicas only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from scheduler.core.fairshare import Shares
+from scheduler.core.model import ClusterState, Config, Department, Job, Project, Replica
+from scheduler.core.placement import NodeIndex, node_sort_key
+from scheduler.core.plan import Cause, Placement, Reservation
+
+JobKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class Release:
+    """Replicas of one job told to stop this cycle, and why."""
+
+    replicas: list[Replica]
+    reason: str
+    cause: Cause
+    for_job: JobKey | None
+    whole: bool = False
+
+
+@dataclass(slots=True)
+class Ledger:
+    state: ClusterState
+    shares: Shares
+    config: Config
+    now: float
+    projects: dict[str, Project] = field(default_factory=dict)
+    departments: dict[str, Department] = field(default_factory=dict)
+    jobs: dict[JobKey, Job] = field(default_factory=dict)
+    active: dict[JobKey, list[Replica]] = field(default_factory=dict)
+    alloc: dict[str, int] = field(default_factory=dict)
+    top_alloc: dict[str, int] = field(default_factory=dict)
+    interactive: dict[str, int] = field(default_factory=dict)
+    dept_interactive: dict[str, int] = field(default_factory=dict)
+    released: dict[JobKey, Release] = field(default_factory=dict)
+    started: dict[JobKey, list[Placement]] = field(default_factory=dict)
+    reservations: list[Reservation] = field(default_factory=list)
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+    free: NodeIndex = field(init=False)
+    avail: NodeIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.projects = {p.name: p for p in self.state.projects}
+        self.departments = {d.name: d for d in self.state.departments}
+        nodes = {n.name: n for n in self.state.nodes if n.schedulable}
+        known = {n.name for n in self.state.nodes}
+        rank = {name: i for i, name in enumerate(sorted(nodes, key=node_sort_key))}
+        held = dict.fromkeys(nodes, 0)
+        rel = dict.fromkeys(nodes, 0)
+        for p in self.projects:
+            self.alloc[p] = 0
+            self.interactive[p] = 0
+        for job in self.state.jobs:
+            if job.project not in self.projects:
+                continue
+            if not self.config.elastic and job.min_replicas != job.max_replicas:
+                job = replace(job, min_replicas=job.max_replicas)
+            self.jobs[job.key] = job
+            # a replica on a node missing from the snapshot is lost with its node
+            live = (r for r in job.replicas if not r.releasing and r.node in known)
+            self.active[job.key] = sorted(live, key=lambda r: r.index)
+            for r in job.replicas:
+                if r.node in held:
+                    (rel if r.releasing else held)[r.node] += r.gpus
+            self._count(job, sum(r.gpus for r in self.active[job.key]))
+        free = {n: max(nodes[n].gpus - held[n] - rel[n], 0) for n in nodes}
+        self.free = NodeIndex(free, rank)
+        self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
+
+    # -- reading -------------------------------------------------------------------------------------
+    def top_key(self, project: str) -> str:
+        return self.shares.top(self.projects[project])[0]
+
+    def rel(self, node: str) -> int:
+        return self.avail.value[node] - self.free.value[node]
+
+    def room(self, job: Job) -> int:
+        """GPUs the job's project may still take: limits (R11), quota without borrowing, R3 for interactive."""
+        p = self.projects[job.project]
+        caps = []
+        if p.limit_gpus is not None:
+            caps.append(p.limit_gpus - self.alloc[p.name])
+        if not p.allow_over_quota or not self.config.borrowing or job.interactive:
+            used = self.interactive[p.name] if job.interactive else self.alloc[p.name]
+            caps.append(p.deserved_gpus - used)
+        dept = self.departments.get(p.department or "")
+        if dept is not None:
+            if dept.limit_gpus is not None:
+                caps.append(dept.limit_gpus - self.top_alloc[self.top_key(p.name)])
+            if job.interactive:
+                caps.append(dept.deserved_gpus - self.dept_interactive.get(dept.name, 0))
+        return min(caps) if caps else 1 << 30
+
+    def settling(self, job: Job) -> bool:
+        t = job.last_resized_at
+        return t is not None and self.now < t + self.config.settle_seconds and job.key not in self.started
+
+    # -- mutations (all undoable) --------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        return len(self._undo)
+
+    def rollback(self, mark: int) -> None:
+        while len(self._undo) > mark:
+            self._undo.pop()()
+
+    def place(self, job: Job, count: int, *, reserve: bool) -> list[Placement]:
+        """Best-fit ``count`` replicas (R12). ``reserve``: on free+releasing GPUs, held back, not started."""
+        g = job.gpus_per_replica
+        index = self.avail if reserve else self.free
+        taken = {r.index for r in self.active[job.key]} | {p.index for p in self.started.get(job.key, [])}
+        out: list[Placement] = []
+        next_index = 0
+        for _ in range(count):
+            node = index.best_fit(g)
+            if node is None:
+                raise AssertionError("place() called without checking slots()")
+            while next_index in taken:
+                next_index += 1
+            taken.add(next_index)
+            out.append(Placement(next_index, node, g))
+            self._take(node, g)
+        if reserve:
+            for pl in out:
+                self._reserve(Reservation(job.project, job.name, pl.node, pl.gpus))
+        else:
+            self._start(job, out)
+        return out
+
+    def reserve_node(self, job: Job, node: str) -> None:
+        """Hold back what a node has towards one replica of ``job`` (a draining reservation)."""
+        g = min(self.avail.value[node], job.gpus_per_replica)
+        if g > 0:
+            self._take(node, g)
+            self._reserve(Reservation(job.project, job.name, node, g))
+
+    def release(self, key: JobKey, replicas: list[Replica], reason: str, cause: Cause, for_job: JobKey | None) -> None:
+        """Tell ``replicas`` of a job to stop: their GPUs become releasing."""
+        job = self.jobs[key]
+        before = list(self.active[key])
+        rel = self.released.get(key)
+        prev = (list(rel.replicas), rel.whole) if rel is not None else ([], False)
+        self.active[key] = [r for r in before if r not in replicas]
+        whole = not self.active[key]
+        if rel is None:
+            self.released[key] = Release(list(replicas), reason, cause, for_job, whole)
+        else:
+            rel.replicas.extend(replicas)
+            rel.whole = whole
+        for r in replicas:
+            self._set(r.node, 0, r.gpus)
+        self._count(job, -sum(r.gpus for r in replicas))
+
+        def undo() -> None:
+            self.active[key] = before
+            if rel is None:
+                del self.released[key]
+            else:
+                rel.replicas, rel.whole = prev
+
+        self._undo.append(undo)
+
+    def unrelease(self, key: JobKey, replicas: list[Replica]) -> None:
+        """Give back replicas released earlier in this cycle (R6 fill-back)."""
+        job = self.jobs[key]
+        rel = self.released[key]
+        before, prev = self.active[key], (list(rel.replicas), rel.whole)
+        self.active[key] = sorted(before + replicas, key=lambda r: r.index)
+        rel.replicas = [r for r in rel.replicas if r not in replicas]
+        rel.whole = False
+        if not rel.replicas:
+            del self.released[key]
+        for r in replicas:
+            self._set(r.node, 0, -r.gpus)
+        self._count(job, sum(r.gpus for r in replicas))
+
+        def undo() -> None:
+            self.active[key] = before
+            rel.replicas, rel.whole = prev
+            self.released[key] = rel
+
+        self._undo.append(undo)
+
+    def _count(self, job: Job, gpus: int) -> None:
+        p = self.projects[job.project]
+        top = self.top_key(p.name)
+        self.alloc[p.name] += gpus
+        self.top_alloc[top] = self.top_alloc.get(top, 0) + gpus
+        if job.interactive:
+            self.interactive[p.name] += gpus
+            if p.department is not None:
+                self.dept_interactive[p.department] = self.dept_interactive.get(p.department, 0) + gpus
+
+        def undo() -> None:
+            self.alloc[p.name] -= gpus
+            self.top_alloc[top] -= gpus
+            if job.interactive:
+                self.interactive[p.name] -= gpus
+                if p.department is not None:
+                    self.dept_interactive[p.department] -= gpus
+
+        self._undo.append(undo)
+
+    def _take(self, node: str, g: int) -> None:
+        """Take ``g`` GPUs on ``node``: free ones first, then releasing ones."""
+        from_free = min(self.free.value[node], g)
+        self._set(node, -from_free, -(g - from_free))
+
+    def _set(self, node: str, d_free: int, d_rel: int) -> None:
+        if node not in self.free.value:
+            return  # a node that is gone or cordoned: its GPUs come back to nobody
+        f, a = self.free.value[node], self.avail.value[node]
+        self.free.set(node, f + d_free)
+        self.avail.set(node, a + d_free + d_rel)
+
+        def undo() -> None:
+            self.free.set(node, f)
+            self.avail.set(node, a)
+
+        self._undo.append(undo)
+
+    def _start(self, job: Job, placements: list[Placement]) -> None:
+        key = job.key
+        existed = key in self.started
+        self.started.setdefault(key, []).extend(placements)
+        new = [Replica(p.index, p.node, p.gpus) for p in placements]
+        before = self.active[key]
+        self.active[key] = sorted(before + new, key=lambda r: r.index)
+        self._count(job, sum(p.gpus for p in placements))
+        n = len(placements)
+
+        def undo() -> None:
+            self.active[key] = before
+            if existed:
+                del self.started[key][-n:]
+            else:
+                del self.started[key]
+
+        self._undo.append(undo)
+
+    def _reserve(self, r: Reservation) -> None:
+        self.reservations.append(r)
+        self._undo.append(self.reservations.pop)

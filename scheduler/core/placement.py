@@ -1,0 +1,71 @@
+"""R12 placement and R8 gang feasibility over per-node GPU counts.
+
+Contract: a ``NodeIndex`` tracks one number per schedulable node (free GPUs, or free plus releasing ones) and
+answers two questions fast, whatever the cluster size:
+
+- ``slots(g)``: how many replicas of ``g`` GPUs fit, each on one node. Replicas of one job are all the same
+  size, so a gang of ``k`` fits exactly when ``slots(g) >= k``, and best-fit placement never fails then
+  (each placement lowers ``slots(g)`` by exactly one).
+- ``best_fit(g)``: the fullest node that still fits ``g`` (R12), ties to the node that sorts first, so big
+  replicas find whole nodes free.
+
+Costs: ``slots`` is O(distinct values), ``best_fit`` O(distinct values + log n) amortised.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections import defaultdict
+
+
+def node_sort_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Natural order, so node-2 sorts before node-10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
+
+
+class NodeIndex:
+    """Per-node values with a histogram (for ``slots``) and lazily cleaned buckets (for ``best_fit``)."""
+
+    __slots__ = ("_buckets", "_hist", "_rank", "value")
+
+    def __init__(self, values: dict[str, int], rank: dict[str, int]) -> None:
+        self.value: dict[str, int] = {}
+        self._rank = rank
+        self._hist: dict[int, int] = defaultdict(int)
+        self._buckets: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        for name, v in values.items():
+            self.value[name] = v
+            self._hist[v] += 1
+            self._buckets[v].append((rank[name], name))
+        for bucket in self._buckets.values():
+            heapq.heapify(bucket)
+
+    def set(self, name: str, v: int) -> None:
+        old = self.value[name]
+        if old == v:
+            return
+        self.value[name] = v
+        self._hist[old] -= 1
+        self._hist[v] += 1
+        heapq.heappush(self._buckets[v], (self._rank[name], name))
+
+    def slots(self, g: int) -> int:
+        return sum(count * (v // g) for v, count in self._hist.items() if v >= g and count)
+
+    def total(self) -> int:
+        return sum(v * count for v, count in self._hist.items())
+
+    def best_fit(self, g: int) -> str | None:
+        for v in sorted(k for k, count in self._hist.items() if k >= g and count):
+            bucket = self._buckets[v]
+            while bucket:
+                _, name = bucket[0]
+                if self.value[name] == v:
+                    return name
+                heapq.heappop(bucket)
+        return None
+
+    def most_available(self) -> list[str]:
+        """Nodes by value, largest first, ties in node order (for draining reservations)."""
+        return sorted(self.value, key=lambda n: (-self.value[n], self._rank[n]))

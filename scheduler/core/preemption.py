@@ -1,0 +1,189 @@
+"""Victim search: R5 order, R6 minimal victims, R7 no ping-pong, R10 priority, R11 limits.
+
+Contract: every function works on a ``Ledger`` and either leaves a consistent set of releases in it and
+returns the units taken, or rolls the ledger back and returns ``None``. A *unit* is what one eviction step
+takes: one elastic extra (the highest-index worker above ``min_replicas``) or, once a job has no extras left,
+the whole job (master included: the master goes only with the whole job).
+
+Order inside a project (R5): lowest priority first; inside a priority, elastic extras before whole jobs;
+newest job first; inside a job the highest replica index first. Across projects (reclaim): the project
+furthest above its fair share first, re-ranked after every unit.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.model import Job, Replica
+from scheduler.core.plan import Cause
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    key: JobKey
+    replicas: tuple[Replica, ...]
+    whole: bool
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.replicas)
+
+
+class VictimOrder:
+    """Each project's preemptible jobs in R5 order, grouped by priority; computed once per cycle."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        by_project: dict[str, list[Job]] = {}
+        for job in ledger.jobs.values():
+            if job.preemptible and ledger.active[job.key]:
+                by_project.setdefault(job.project, []).append(job)
+        self._tiers: dict[str, list[list[JobKey]]] = {}
+        for project, jobs in by_project.items():
+            jobs.sort(key=lambda j: (j.priority, -j.submitted_at, _rev(j.name)))
+            tiers: list[list[JobKey]] = []
+            for j in jobs:
+                if tiers and ledger.jobs[tiers[-1][0]].priority == j.priority:
+                    tiers[-1].append(j.key)
+                else:
+                    tiers.append([j.key])
+            self._tiers[project] = tiers
+
+    def next_unit(self, ledger: Ledger, project: str, eligible: Callable[[Job], bool]) -> Unit | None:
+        for tier in self._tiers.get(project, ()):
+            for key in tier:
+                job, act = ledger.jobs[key], ledger.active[key]
+                if len(act) > job.min_replicas and eligible(job):
+                    return Unit(key, (act[-1],), False)
+            for key in tier:
+                job, act = ledger.jobs[key], ledger.active[key]
+                if act and eligible(job):
+                    return Unit(key, tuple(act), True)
+        return None
+
+
+def _rev(name: str) -> tuple[int, ...]:
+    """Sort key that orders names descending (newest-first tie-break stays deterministic)."""
+    return tuple(-ord(c) for c in name) + (1,)
+
+
+def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool) -> list[Unit] | None:
+    """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit."""
+    g = claim.gpus_per_replica
+    shares = ledger.shares
+    c_top = ledger.top_key(claim.project)
+    c_top_ok = ledger.top_alloc.get(c_top, 0) + count * g <= _top_share(ledger, claim.project)
+
+    def over(project: str) -> int:
+        return ledger.alloc[project] - shares.project[project]
+
+    def allowed(project: str, unit: Unit) -> bool:
+        if not _keeps_share(ledger.alloc[project], shares.project[project], unit.gpus, r2=r2):
+            return False
+        v_top = ledger.top_key(project)
+        if v_top == c_top:
+            return True
+        top_alloc = ledger.top_alloc.get(v_top, 0)
+        return c_top_ok and _keeps_share(top_alloc, _top_share(ledger, project), unit.gpus, r2=r2)
+
+    def eligible(job: Job) -> bool:
+        return job.key != claim.key and (r2 or not ledger.settling(job))
+
+    heap = [(-over(p), p) for p in sorted(ledger.alloc) if p != claim.project and over(p) > 0]
+    heapq.heapify(heap)
+    reason = f"reclaimed for {claim.project}/{claim.name}"
+    return _take_until_fits(ledger, claim, count, heap, order, eligible, allowed, over, reason, Cause.RECLAIM)
+
+
+def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[Unit] | None:
+    """R10: take from lower-priority preemptible jobs of the claimant's own project, extras first.
+
+    An interactive claimant (inside its quota, R3) also outranks training jobs of equal priority.
+    """
+
+    def eligible(job: Job) -> bool:
+        if job.key == claim.key:
+            return False
+        return job.priority < claim.priority or (claim.interactive and job.priority == claim.priority)
+
+    heap = [(0, claim.project)]
+    reason = f"preempted for higher-priority job {claim.project}/{claim.name}"
+    return _take_until_fits(
+        ledger, claim, count, heap, order, eligible, lambda p, u: True, lambda p: 1, reason, Cause.PREEMPT
+    )
+
+
+def _take_until_fits(
+    ledger: Ledger,
+    claim: Job,
+    count: int,
+    heap: list[tuple[int, str]],
+    order: VictimOrder,
+    eligible: Callable[[Job], bool],
+    allowed: Callable[[str, Unit], bool],
+    over: Callable[[str], int],
+    reason: str,
+    cause: Cause,
+) -> list[Unit] | None:
+    g = claim.gpus_per_replica
+    mark = ledger.checkpoint()
+    taken: list[Unit] = []
+    while ledger.avail.slots(g) < count:
+        if not heap:
+            ledger.rollback(mark)
+            return None
+        _, project = heapq.heappop(heap)
+        unit = order.next_unit(ledger, project, eligible)
+        if unit is None or not allowed(project, unit):
+            continue
+        ledger.release(unit.key, list(unit.replicas), f"{reason}: {_why(ledger, project)}", cause, claim.key)
+        taken.append(unit)
+        if over(project) > 0:
+            heapq.heappush(heap, (-over(project), project))
+    return _fill_back(ledger, taken, g, count)
+
+
+def _fill_back(ledger: Ledger, taken: list[Unit], g: int, count: int) -> list[Unit]:
+    """R6: give back every victim the claimant turns out not to need, least preferred victims first."""
+    kept: list[Unit] = []
+    for unit in reversed(taken):
+        mark = ledger.checkpoint()
+        ledger.unrelease(unit.key, list(unit.replicas))
+        if ledger.avail.slots(g) < count:
+            ledger.rollback(mark)
+            kept.append(unit)
+    kept.reverse()
+    return kept
+
+
+def _keeps_share(alloc: int, share: int, gpus: int, *, r2: bool) -> bool:
+    """R7: a victim stays at or above its fair share, unless R2 needs an indivisible unit of it."""
+    return alloc - gpus >= share or (r2 and alloc > share)
+
+
+def _top_share(ledger: Ledger, project: str) -> int:
+    return ledger.shares.top(ledger.projects[project])[1]
+
+
+def _why(ledger: Ledger, project: str) -> str:
+    return (
+        f"project {project} holds {ledger.alloc[project]} GPUs, "
+        f"above its fair share of {ledger.shares.project[project]}"
+    )
+
+
+def enforce_limits(ledger: Ledger, order: VictimOrder) -> None:
+    """R11: a project above its limit (say, the limit was just lowered) gives back preemptible GPUs."""
+    for name in sorted(ledger.projects):
+        p = ledger.projects[name]
+        cap = p.limit_gpus
+        if not p.allow_over_quota or not ledger.config.borrowing:
+            cap = p.deserved_gpus if cap is None else min(cap, p.deserved_gpus)
+        while cap is not None and ledger.alloc[name] > cap:
+            unit = order.next_unit(ledger, name, lambda j: True)
+            if unit is None:
+                break
+            why = f"project {name} holds {ledger.alloc[name]} GPUs, above its limit of {cap}"
+            ledger.release(unit.key, list(unit.replicas), why, Cause.LIMIT, None)

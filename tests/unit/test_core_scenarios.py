@@ -1,0 +1,300 @@
+"""The scheduling rules as the users meet them: cluster + projects + jobs -> the decisions Tide makes.
+
+Every ``Cluster.cycle()`` also checks all invariants (tests/corebuild.py).
+"""
+
+from __future__ import annotations
+
+from corebuild import Cluster, nodes
+
+from scheduler.core import Action, Cause, Config, Department, Node, Project, plan_cycle
+from scheduler.core.fairshare import fair_shares
+
+
+def seed() -> Cluster:
+    return Cluster(nodes(4)).project("a", 2).project("b", 2)
+
+
+def test_seed_scenario_grow_shrink_workers_before_master_grow_back() -> None:
+    """The seed scenario: a grows to 4, b's work makes a shrink to 2 by losing replicas 3 and 2, b runs, a regrows."""
+    c = seed().submit("a", "train", min=2, max=4)
+    assert c.decisions(c.cycle()) == [("start", "a", "train", [0, 1, 2, 3])]
+    master_node = next(r.node for r in c.job("a", "train").active if r.index == 0)
+
+    c.submit("b", "j1").submit("b", "j2")
+    plan = c.cycle()
+    assert c.decisions(plan) == [("shrink", "a", "train", [3, 2])]
+    assert plan.decisions[0].cause == Cause.RECLAIM
+    assert "above its fair share of 2" in plan.decisions[0].reason
+    note = plan.note("b", "j1")
+    assert note is not None and note.queue_position == 1 and "being reclaimed: 1 GPUs from project a" in note.reason
+
+    plan = c.cycle()
+    assert c.decisions(plan) == [("start", "b", "j1", [0]), ("start", "b", "j2", [0])]
+    assert c.indices("a", "train") == [0, 1]
+    assert next(r.node for r in c.job("a", "train").active if r.index == 0) == master_node
+    assert c.decisions(c.cycle()) == []  # stable: nobody above fair share while others wait
+
+    c.finish("b", "j1").finish("b", "j2")
+    assert c.decisions(c.cycle()) == [("grow", "a", "train", [2, 3])]
+    assert c.alloc("a") == 4
+
+
+def test_reclaim_waits_for_stopping_replicas_without_taking_more() -> None:
+    """While a's replicas take their grace period to stop, b's claim waits on them; no further victims."""
+    c = seed().submit("a", "train", min=2, max=4)
+    c.slow_release = True
+    c.cycle()
+    c.submit("b", "j1", min=2, max=2)
+    assert c.decisions(c.cycle()) == [("shrink", "a", "train", [3, 2])]
+    for _ in range(3):
+        plan = c.cycle()
+        assert c.decisions(plan) == []
+        assert {(r.project, r.job) for r in plan.reservations} == {("b", "j1")}
+        note = plan.note("a", "train")
+        assert note is not None and "stopping replicas" in note.reason
+    c.release_done()
+    assert c.decisions(c.cycle()) == [("start", "b", "j1", [0, 1])]
+
+
+def test_weights_one_to_three_split_idle_gpus_25_75() -> None:
+    c = Cluster(nodes(16)).project("a", 2, over_quota_weight=1).project("b", 2, over_quota_weight=3)
+    c.submit("a", "ja", min=1, max=16).submit("b", "jb", min=1, max=16)
+    plan = c.cycle()
+    assert (plan.share("a").fair_share_gpus, plan.share("b").fair_share_gpus) == (5, 11)  # 2+3 and 2+9 of 12 idle
+    assert (c.alloc("a"), c.alloc("b")) == (5, 11)
+
+
+def test_limit_is_never_exceeded_even_with_idle_gpus() -> None:
+    c = Cluster(nodes(8)).project("a", 1, limit_gpus=3).submit("a", "big", min=1, max=8)
+    c.run(3)
+    assert c.alloc("a") == 3
+    note = c.plans[-1].note("a", "big")
+    assert note is not None and "no room under its limit" in note.reason
+
+
+def test_lowered_limit_shrinks_the_project_back_under_it() -> None:
+    c = Cluster(nodes(4)).project("a", 1).submit("a", "big", min=1, max=4)
+    c.cycle()
+    c.state = c.state.__class__(c.state.nodes, (Project("a", 1, limit_gpus=2),), c.state.jobs)
+    plan = c.cycle()
+    assert c.decisions(plan) == [("shrink", "a", "big", [3, 2])]
+    assert plan.decisions[0].cause == Cause.LIMIT
+
+
+def test_interactive_job_is_refused_over_quota_and_never_a_victim() -> None:
+    c = seed().submit("a", "notebook", min=2, interactive=True).submit("a", "train", min=1, max=2)
+    c.cycle()
+    assert c.alloc("a") == 4
+    c.submit("a", "notebook2", interactive=True)
+    plan = c.cycle()
+    note = plan.note("a", "notebook2")
+    assert note is not None and "interactive jobs run only inside the deserved quota" in note.reason
+    c.submit("b", "jb", min=2)
+    plan = c.cycle()
+    assert c.decisions(plan) == [("evict", "a", "train", [1, 0])]  # the training job goes, never the notebook
+    assert c.indices("a", "notebook") == [0, 1]
+
+
+def test_priority_orders_jobs_inside_a_project_and_preempts_extras_first() -> None:
+    c = Cluster(nodes(4)).project("a", 4).submit("a", "low", min=1, max=4, priority=0)
+    c.cycle()
+    c.submit("a", "high", min=2, priority=5)
+    plan = c.cycle()
+    assert c.decisions(plan) == [("shrink", "a", "low", [3, 2])]
+    assert plan.decisions[0].cause == Cause.PREEMPT
+    assert c.decisions(c.cycle()) == [("start", "a", "high", [0, 1])]
+
+
+def test_priority_does_not_cross_projects() -> None:
+    """b's high priority does not let it take a's GPUs beyond b's fair share."""
+    c = seed().submit("a", "ja", min=2)
+    c.cycle()
+    c.submit("b", "jb", min=2).submit("b", "urgent", min=1, priority=100)
+    c.run(2)
+    assert (c.alloc("a"), c.alloc("b")) == (2, 1)  # urgent runs; jb would lift b above its fair share
+    note = c.plans[-1].note("b", "jb")
+    assert note is not None and note.queue_position == 1 and "can only borrow GPUs that are idle" in note.reason
+
+
+def test_department_whose_projects_oversubscribe_its_quota() -> None:
+    dept = Department("research", deserved_gpus=4)
+    c = Cluster(nodes(8), departments=(dept,))
+    c.project("x", 4, department="research").project("y", 4, department="research").project("z", 4)
+    for p in "xyz":
+        c.submit(p, "j", min=1, max=8)
+    plan = c.cycle()
+    assert [(s.project, s.fair_share_gpus) for s in plan.shares] == [("x", 2), ("y", 2), ("z", 4)]
+    assert plan.department_shares[0].fair_share_gpus == 4
+    c.run(2)
+    assert (c.alloc("x"), c.alloc("y"), c.alloc("z")) == (2, 2, 4)
+
+
+def test_big_replica_waits_for_a_whole_node_instead_of_starving() -> None:
+    """Small jobs keep arriving; the 8-GPU replica holds the fullest node as it drains, then starts."""
+    c = Cluster(nodes(2, gpus=8)).project("a", 16)
+    for i in range(12):
+        c.submit("a", f"small-{i}")
+    c.cycle()
+    c.now += 1
+    c.submit("a", "big", gpus=8)
+    started_at, drained = None, 0
+    for t in range(30):
+        running = [j for j in c.state.jobs if j.name != "big" and j.active]
+        c.finish("a", min(running, key=lambda j: j.submitted_at).name).submit("a", f"late-{t}")
+        plan = c.cycle()
+        if any(d.job == "big" and d.action == Action.START for d in plan.decisions):
+            started_at = t
+            break
+        note = plan.note("a", "big")
+        drained += note is not None and "nodes held for it as they drain" in note.reason
+    # it holds a node once the jobs ahead of it leave room in a's fair share, and starts when that node is free
+    assert started_at is not None and started_at <= 12 and drained > 0
+
+
+def test_no_ping_pong_between_two_projects_with_equal_claims() -> None:
+    c = Cluster(nodes(5)).project("a", 2).project("b", 2)
+    c.submit("a", "ja", min=1, max=5).submit("b", "jb", min=1, max=5)
+    c.run(100)
+    changes = [i for i, plan in enumerate(c.plans) if plan.decisions]
+    assert changes == [0]
+    assert sorted((c.alloc("a"), c.alloc("b"))) == [2, 3]
+
+
+def test_minimal_victims_take_exactly_what_the_claimant_needs() -> None:
+    """R6: b needs 2 GPUs; a loses 2 of its 6 borrowed ones, not more (cf. KAI PR #1565: 48 asked, 376 evicted)."""
+    c = Cluster(nodes(8)).project("a", 2).project("b", 6)
+    c.submit("a", "elastic", min=1, max=8)
+    c.cycle()
+    c.submit("b", "jb", min=2)
+    assert c.decisions(c.cycle()) == [("shrink", "a", "elastic", [7, 6])]
+
+
+def test_victims_come_from_the_project_furthest_above_its_fair_share() -> None:
+    c = Cluster(nodes(8)).project("a", 1).project("b", 1).project("c", 4)
+    c.submit("a", "ja", min=3).submit("b", "jb", min=4)  # a holds 3 (fair 1+), b holds 4 (fair 1+)
+    c.cycle()
+    c.submit("c", "jc", min=1)
+    c.cycle()
+    c.submit("c", "jc2", min=1)
+    plan = c.cycle()
+    evicted = {d.job for d in plan.decisions if d.action == Action.EVICT}
+    assert evicted == {"jb"}  # b is further above its fair share than a
+
+
+def test_whole_job_eviction_when_no_extras_and_it_goes_back_to_pending() -> None:
+    c = seed().submit("a", "rigid", min=4)
+    c.cycle()
+    c.submit("b", "jb", min=2)
+    plan = c.cycle()
+    assert c.decisions(plan) == [("evict", "a", "rigid", [3, 2, 1, 0])]  # workers first, master last
+    note = plan.note("a", "rigid")
+    assert note is not None and "back to pending" in note.reason
+    c.cycle()
+    c.finish("b", "jb")
+    assert c.decisions(c.cycle()) == [("start", "a", "rigid", [0, 1, 2, 3])]
+
+
+def test_settle_time_delays_growth_but_never_the_guarantee() -> None:
+    c = Cluster(nodes(4), config=Config(settle_seconds=5)).project("a", 2).project("b", 2)
+    c.submit("a", "ja", min=1, max=4)
+    c.cycle()
+    c.submit("b", "jb", min=2)
+    assert c.decisions(c.cycle()) == [("shrink", "a", "ja", [3, 2])]  # R2 claim ignores a's settle time
+    c.cycle()
+    c.finish("b", "jb")
+    plan = c.cycle()
+    assert plan.decisions == ()
+    note = plan.note("a", "ja")
+    assert note is not None and "settling" in note.reason
+    c.run(3)
+    assert c.alloc("a") == 4
+
+
+def test_borrower_within_fair_share_does_not_take_settling_replicas() -> None:
+    """Above its guarantee but within fair share, b waits out a's settle time before reclaiming."""
+    c = Cluster(nodes(6), config=Config(settle_seconds=3)).project("a", 1).project("b", 1)
+    c.submit("a", "ja", min=1, max=6)
+    c.submit("b", "jb", min=1)
+    c.cycle()
+    assert (c.alloc("a"), c.alloc("b")) == (5, 1)
+    c.submit("b", "jb2", min=2)  # fair share of b is 3: entitled, but a just resized
+    plan = c.cycle()
+    note = plan.note("b", "jb2")
+    assert plan.decisions == () and note is not None and "no GPUs can be reclaimed" in note.reason
+    c.run(3)  # a settles until t=3; the reclaim happens then, b starts the cycle after
+    assert c.alloc("b") == 3 and c.alloc("a") == 3
+
+
+def test_lost_node_restores_the_gang_or_sends_it_back_to_pending() -> None:
+    c = Cluster(nodes(4)).project("a", 4).submit("a", "rigid", min=3).submit("a", "elastic", min=1, max=1)
+    c.cycle()
+    lost = next(r.node for r in c.job("a", "rigid").active if r.index == 1)
+    c.state = c.state.__class__(tuple(n for n in c.state.nodes if n.name != lost), c.state.projects, c.state.jobs)
+    plan = plan_cycle(c.state, c.config, now=c.now)
+    kinds = {(d.job, d.action) for d in plan.decisions}
+    assert ("rigid", Action.EVICT) in kinds or ("rigid", Action.GROW) in kinds
+
+
+def test_cordoned_node_takes_no_new_replicas() -> None:
+    c = Cluster((Node("n1", 2, schedulable=False), Node("n2", 2))).project("a", 4)
+    c.submit("a", "j", min=1, max=4)
+    c.cycle()
+    assert {r.node for r in c.job("a", "j").active} == {"n2"}
+
+
+def test_weight_zero_borrows_only_what_nobody_else_wants_and_loses_it_first() -> None:
+    c = Cluster(nodes(6)).project("a", 1, over_quota_weight=0).project("b", 1).project("c", 1)
+    c.submit("a", "ja", min=1, max=6)
+    c.cycle()
+    assert c.alloc("a") == 6  # nobody else wants them
+    c.submit("b", "jb", min=1, max=6)
+    c.run(3)
+    assert (c.alloc("a"), c.alloc("b")) == (1, 5)
+
+
+def test_quotas_that_oversubscribe_the_cluster_are_scaled_down() -> None:
+    c = Cluster(nodes(4)).project("a", 4).project("b", 4)
+    c.submit("a", "ja", min=1, max=4).submit("b", "jb", min=1, max=4)
+    plan = c.cycle()
+    shares = fair_shares(c.state, c.config)
+    assert shares.project == {"a": 2, "b": 2}
+    assert (plan.share("a").fair_share_gpus, c.alloc("a"), c.alloc("b")) == (2, 2, 2)
+
+
+def test_project_without_over_quota_stays_inside_its_quota() -> None:
+    c = Cluster(nodes(4)).project("a", 2, allow_over_quota=False).submit("a", "j", min=1, max=4).submit("a", "k", min=3)
+    plan = c.cycle()
+    assert c.alloc("a") == 2
+    note = plan.note("a", "k")
+    assert note is not None and "may not go over its quota" in note.reason
+
+
+def test_static_partitioning_baseline_caps_everyone_at_quota() -> None:
+    c = Cluster(nodes(4), config=Config(settle_seconds=0, borrowing=False)).project("a", 2).project("b", 2)
+    c.submit("a", "ja", min=1, max=4)
+    c.run(2)
+    assert c.alloc("a") == 2
+
+
+def test_rigid_baseline_runs_elastic_jobs_at_max_and_evicts_whole() -> None:
+    c = Cluster(nodes(4), config=Config(settle_seconds=0, elastic=False)).project("a", 2).project("b", 2)
+    c.submit("a", "ja", min=2, max=4)
+    assert c.decisions(c.cycle()) == [("start", "a", "ja", [0, 1, 2, 3])]
+    c.submit("b", "jb", min=1)
+    assert c.decisions(c.cycle()) == [("evict", "a", "ja", [3, 2, 1, 0])]
+
+
+def test_replica_larger_than_any_node_is_explained() -> None:
+    c = Cluster(nodes(2, gpus=4)).project("a", 8).submit("a", "huge", gpus=8)
+    note = c.cycle().note("a", "huge")
+    assert note is not None and "no schedulable node has 8 GPUs" in note.reason
+
+
+def test_placement_packs_the_fullest_node_first() -> None:
+    c = Cluster((Node("n1", 4), Node("n2", 4))).project("a", 8)
+    c.submit("a", "first", min=1, gpus=3)
+    c.cycle()
+    c.submit("a", "second", min=1, gpus=1)
+    c.cycle()
+    assert {r.node for r in c.job("a", "second").active} == {r.node for r in c.job("a", "first").active}
