@@ -1,0 +1,188 @@
+"""Rows to API schemas, and the live figures a read carries: the one store -> API conversion module.
+
+Contract: pure functions of rows already loaded. Figures: ``allocated_gpus`` counts the GPUs of replicas
+the scheduler wants running (launched or about to be) of active jobs; ``pending_gpus`` counts what pending
+jobs need to start (``min_replicas * gpus_per_replica``); ``over_quota_gpus`` is what a project holds above
+its deserved quota. Job ``env`` values are never returned (they may hold secrets), only their names.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from api import schemas
+from scheduler.store.models import DepartmentRow, EventRow, JobRow, NodeRow, ProjectRow, ReplicaRow, TokenRow
+
+ACTIVE = ("pending", "running")
+
+
+@dataclass
+class Figures:
+    allocated_gpus: int = 0
+    pending_gpus: int = 0
+    running_jobs: int = 0
+    pending_jobs: int = 0
+
+
+@dataclass
+class Totals:
+    """Figures per project id, from the active jobs."""
+
+    by_project: dict[int, Figures] = field(default_factory=lambda: defaultdict(Figures))
+
+    @classmethod
+    def of(cls, jobs: Iterable[JobRow]) -> Totals:
+        totals = cls()
+        for job in jobs:
+            if job.status not in ACTIVE:
+                continue
+            figures = totals.by_project[job.project_id]
+            figures.allocated_gpus += job_allocated(job)
+            if job.status == "pending":
+                figures.pending_jobs += 1
+                figures.pending_gpus += job.min_replicas * job.gpus_per_replica
+            else:
+                figures.running_jobs += 1
+        return totals
+
+
+def when(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def role(index: int) -> Literal["master", "worker"]:
+    return "master" if index == 0 else "worker"
+
+
+def job_allocated(job: JobRow) -> int:
+    return sum(r.gpus for r in job.replicas if r.desired == "run") if job.status in ACTIVE else 0
+
+
+def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
+    figures = totals.by_project.get(row.id, Figures())
+    return schemas.ProjectPublic(
+        name=row.name,
+        deserved_gpus=row.deserved_gpus,
+        over_quota_weight=row.over_quota_weight,
+        limit_gpus=row.limit_gpus,
+        allow_over_quota=row.allow_over_quota,
+        department=row.department.name if row.department else None,
+        fair_share_gpus=row.fair_share_gpus,
+        allocated_gpus=figures.allocated_gpus,
+        over_quota_gpus=max(0, figures.allocated_gpus - row.deserved_gpus),
+        pending_gpus=figures.pending_gpus,
+        running_jobs=figures.running_jobs,
+        pending_jobs=figures.pending_jobs,
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+    )
+
+
+def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentPublic:
+    figures = [totals.by_project.get(p.id, Figures()) for p in row.projects]
+    return schemas.DepartmentPublic(
+        name=row.name,
+        deserved_gpus=row.deserved_gpus,
+        over_quota_weight=row.over_quota_weight,
+        limit_gpus=row.limit_gpus,
+        fair_share_gpus=row.fair_share_gpus,
+        allocated_gpus=sum(f.allocated_gpus for f in figures),
+        pending_gpus=sum(f.pending_gpus for f in figures),
+        projects=sorted(p.name for p in row.projects),
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+    )
+
+
+def replica_public(row: ReplicaRow) -> schemas.ReplicaPublic:
+    return schemas.ReplicaPublic(
+        index=row.index,
+        role=role(row.index),
+        status=row.status,  # type: ignore[arg-type]
+        node=row.node,
+        gpus=row.gpus,
+        gpu_ids=row.gpu_ids,
+        pid=row.pid,
+        started_at=when(row.started_at),
+        exit_code=row.exit_code,
+    )
+
+
+def visible_replicas(job: JobRow) -> list[ReplicaRow]:
+    """Replicas a reader cares about: the live and wanted ones, or the final ones of a finished job."""
+    if job.status in ACTIVE:
+        return [r for r in job.replicas if r.desired != "done" or r.exit_code is None]
+    return list(job.replicas)
+
+
+def job_public(job: JobRow) -> schemas.JobPublic:
+    return schemas.JobPublic(
+        project=job.project.name,
+        name=job.name,
+        status=job.status,  # type: ignore[arg-type]
+        workers=job.workers,
+        min_replicas=job.min_replicas,
+        max_replicas=job.max_replicas,
+        gpus_per_replica=job.gpus_per_replica,
+        replicas_now=sum(1 for r in job.replicas if r.desired == "run") if job.status in ACTIVE else 0,
+        allocated_gpus=job_allocated(job),
+        pending_reason=job.pending_reason,
+        queue_position=job.queue_position,
+        restarts=job.restarts,
+        interactive=job.interactive,
+        priority=job.priority,
+        image=job.image,
+        command=list(job.command),
+        env_names=sorted(job.env),
+        message=job.message,
+        created_at=datetime.fromtimestamp(job.created_at, UTC),
+        finished_at=when(job.finished_at),
+        replicas=[replica_public(r) for r in sorted(visible_replicas(job), key=lambda r: (r.index, r.id))],
+    )
+
+
+def node_public(row: NodeRow, live: Sequence[ReplicaRow]) -> schemas.NodePublic:
+    mine = [r for r in live if r.node == row.name]
+    slots = [
+        schemas.NodeSlot(
+            project=r.job.project.name,
+            job=r.job.name,
+            index=r.index,
+            role=role(r.index),
+            gpu_ids=list(r.gpu_ids or ()),
+            releasing=r.desired != "run",
+        )
+        for r in mine
+    ]
+    return schemas.NodePublic(
+        name=row.name,
+        gpus=row.gpus,
+        allocated_gpus=sum(len(s.gpu_ids) for s in slots),
+        schedulable=row.schedulable,
+        slots=slots,
+    )
+
+
+def event_public(row: EventRow) -> schemas.EventPublic:
+    return schemas.EventPublic(
+        id=row.id,
+        time=datetime.fromtimestamp(row.time, UTC),
+        kind=row.kind,
+        project=row.project,
+        job=row.job,
+        replicas=list(row.replicas),
+        reason=row.reason,
+        cause=row.cause,
+    )
+
+
+def token_public(row: TokenRow, project: str, secret: str | None = None) -> schemas.TokenPublic:
+    return schemas.TokenPublic(
+        id=row.id,
+        project=project,
+        name=row.name,
+        created_at=datetime.fromtimestamp(row.created_at, UTC),
+        token=secret,
+    )

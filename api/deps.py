@@ -1,0 +1,44 @@
+"""What routes depend on: the running service's parts and the caller's identity.
+
+Contract: ``Services`` is built once by ``api.app`` and kept on ``app.state.tide``. ``Svc`` and ``Caller``
+are FastAPI dependencies (annotated types) giving a route the services and the authenticated principal;
+authentication runs on every route that declares ``Caller`` (every route but health and docs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from api.auth import Principal, authenticate
+from api.settings import Settings
+from scheduler.engine.loop import Engine
+from scheduler.executors.base import Executor
+from scheduler.store.db import Database
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    executor: Executor
+    engine: Engine
+    admin_token: str
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.tide
+    return services
+
+
+Svc = Annotated[Services, Depends(get_services)]
+
+
+def get_principal(request: Request, services: Svc) -> Principal:
+    with services.db.read() as session:
+        return authenticate(request.headers.get("authorization"), services.admin_token, session)
+
+
+Caller = Annotated[Principal, Depends(get_principal)]

@@ -1,0 +1,47 @@
+"""``/cluster``: the whole picture in one read (nodes with who holds which GPU, projects, departments).
+
+Contract: node figures are physical (GPUs held by live processes, including replicas still stopping, marked
+``releasing``); project figures are the scheduler's (GPUs of replicas it wants running). ``leader`` says
+whether this service instance is the one scheduling.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
+from api import convert, schemas
+from api.deps import Caller, Svc
+from api.routes.projects import totals_for
+from scheduler.store.models import DepartmentRow, NodeRow, ProjectRow
+from scheduler.store.queries import live_replicas
+
+router = APIRouter(tags=["cluster"])
+
+
+@router.get("/cluster", response_model=schemas.ClusterPublic)
+def read_cluster(svc: Svc, caller: Caller) -> schemas.ClusterPublic:
+    with svc.db.read() as session:
+        live = live_replicas(session)
+        nodes = [
+            convert.node_public(n, live) for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
+        ]
+        totals = totals_for(session)
+        projects = session.scalars(
+            select(ProjectRow).options(selectinload(ProjectRow.department)).order_by(ProjectRow.name)
+        ).all()
+        departments = session.scalars(
+            select(DepartmentRow).options(selectinload(DepartmentRow.projects)).order_by(DepartmentRow.name)
+        ).all()
+        total = sum(n.gpus for n in nodes)
+        allocated = sum(n.allocated_gpus for n in nodes)
+        return schemas.ClusterPublic(
+            total_gpus=total,
+            allocated_gpus=allocated,
+            free_gpus=max(0, total - allocated),
+            nodes=nodes,
+            projects=[convert.project_public(p, totals) for p in projects],
+            departments=[convert.department_public(d, totals) for d in departments],
+            leader=svc.engine.is_leader,
+        )

@@ -1,0 +1,44 @@
+"""``/events``: the scheduler's decisions (start, grow, shrink, evict, finish, fail, cancel) with reasons.
+
+Contract: newest last; ``since`` (ISO 8601 or Unix seconds) keeps events strictly after that time,
+``after_id`` those after an event id (for followers that must not miss one); ``limit`` keeps the newest N.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from sqlalchemy import select
+
+from api import convert, schemas
+from api.deps import Caller, Svc
+from scheduler.store.models import EventRow
+
+router = APIRouter(tags=["events"])
+
+
+@router.get("/events", response_model=list[schemas.EventPublic])
+def list_events(
+    *,
+    svc: Svc,
+    caller: Caller,
+    since: datetime | None = None,
+    after_id: Annotated[int | None, Query(ge=0)] = None,
+    project: Annotated[str | None, Query(max_length=63)] = None,
+    job: Annotated[str | None, Query(max_length=63)] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 500,
+) -> list[schemas.EventPublic]:
+    query = select(EventRow).order_by(EventRow.id.desc()).limit(limit)
+    if since is not None:
+        query = query.where(EventRow.time > since.timestamp())
+    if after_id is not None:
+        query = query.where(EventRow.id > after_id)
+    if project is not None:
+        query = query.where(EventRow.project == project)
+    if job is not None:
+        query = query.where(EventRow.job == job)
+    with svc.db.read() as session:
+        rows = session.scalars(query).all()
+    return [convert.event_public(r) for r in reversed(rows)]

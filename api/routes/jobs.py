@@ -1,0 +1,181 @@
+"""Jobs: submit, read, list, delete (stop) and read a replica's logs.
+
+Contract: a job is created ``pending`` and the loop is woken at once. Names are unique among a project's
+jobs; submitting the name of a *finished* job replaces that job (its history stays in the events), an
+active one is a 409. A job whose replica needs more GPUs than any node has, or whose ``min_replicas`` can
+never fit in the cluster, is refused (422). ``DELETE`` marks the job ``cancelled`` and its replicas to stop
+(SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job is a no-op.
+Submitting and deleting need the admin token or a token of the job's project.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, status
+from fastapi.responses import PlainTextResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from api import convert, schemas
+from api.auth import require_project_writer
+from api.deps import Caller, Svc
+from api.routes.projects import get_project
+from scheduler.engine.reconcile import stop_job_replicas
+from scheduler.store.models import JobRow, NodeRow, ProjectRow
+from scheduler.store.queries import ACTIVE, add_event, job_by_name
+
+router = APIRouter(tags=["jobs"])
+
+
+def _get_job(session: Session, project: str, name: str) -> JobRow:
+    get_project(session, project)
+    job = job_by_name(session, project, name)
+    if job is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"no job {name!r} in project {project!r}; see GET /api/v1/jobs?project={project}",
+        )
+    return job
+
+
+def _check_fits(session: Session, body: schemas.JobCreate) -> None:
+    nodes = session.scalars(select(NodeRow).where(NodeRow.schedulable)).all()
+    if not nodes:
+        return  # nodes not known yet (the executor has not reported); the scheduler will explain
+    largest = max(n.gpus for n in nodes)
+    if body.gpus_per_replica > largest:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"gpus_per_replica is {body.gpus_per_replica} but the largest node has {largest} GPUs: "
+            f"a replica's GPUs must all be on one node",
+        )
+    fits = sum(n.gpus // body.gpus_per_replica for n in nodes)
+    if (body.min_replicas or 1) > fits:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"min_replicas is {body.min_replicas} but the cluster can hold at most {fits} replicas of "
+            f"{body.gpus_per_replica} GPUs: lower min_replicas or gpus_per_replica",
+        )
+
+
+@router.post(
+    "/projects/{project}/jobs", status_code=status.HTTP_201_CREATED, response_model=schemas.JobPublic
+)
+def submit_job(project: str, body: schemas.JobCreate, svc: Svc, caller: Caller) -> schemas.JobPublic:
+    with svc.db.write() as session:
+        owner = get_project(session, project)
+        require_project_writer(caller, project)
+        _check_fits(session, body)
+        existing = job_by_name(session, project, body.name, lock=True)
+        if existing is not None and existing.status in ACTIVE:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"job {body.name!r} already exists in project {project!r} ({existing.status}): "
+                "pick another name or delete it first",
+            )
+        if existing is not None:
+            session.delete(existing)
+            session.flush()
+        job = _new_job(owner, body, svc.engine.clock())
+        session.add(job)
+        session.flush()
+        public = convert.job_public(job)
+    svc.engine.trigger()
+    return public
+
+
+def _new_job(project: ProjectRow, body: schemas.JobCreate, now: float) -> JobRow:
+    assert body.min_replicas is not None and body.max_replicas is not None  # filled in by the schema
+    return JobRow(
+        project=project,
+        name=body.name,
+        status="pending",
+        workers=body.workers,
+        min_replicas=body.min_replicas,
+        max_replicas=body.max_replicas,
+        gpus_per_replica=body.gpus_per_replica,
+        image=body.image,
+        command=list(body.command),
+        env=dict(body.env),
+        interactive=body.interactive,
+        priority=body.priority,
+        grace_period=body.grace_period,
+        created_at=now,
+        submitted_at=now,
+        restarts=0,
+        generation=0,
+        replicas=[],
+    )
+
+
+@router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic])
+def list_project_jobs(project: str, svc: Svc, caller: Caller) -> list[schemas.JobPublic]:
+    return list_jobs(svc, caller, project=project)
+
+
+@router.get("/jobs", response_model=list[schemas.JobPublic])
+def list_jobs(
+    svc: Svc,
+    caller: Caller,
+    project: Annotated[str | None, Query(max_length=63)] = None,
+    status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
+) -> list[schemas.JobPublic]:
+    with svc.db.read() as session:
+        query = (
+            select(JobRow)
+            .join(JobRow.project)
+            .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
+            .order_by(ProjectRow.name, JobRow.created_at, JobRow.id)
+        )
+        if project is not None:
+            get_project(session, project)
+            query = query.where(ProjectRow.name == project)
+        if status_ is not None:
+            query = query.where(JobRow.status == status_)
+        return [convert.job_public(j) for j in session.scalars(query).all()]
+
+
+@router.get("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)
+def read_job(project: str, name: str, svc: Svc, caller: Caller) -> schemas.JobPublic:
+    with svc.db.read() as session:
+        return convert.job_public(_get_job(session, project, name))
+
+
+@router.delete("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)
+def delete_job(project: str, name: str, svc: Svc, caller: Caller) -> schemas.JobPublic:
+    with svc.db.write() as session:
+        job = _get_job(session, project, name)
+        require_project_writer(caller, project)
+        job = job_by_name(session, project, name, lock=True) or job
+        if job.status in ACTIVE:
+            now = svc.engine.clock()
+            who = "an admin" if caller.is_admin else "a project token"
+            job.status, job.finished_at, job.message = "cancelled", now, f"deleted by {who}"
+            job.pending_reason = job.queue_position = None
+            stop_job_replicas(session, job)
+            add_event(session, time=now, kind="cancel", project=project, job=name, reason=f"deleted by {who}")
+        session.flush()
+        public = convert.job_public(job)
+    svc.engine.trigger()
+    return public
+
+
+@router.get("/projects/{project}/jobs/{name}/logs", response_class=PlainTextResponse)
+def read_logs(
+    *,
+    project: str,
+    name: str,
+    svc: Svc,
+    caller: Caller,
+    replica: Annotated[int, Query(ge=0, le=1023)] = 0,
+    tail: Annotated[int | None, Query(ge=0, le=100_000)] = None,
+) -> PlainTextResponse:
+    with svc.db.read() as session:
+        _get_job(session, project, name)
+    text = svc.executor.read_log(project, name, replica, tail)
+    if text is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND, f"no logs for replica {replica} of {project}/{name} (has it started?)"
+        )
+    return PlainTextResponse(text)

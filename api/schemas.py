@@ -1,0 +1,271 @@
+"""Pydantic models of the REST API: the only home of pydantic models in Tide.
+
+Contract: ``*Create``/``*Update`` validate what clients send (unknown fields are refused, so a typo is an
+error, not a silent default) with messages that say what to fix; ``*Public`` is what the API returns.
+Rows become ``*Public`` only in ``api.convert``. Names are DNS-1123 labels (they become process, pod and file
+names). Times are ISO 8601 in UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_ENV_VALUE = 32_768
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit (a DNS-1123 label), e.g. 'team-a'"
+        )
+    return value
+
+
+def _env(value: dict[str, str]) -> dict[str, str]:
+    for key, item in value.items():
+        if not ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name: use letters, digits and '_'")
+        if key.startswith("TIDE_"):
+            raise ValueError(f"{key!r}: TIDE_* variables are set by Tide itself; pick another name")
+        if len(item) > MAX_ENV_VALUE:
+            raise ValueError(f"the value of {key!r} is longer than {MAX_ENV_VALUE} characters")
+    return value
+
+
+def _command(value: list[str]) -> list[str]:
+    if any(part == "" or "\x00" in part for part in value):
+        raise ValueError("command arguments must be non-empty strings without NUL characters")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_dns_label)]
+Gpus = Annotated[int, Field(ge=0, le=1_000_000)]
+Weight = Annotated[float, Field(ge=0, le=1_000_000)]
+JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
+ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed"]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_limit(deserved: int | None, limit: int | None) -> None:
+    if deserved is not None and limit is not None and limit < deserved:
+        raise ValueError(
+            f"limit_gpus ({limit}) is below deserved_gpus ({deserved}): raise the limit, lower the quota, "
+            "or set limit_gpus to null for no limit"
+        )
+
+
+class ProjectCreate(_In):
+    name: Name
+    deserved_gpus: Gpus
+    over_quota_weight: Weight = 1.0
+    limit_gpus: Gpus | None = None
+    allow_over_quota: bool = True
+    department: Name | None = None
+
+    @model_validator(mode="after")
+    def _limit(self) -> ProjectCreate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class ProjectUpdate(_In):
+    deserved_gpus: Gpus | None = None
+    over_quota_weight: Weight | None = None
+    limit_gpus: Gpus | None = None
+    allow_over_quota: bool | None = None
+    department: Name | None = None
+
+    @model_validator(mode="after")
+    def _limit(self) -> ProjectUpdate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class ProjectPublic(BaseModel):
+    name: str
+    deserved_gpus: int
+    over_quota_weight: float
+    limit_gpus: int | None
+    allow_over_quota: bool
+    department: str | None
+    fair_share_gpus: int
+    allocated_gpus: int
+    over_quota_gpus: int
+    pending_gpus: int
+    running_jobs: int
+    pending_jobs: int
+    created_at: datetime
+
+
+class DepartmentCreate(_In):
+    name: Name
+    deserved_gpus: Gpus
+    over_quota_weight: Weight = 1.0
+    limit_gpus: Gpus | None = None
+
+    @model_validator(mode="after")
+    def _limit(self) -> DepartmentCreate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class DepartmentUpdate(_In):
+    deserved_gpus: Gpus | None = None
+    over_quota_weight: Weight | None = None
+    limit_gpus: Gpus | None = None
+
+    @model_validator(mode="after")
+    def _limit(self) -> DepartmentUpdate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class DepartmentPublic(BaseModel):
+    name: str
+    deserved_gpus: int
+    over_quota_weight: float
+    limit_gpus: int | None
+    fair_share_gpus: int
+    allocated_gpus: int
+    pending_gpus: int
+    projects: list[str]
+    created_at: datetime
+
+
+class JobCreate(_In):
+    """A job of 1 master + ``workers`` workers; elastic when ``min_replicas < max_replicas``."""
+
+    name: Name
+    workers: Annotated[int, Field(ge=0, le=1023)] = 0
+    min_replicas: Annotated[int, Field(ge=1, le=1024)] | None = None
+    max_replicas: Annotated[int, Field(ge=1, le=1024)] | None = None
+    gpus_per_replica: Annotated[int, Field(ge=1, le=1024)] = 1
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    command: Annotated[list[str], Field(min_length=1, max_length=1024), AfterValidator(_command)]
+    env: Annotated[dict[str, str], Field(max_length=256), AfterValidator(_env)] = Field(default_factory=dict)
+    interactive: bool = False
+    priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
+    grace_period: Annotated[float, Field(ge=0, le=86_400)] | None = None
+
+    @model_validator(mode="after")
+    def _sizes(self) -> JobCreate:
+        replicas = self.workers + 1
+        low = self.min_replicas if self.min_replicas is not None else replicas
+        high = self.max_replicas if self.max_replicas is not None else replicas
+        if low > high:
+            raise ValueError(f"min_replicas ({low}) is above max_replicas ({high})")
+        if not low <= replicas <= high:
+            raise ValueError(
+                f"workers + 1 = {replicas} replicas must lie within min_replicas..max_replicas "
+                f"({low}..{high}): change workers or the bounds"
+            )
+        self.min_replicas, self.max_replicas = low, high
+        return self
+
+
+class ReplicaPublic(BaseModel):
+    index: int
+    role: Literal["master", "worker"]
+    status: ReplicaStatus
+    node: str
+    gpus: int
+    gpu_ids: list[int] | None
+    pid: int | None
+    started_at: datetime | None
+    exit_code: int | None
+
+
+class JobPublic(BaseModel):
+    project: str
+    name: str
+    status: JobStatus
+    workers: int
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int
+    replicas_now: int
+    allocated_gpus: int
+    pending_reason: str | None
+    queue_position: int | None
+    restarts: int
+    interactive: bool
+    priority: int
+    image: str | None
+    command: list[str]
+    env_names: list[str]
+    message: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    replicas: list[ReplicaPublic]
+
+
+class NodeSlot(BaseModel):
+    """A replica holding GPUs on a node (the dashboard's GPU map)."""
+
+    project: str
+    job: str
+    index: int
+    role: Literal["master", "worker"]
+    gpu_ids: list[int]
+    releasing: bool
+
+
+class NodePublic(BaseModel):
+    name: str
+    gpus: int
+    allocated_gpus: int
+    schedulable: bool
+    slots: list[NodeSlot]
+
+
+class ClusterPublic(BaseModel):
+    total_gpus: int
+    allocated_gpus: int
+    free_gpus: int
+    nodes: list[NodePublic]
+    projects: list[ProjectPublic]
+    departments: list[DepartmentPublic]
+    leader: bool
+
+
+class EventPublic(BaseModel):
+    id: int
+    time: datetime
+    kind: str
+    project: str
+    job: str
+    replicas: list[int]
+    reason: str
+    cause: str | None
+
+
+class TokenCreate(_In):
+    name: Name = "default"
+
+
+class TokenPublic(BaseModel):
+    id: int
+    project: str
+    name: str
+    created_at: datetime
+    token: str | None = Field(default=None, description="the secret; shown only once, when created")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    role: str
+    version: str
+    database: str
+    cycles: int
+    last_cycle_at: datetime | None
+    last_error: str | None

@@ -1,0 +1,42 @@
+"""Service settings: what ``tide serve`` flags and ``TIDE_*`` variables configure.
+
+Contract: a frozen dataclass with the documented defaults; ``database_url`` None means the embedded SQLite
+file in ``data_dir``; ``nodes``/``gpus_per_node`` None means "the GPUs torch sees, else 1 node of 4" (resolved
+when the executor is built). ``default_data_dir()`` is ``$TIDE_DATA_DIR``, else ``$XDG_DATA_HOME/tide``, else
+``~/.local/share/tide``: one place per user, where the CLI on the same machine finds the admin token.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scheduler.store.db import sqlite_url
+
+
+def default_data_dir() -> Path:
+    if os.environ.get("TIDE_DATA_DIR"):
+        return Path(os.environ["TIDE_DATA_DIR"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "tide"
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = field(default_factory=default_data_dir)
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    executor: str = "local"
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    cycle_period: float = 1.0
+    grace_period: float = 30.0
+    settle_seconds: float = 10.0
+    admin_token: str | None = None
+    max_body_bytes: int = 1 << 20
+    run_loop: bool = True
+
+    def resolved_database_url(self) -> str:
+        return self.database_url or sqlite_url(self.data_dir)

@@ -1,0 +1,165 @@
+"""The live control loop: observe the executor, load a snapshot, plan, persist, apply, reconcile.
+
+Contract: ``Engine.run()`` (an asyncio task in the service's lifespan) runs a cycle every ``cycle_period``
+seconds and at once after ``trigger()`` (called on submit and delete; thread-safe). Only the leader runs
+cycles (``scheduler.engine.leader``); on becoming leader it adopts what the executor already runs and
+records the executor's nodes. One cycle (``run_cycle``), each step its own transaction:
+
+1. record what the executor observed (exits finish replicas and jobs, orphans are stopped);
+2. load the snapshot, ``plan_cycle``, persist the plan with its events (one transaction);
+3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free.
+
+Every time comes from ``clock`` (the shell's, never the core's). Errors in a cycle are logged and kept in
+``last_error``; the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from scheduler.core import Config, Node, Plan, plan_cycle
+from scheduler.engine.env import EnvBuilder
+from scheduler.engine.leader import Leadership, leadership_for
+from scheduler.engine.persist import persist_plan
+from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
+from scheduler.executors.base import Executor
+from scheduler.store.db import Database
+from scheduler.store.mapper import load_state
+from scheduler.store.models import NodeRow, ReplicaRow
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    cycle_period: float = 1.0
+    grace_period: float = 30.0
+    core: Config = field(default_factory=Config)
+    env_builder: EnvBuilder | None = None
+
+
+def sync_nodes(session: Session, nodes: tuple[Node, ...]) -> None:
+    """Make the node table match the executor; a vanished node stays (unschedulable) while replicas use it."""
+    rows = {n.name: n for n in session.scalars(select(NodeRow)).all()}
+    for node in nodes:
+        row = rows.pop(node.name, None)
+        if row is None:
+            session.add(NodeRow(name=node.name, gpus=node.gpus, schedulable=node.schedulable))
+        else:
+            row.gpus = node.gpus
+    for name, row in rows.items():
+        used = session.scalars(select(ReplicaRow.id).where(ReplicaRow.node == name).limit(1)).first()
+        if used is None:
+            session.delete(row)
+        else:
+            row.schedulable = False
+
+
+class Engine:
+    """Schedules while it leads; stands by otherwise."""
+
+    def __init__(
+        self,
+        db: Database,
+        executor: Executor,
+        settings: EngineSettings,
+        *,
+        leadership: Leadership | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = db
+        self.executor = executor
+        self.settings = settings
+        self.leadership = leadership or leadership_for(db)
+        self.clock = clock
+        self.knobs = Knobs(grace_period=settings.grace_period, env_builder=settings.env_builder)
+        self.role = "starting"
+        self.cycles = 0
+        self.last_cycle_at: float | None = None
+        self.last_cycle_seconds: float | None = None
+        self.last_error: str | None = None
+        self._lock = threading.Lock()
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == "leader"
+
+    def tick(self) -> Plan | None:
+        """Run one cycle if this process leads (becoming leader if nobody does)."""
+        with self._lock:
+            if not self.leadership.holds():
+                self.role = "standby"
+                return None
+            if self.role != "leader":
+                self._take_over()
+            return self._cycle()
+
+    def run_cycle(self) -> Plan | None:
+        """Alias of ``tick`` for tests and tools that drive the engine by hand."""
+        return self.tick()
+
+    def _take_over(self) -> None:
+        log.info("this service is now the leader: adopting running replicas")
+        self.executor.adopt()
+        with self.db.write() as session:
+            sync_nodes(session, self.executor.nodes())
+        self.role = "leader"
+
+    def _cycle(self) -> Plan:
+        started = time.perf_counter()
+        seen = self.executor.observe()
+        with self.db.write() as session:
+            record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
+        with self.db.write() as session:
+            now = self.clock()
+            plan = plan_cycle(load_state(session), self.settings.core, now=now)
+            persist_plan(session, plan, now=now)
+        with self.db.write() as session:
+            stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
+            launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs)
+        self.cycles += 1
+        self.last_cycle_at = self.clock()
+        self.last_cycle_seconds = time.perf_counter() - started
+        return plan
+
+    async def run(self) -> None:
+        """Cycle until ``stop()``; a failing cycle is logged and retried next period."""
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        while not self._stopping:
+            try:
+                await asyncio.to_thread(self.tick)
+                self.last_error = None
+            except Exception as error:  # the loop must survive a bad cycle (database down, ...)
+                self.last_error = f"{type(error).__name__}: {error}"
+                log.exception("scheduling cycle failed")
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.cycle_period)
+            self._wake.clear()
+
+    def trigger(self) -> None:
+        """Ask for a cycle now (from any thread)."""
+        if self._loop is not None and self._wake is not None and not self._loop.is_closed():
+            with suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._wake.set)
+
+    def stop(self) -> None:
+        """End ``run`` after the current cycle; replicas keep running (they are adopted on restart)."""
+        self._stopping = True
+        self.trigger()
+
+    def close(self) -> None:
+        self.leadership.release()
+        self.role = "stopped"

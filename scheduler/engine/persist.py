@@ -1,0 +1,109 @@
+"""Write a ``Plan`` to the store: wanted placements, released replicas, events, reasons and shares.
+
+Contract: ``persist_plan(session, plan, now=...)`` runs inside the cycle's one write transaction. Each
+decision re-reads its job locked and skips it when the job stopped being active meanwhile (a delete that
+raced the cycle): a cancelled job never gets replicas. START/GROW insert ``ReplicaRow``s that the engine
+launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-launched one is deleted at
+once). EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from scheduler.core.plan import Action, Decision, Plan
+from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
+from scheduler.store.queries import ACTIVE, active_job, add_event
+
+log = logging.getLogger(__name__)
+
+
+def persist_plan(session: Session, plan: Plan, *, now: float) -> int:
+    """Persist ``plan``; return how many decisions were applied (skipped ones are logged)."""
+    applied = 0
+    for decision in plan.decisions:
+        job = active_job(session, decision.project, decision.job)
+        if job is None:
+            log.info(
+                "skipping %s of %s/%s: no longer active", decision.action, decision.project, decision.job
+            )
+            continue
+        if decision.action in (Action.START, Action.GROW):
+            _place(session, job, decision, now)
+        else:
+            _release(session, job, decision, now)
+        add_event(
+            session,
+            time=now,
+            kind=decision.action.value,
+            project=decision.project,
+            job=decision.job,
+            replicas=[p.index for p in decision.replicas],
+            reason=decision.reason,
+            cause=decision.cause.value,
+        )
+        applied += 1
+    _write_notes(session, plan)
+    _write_shares(session, plan)
+    return applied
+
+
+def _place(session: Session, job: JobRow, decision: Decision, now: float) -> None:
+    for placement in decision.replicas:
+        session.add(
+            ReplicaRow(
+                job=job,
+                index=placement.index,
+                node=placement.node,
+                gpus=placement.gpus,
+                desired="run",
+                status="starting",
+                created_at=now,
+            )
+        )
+    job.status = "running"
+    job.last_resized_at = now
+    job.generation += 1
+
+
+def _release(session: Session, job: JobRow, decision: Decision, now: float) -> None:
+    indices = {p.index for p in decision.replicas}
+    if decision.action is Action.EVICT:
+        indices = {r.index for r in job.replicas if r.desired == "run"}
+    for replica in list(job.replicas):
+        if replica.desired != "run" or replica.index not in indices:
+            continue
+        if replica.pid is None:
+            job.replicas.remove(replica)
+            session.delete(replica)
+        else:
+            replica.desired = "stop"
+            replica.status = "terminating"
+    job.last_resized_at = now
+    job.generation += 1
+    if not any(r.desired == "run" for r in job.replicas):
+        job.status = "pending"
+        job.restarts += 1 if decision.action is Action.EVICT else 0
+
+
+def _write_notes(session: Session, plan: Plan) -> None:
+    notes = {(n.project, n.job): n for n in plan.notes}
+    jobs = session.scalars(
+        select(JobRow).where(JobRow.status.in_(ACTIVE)).options(selectinload(JobRow.project))
+    ).all()
+    for job in jobs:
+        note = notes.get((job.project.name, job.name))
+        job.pending_reason = note.reason if note else None
+        job.queue_position = note.queue_position if note else None
+
+
+def _write_shares(session: Session, plan: Plan) -> None:
+    shares = {s.project: s.fair_share_gpus for s in plan.shares}
+    for project in session.scalars(select(ProjectRow)).all():
+        project.fair_share_gpus = shares.get(project.name, 0)
+    department_shares = {s.project: s.fair_share_gpus for s in plan.department_shares}
+    for department in session.scalars(select(DepartmentRow)).all():
+        department.fair_share_gpus = department_shares.get(department.name, 0)

@@ -1,0 +1,217 @@
+"""Make the store and the executor agree: record what the executor saw, then act on what the store wants.
+
+Contract:
+- ``record_observations`` folds the executor's report into the store: a replica seen running is
+  ``running``; one seen exiting is finished. A replica told to stop is deleted once it exited (its job is
+  still active) or kept with its final status (its job finished). A replica that exited on its own finishes
+  its job: any failure fails the job, the master's success (or every replica's) makes it succeed; the rest
+  of the job is then stopped. A process the store does not want is stopped (an orphan never survives).
+- ``stop_unwanted`` signals replicas marked ``stop``, workers first: a job's master is signalled only once
+  no other replica of that job is alive (R5, the rendezvous host goes last).
+- ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
+Executor calls happen inside the caller's transaction, so a launch is recorded with the decision that
+asked for it; if the commit fails, the next observation finds the process unwanted and stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
+from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
+from scheduler.store.models import JobRow, NodeRow, ReplicaRow
+from scheduler.store.queries import ACTIVE, add_event, held_gpu_ids, live_replicas
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """Shell settings reconciliation needs."""
+
+    grace_period: float
+    env_builder: EnvBuilder | None = None
+
+
+def _final_status(exit_code: int, requested_stop: bool) -> str:
+    if exit_code == 0 or (requested_stop and exit_code < 0):
+        return "succeeded"
+    return "failed"
+
+
+def record_observations(
+    session: Session, executor: Executor, seen: Mapping[int, Observation], *, now: float, knobs: Knobs
+) -> None:
+    rows = {r.id: r for r in live_replicas(session)}
+    for replica_id, replica in rows.items():
+        obs = seen.get(replica_id)
+        if obs is None:
+            obs = Observation(replica_id=replica_id, pid=replica.pid, running=False, exit_code=LOST_EXIT_CODE)
+        if obs.running:
+            if replica.status == "starting":
+                replica.status = "running"
+            continue
+        code = obs.exit_code if obs.exit_code is not None else LOST_EXIT_CODE
+        _replica_exited(session, executor, replica, code, now)
+    for replica_id, obs in seen.items():
+        if replica_id not in rows and not _known(session, replica_id):
+            if obs.running:
+                log.warning("stopping replica %s: the store does not want it", replica_id)
+                executor.stop(replica_id, knobs.grace_period)
+            else:
+                executor.forget(replica_id)
+
+
+def _known(session: Session, replica_id: int) -> bool:
+    replica = session.get(ReplicaRow, replica_id)
+    return replica is not None and replica.exit_code is None
+
+
+def _replica_exited(session: Session, executor: Executor, replica: ReplicaRow, code: int, now: float) -> None:
+    job = replica.job
+    requested = replica.desired == "stop"
+    replica.exit_code = code
+    replica.status = _final_status(code, requested)
+    executor.forget(replica.id)
+    if requested:
+        if job.status in ACTIVE:
+            job.replicas.remove(replica)
+            session.delete(replica)
+        return
+    replica.desired = "done"
+    if job.status not in ACTIVE:
+        return
+    if code != 0:
+        _finish_job(
+            session,
+            job,
+            "failed",
+            now=now,
+            reason=f"replica {replica.index} exited with code {code}",
+            kind="fail",
+        )
+    elif replica.index == 0 or not any(r.desired == "run" for r in job.replicas):
+        _finish_job(session, job, "succeeded", now=now, reason="the job completed", kind="finish")
+
+
+def _finish_job(session: Session, job: JobRow, status: str, *, now: float, reason: str, kind: str) -> None:
+    job.status = status
+    job.finished_at = now
+    job.message = reason
+    job.pending_reason = None
+    job.queue_position = None
+    stop_job_replicas(session, job)
+    add_event(session, time=now, kind=kind, project=job.project.name, job=job.name, reason=reason)
+
+
+def stop_job_replicas(session: Session, job: JobRow) -> None:
+    """Mark every wanted replica of ``job`` to stop; forget those never launched."""
+    for replica in list(job.replicas):
+        if replica.desired != "run":
+            continue
+        if replica.pid is None:
+            job.replicas.remove(replica)
+            session.delete(replica)
+        else:
+            replica.desired = "stop"
+            replica.status = "terminating"
+
+
+def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> None:
+    live = live_replicas(session)
+    alive_by_job: dict[int, int] = {}
+    for replica in live:
+        alive_by_job[replica.job_id] = alive_by_job.get(replica.job_id, 0) + 1
+    for replica in live:
+        if replica.desired != "stop" or replica.stop_requested_at is not None:
+            continue
+        if replica.index == 0 and alive_by_job[replica.job_id] > 1:
+            continue  # the master goes last
+        grace = replica.job.grace_period if replica.job.grace_period is not None else knobs.grace_period
+        executor.stop(replica.id, grace)
+        replica.stop_requested_at = now
+
+
+def launch_waiting(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
+    waiting = session.scalars(
+        select(ReplicaRow)
+        .join(ReplicaRow.job)
+        .where(ReplicaRow.desired == "run", ReplicaRow.pid.is_(None), JobRow.status.in_(ACTIVE))
+        .options(selectinload(ReplicaRow.job).selectinload(JobRow.project))
+        .order_by(JobRow.submitted_at, JobRow.id, ReplicaRow.index)
+    ).all()
+    if not waiting:
+        return 0
+    sizes = {n.name: n.gpus for n in session.scalars(select(NodeRow)).all()}
+    held = held_gpu_ids(session)
+    launched = 0
+    for replica in waiting:
+        if replica.job.status not in ACTIVE or replica.desired != "run":
+            continue  # its job failed to launch an earlier replica this round
+        free = [g for g in range(sizes.get(replica.node, 0)) if g not in held.get(replica.node, set())]
+        if len(free) < replica.gpus:
+            continue
+        gpu_ids = free[: replica.gpus]
+        if _launch(session, executor, replica, gpu_ids=tuple(gpu_ids), now=now, knobs=knobs):
+            held.setdefault(replica.node, set()).update(gpu_ids)
+            launched += 1
+    return launched
+
+
+def _launch(
+    session: Session,
+    executor: Executor,
+    replica: ReplicaRow,
+    *,
+    gpu_ids: tuple[int, ...],
+    now: float,
+    knobs: Knobs,
+) -> bool:
+    job = replica.job
+    spec = LaunchSpec(
+        replica_id=replica.id,
+        project=job.project.name,
+        job=job.name,
+        index=replica.index,
+        node=replica.node,
+        gpu_ids=gpu_ids,
+        argv=tuple(job.command),
+        env=replica_env(_context(job, replica, gpu_ids), knobs.env_builder),
+        image=job.image,
+    )
+    try:
+        obs = executor.start(spec)
+    except ExecutorError as error:
+        log.warning("cannot start replica %s of %s/%s: %s", replica.index, spec.project, job.name, error)
+        reason = f"replica {replica.index} could not start: {error}"
+        _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
+        return False
+    replica.pid = obs.pid
+    replica.gpu_ids = list(gpu_ids)
+    replica.started_at = now
+    return True
+
+
+def _context(job: JobRow, replica: ReplicaRow, gpu_ids: tuple[int, ...]) -> ReplicaContext:
+    wanted = [r for r in job.replicas if r.desired == "run"]
+    master = next((r for r in wanted if r.index == 0), replica)
+    return ReplicaContext(
+        project=job.project.name,
+        job=job.name,
+        job_id=job.id,
+        index=replica.index,
+        num_replicas=len(wanted),
+        min_replicas=job.min_replicas,
+        max_replicas=job.max_replicas,
+        gpus_per_replica=job.gpus_per_replica,
+        node=replica.node,
+        master_node=master.node,
+        gpu_ids=gpu_ids,
+        generation=job.generation,
+        job_env=dict(job.env),
+    )

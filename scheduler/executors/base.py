@@ -1,0 +1,73 @@
+"""What the engine needs from something that runs replicas: the ``Executor`` protocol.
+
+Contract: an executor runs one process (or pod) per replica, known by the store's replica id. It never
+decides anything: ``start`` runs exactly the given argv with the given environment, ``stop`` asks a replica
+to stop (SIGTERM now, a forced kill once ``grace`` seconds have passed, enforced by later ``observe`` calls),
+``observe`` reports every replica it knows (running or exited, with the exit code), ``forget`` drops an
+exited one. ``adopt`` reloads what an earlier run of the service started, so a restarted service neither
+orphans nor duplicates a replica. Exit codes: ``>= 0`` as the process returned, ``-N`` killed by signal N,
+``LOST_EXIT_CODE`` when the process vanished without a trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scheduler.core.model import Node
+
+LOST_EXIT_CODE = -1000
+
+
+class ExecutorError(RuntimeError):
+    """A replica could not be started or signalled; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """Everything needed to start one replica. ``env`` is added to the executor's own environment."""
+
+    replica_id: int
+    project: str
+    job: str
+    index: int
+    node: str
+    gpu_ids: tuple[int, ...]
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    image: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One replica as the executor sees it now. ``exit_code`` is None while it runs."""
+
+    replica_id: int
+    pid: int | None
+    running: bool
+    exit_code: int | None = None
+    stopping: bool = False
+
+
+class Executor(Protocol):
+    """Runs replicas. Implementations: ``local`` (processes), ``fake`` (memory, for tests)."""
+
+    @property
+    def real_gpus(self) -> bool:
+        """True when ``gpu_ids`` name real devices (the local executor then sets CUDA_VISIBLE_DEVICES)."""
+        ...
+
+    def nodes(self) -> tuple[Node, ...]: ...
+
+    def adopt(self) -> None: ...
+
+    def observe(self) -> dict[int, Observation]: ...
+
+    def start(self, spec: LaunchSpec) -> Observation: ...
+
+    def stop(self, replica_id: int, grace: float) -> None: ...
+
+    def forget(self, replica_id: int) -> None: ...
+
+    def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None: ...

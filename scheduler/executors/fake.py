@@ -1,0 +1,95 @@
+"""An in-memory executor for fast tests: replicas are records, not processes.
+
+Contract: behaves like the local executor as the engine sees it. ``start`` refuses a GPU already held by a
+live replica on the same node (``OverAllocationError``): tests that drive the engine hard rely on this to
+prove nothing is ever over-allocated. ``stop`` ends a replica at once (exit -15) unless ``stop_delay`` calls
+to ``observe`` must pass first. ``finish`` lets a test end a replica with an exit code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from scheduler.core.model import Node
+from scheduler.executors.base import ExecutorError, LaunchSpec, Observation
+
+
+class OverAllocationError(ExecutorError):
+    """A replica was started on a GPU that a live replica holds."""
+
+
+@dataclass
+class _Record:
+    spec: LaunchSpec
+    observation: Observation
+    stop_countdown: int | None = None
+
+
+class FakeExecutor:
+    """In-memory replicas on virtual nodes."""
+
+    def __init__(self, nodes: tuple[Node, ...], *, stop_delay: int = 0) -> None:
+        self._nodes = nodes
+        self.stop_delay = stop_delay
+        self.records: dict[int, _Record] = {}
+        self.started: list[LaunchSpec] = []
+        self._next_pid = 1000
+
+    @property
+    def real_gpus(self) -> bool:
+        return False
+
+    def nodes(self) -> tuple[Node, ...]:
+        return self._nodes
+
+    def adopt(self) -> None:
+        """Nothing to reload: memory does not outlive the process."""
+
+    def live(self) -> list[LaunchSpec]:
+        return [r.spec for r in self.records.values() if r.observation.running]
+
+    def observe(self) -> dict[int, Observation]:
+        for record in self.records.values():
+            if record.stop_countdown is not None and record.observation.running:
+                if record.stop_countdown <= 0:
+                    record.observation = replace(record.observation, running=False, exit_code=-15)
+                record.stop_countdown -= 1
+        return {rid: r.observation for rid, r in self.records.items()}
+
+    def start(self, spec: LaunchSpec) -> Observation:
+        if spec.replica_id in self.records:
+            raise ExecutorError(f"replica {spec.replica_id} was already started")
+        node = next((n for n in self._nodes if n.name == spec.node), None)
+        if node is None or any(g < 0 or g >= node.gpus for g in spec.gpu_ids):
+            raise ExecutorError(f"no GPUs {spec.gpu_ids} on node {spec.node}")
+        held = {g for s in self.live() if s.node == spec.node for g in s.gpu_ids}
+        if held & set(spec.gpu_ids):
+            raise OverAllocationError(f"GPUs {sorted(held & set(spec.gpu_ids))} on {spec.node} are in use")
+        self._next_pid += 1
+        observation = Observation(replica_id=spec.replica_id, pid=self._next_pid, running=True)
+        self.records[spec.replica_id] = _Record(spec, observation)
+        self.started.append(spec)
+        return observation
+
+    def stop(self, replica_id: int, grace: float) -> None:
+        record = self.records.get(replica_id)
+        if record is None or not record.observation.running or record.stop_countdown is not None:
+            return
+        record.observation = replace(record.observation, stopping=True)
+        record.stop_countdown = self.stop_delay
+
+    def forget(self, replica_id: int) -> None:
+        self.records.pop(replica_id, None)
+
+    def finish(self, project: str, job: str, index: int, exit_code: int) -> None:
+        """End a running replica of ``project/job`` as if its process exited with ``exit_code``."""
+        for record in self.records.values():
+            spec = record.spec
+            if (spec.project, spec.job, spec.index) == (project, job, index) and record.observation.running:
+                record.observation = replace(record.observation, running=False, exit_code=exit_code)
+                return
+        raise KeyError(f"no running replica {index} of {project}/{job}")
+
+    def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
+        found = any((s.project, s.job, s.index) == (project, job, index) for s in self.started)
+        return f"fake replica {index} of {project}/{job}\n" if found else None

@@ -1,0 +1,231 @@
+"""The local executor: each replica is a real process tree on this machine, in its own process group.
+
+Contract (see ``base.Executor``): ``start`` runs the replica's argv (never through a shell) under
+``shim.py`` in a new session, with ``TIDE_*`` identity and the given env, ``CUDA_VISIBLE_DEVICES`` set to its
+GPUs when they are real, and stdout+stderr appended to ``DATA/logs/PROJECT/JOB/replica-I.log``. A record per
+replica (``DATA/replicas/ID.json``: pid, its kernel start time, stop state) outlives the service: ``adopt``
+reloads them, and a pid is trusted only while ``/proc/PID/stat`` shows the same start time, so a reused pid
+is never signalled. ``stop`` sends SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed.
+Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from scheduler.core.model import Node
+from scheduler.executors import shim
+from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
+
+MAX_LOG_READ_BYTES = 1 << 20
+
+
+@dataclass
+class _Record:
+    replica_id: int
+    project: str
+    job: str
+    index: int
+    node: str
+    pid: int
+    start_ticks: int | None
+    started_at: float
+    stop_sent_at: float | None = None
+    grace: float = 0.0
+    killed: bool = False
+    exit_code: int | None = None
+
+
+def visible_gpu_count() -> int:
+    """GPUs that torch sees on this machine; 0 without an NVIDIA driver or without torch."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        import torch  # noqa: PLC0415 - costs seconds; only when a GPU driver is present
+
+        return int(torch.cuda.device_count())
+    except Exception:
+        return 0
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None when it is gone (or a zombie)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+class LocalExecutor:
+    """Replicas as process groups on this machine; state under ``data_dir``."""
+
+    def __init__(self, data_dir: Path, nodes: tuple[Node, ...], *, real_gpus: bool = False) -> None:
+        self._nodes = nodes
+        self._real_gpus = real_gpus
+        self.state_dir = data_dir / "replicas"
+        self.log_dir = data_dir / "logs"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._records: dict[int, _Record] = {}
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    @property
+    def real_gpus(self) -> bool:
+        return self._real_gpus
+
+    def nodes(self) -> tuple[Node, ...]:
+        return self._nodes
+
+    def log_path(self, project: str, job: str, index: int) -> Path:
+        return self.log_dir / project / job / f"replica-{index}.log"
+
+    def adopt(self) -> None:
+        """Reload the records of replicas started by an earlier run of the service."""
+        for path in sorted(self.state_dir.glob("*.json")):
+            with suppress(ValueError, TypeError, OSError):
+                record = _Record(**json.loads(path.read_text()))
+                self._records.setdefault(record.replica_id, record)
+
+    def observe(self) -> dict[int, Observation]:
+        now = time.time()
+        for record in self._records.values():
+            if record.exit_code is None:
+                self._refresh(record, now)
+        return {rid: self._observation(r) for rid, r in self._records.items()}
+
+    def start(self, spec: LaunchSpec) -> Observation:
+        if spec.replica_id in self._records:
+            raise ExecutorError(f"replica {spec.replica_id} was already started")
+        if not spec.argv:
+            raise ExecutorError("the local executor needs a command to run")
+        child = self._spawn(spec)
+        record = _Record(
+            replica_id=spec.replica_id,
+            project=spec.project,
+            job=spec.job,
+            index=spec.index,
+            node=spec.node,
+            pid=child.pid,
+            start_ticks=_start_ticks(child.pid),
+            started_at=time.time(),
+        )
+        self._children[child.pid] = child
+        self._records[spec.replica_id] = record
+        self._save(record)
+        return self._observation(record)
+
+    def stop(self, replica_id: int, grace: float) -> None:
+        record = self._records.get(replica_id)
+        if record is None or record.exit_code is not None or record.stop_sent_at is not None:
+            return
+        record.stop_sent_at = time.time()
+        record.grace = max(grace, 0.0)
+        self._signal(record, signal.SIGKILL if grace <= 0 else signal.SIGTERM)
+        record.killed = grace <= 0
+        self._save(record)
+
+    def forget(self, replica_id: int) -> None:
+        record = self._records.pop(replica_id, None)
+        if record is not None:
+            self._children.pop(record.pid, None)
+        for suffix in (".json", ".exit"):
+            (self.state_dir / f"{replica_id}{suffix}").unlink(missing_ok=True)
+
+    def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
+        path = self.log_path(project, job, index)
+        if not path.is_file():
+            return None
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - MAX_LOG_READ_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
+        if tail is not None:
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-tail:]) if tail > 0 else ""
+        return text
+
+    def _spawn(self, spec: LaunchSpec) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **spec.env}
+        if self._real_gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpu_ids)
+        log = self.log_path(spec.project, spec.job, spec.index)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        exit_file = self.state_dir / f"{spec.replica_id}.exit"
+        exit_file.unlink(missing_ok=True)
+        argv = [sys.executable, "-I", "-S", shim.__file__, str(exit_file), "--", *spec.argv]
+        with log.open("ab") as out:
+            header = f"--- tide: replica {spec.index} ({spec.replica_id}) starting on {spec.node} ---\n"
+            out.write(header.encode())
+            out.flush()
+            try:
+                return subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError as error:
+                raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
+
+    def _alive(self, record: _Record) -> bool:
+        child = self._children.get(record.pid)
+        if child is not None:
+            return child.poll() is None
+        with suppress(ChildProcessError, OSError):
+            os.waitpid(record.pid, os.WNOHANG)  # reap it if an earlier run of this process started it
+        ticks = _start_ticks(record.pid)
+        if record.start_ticks is None:
+            return ticks is not None
+        return ticks == record.start_ticks
+
+    def _refresh(self, record: _Record, now: float) -> None:
+        if self._alive(record):
+            overdue = record.stop_sent_at is not None and now - record.stop_sent_at >= record.grace
+            if overdue and not record.killed:
+                self._signal(record, signal.SIGKILL)
+                record.killed = True
+                self._save(record)
+            return
+        record.exit_code = self._exit_code(record)
+        self._signal(record, signal.SIGKILL)  # leftovers of the group, if the command forked any
+        self._children.pop(record.pid, None)
+        self._save(record)
+
+    def _exit_code(self, record: _Record) -> int:
+        with suppress(OSError, ValueError):
+            return int((self.state_dir / f"{record.replica_id}.exit").read_text().strip())
+        return -int(signal.SIGKILL) if record.killed else LOST_EXIT_CODE
+
+    def _signal(self, record: _Record, signum: signal.Signals) -> None:
+        """Signal the replica's process group, only while its leader is the process we started."""
+        if record.start_ticks is not None and _start_ticks(record.pid) not in (record.start_ticks, None):
+            return
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(record.pid, signum)
+
+    def _observation(self, record: _Record) -> Observation:
+        return Observation(
+            replica_id=record.replica_id,
+            pid=record.pid,
+            running=record.exit_code is None,
+            exit_code=record.exit_code,
+            stopping=record.stop_sent_at is not None,
+        )
+
+    def _save(self, record: _Record) -> None:
+        path = self.state_dir / f"{record.replica_id}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(record)))
+        os.replace(tmp, path)

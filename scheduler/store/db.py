@@ -1,0 +1,96 @@
+"""Engines and sessions for SQLite (embedded default) and PostgreSQL, created on demand, never at import.
+
+Contract: ``Database(url)`` opens a pool; ``read()`` and ``write()`` are session context managers that commit
+on success and roll back on error. On SQLite, writes begin with ``BEGIN IMMEDIATE`` on their own engine, so
+two writers never deadlock on a lock upgrade (WAL mode lets readers run beside them); on PostgreSQL both
+use one pool and writers lock the rows they change. ``sqlite_url(data_dir)`` names the default database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def sqlite_url(data_dir: Path) -> str:
+    """The embedded database in ``data_dir`` (created if missing)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite+pysqlite:///{(data_dir / 'tide.db').resolve()}"
+
+
+def normalize_url(url: str) -> URL:
+    """Accept ``postgresql://`` and ``postgres://`` as psycopg 3 URLs; leave others as given."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url.removeprefix("postgres://")
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def _sqlite_engine(url: URL, *, immediate: bool) -> Engine:
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (pysqlite's own is broken)
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Database:
+    """A database reached by URL; cheap to keep, ``dispose()`` closes its pools."""
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        if self.is_sqlite:
+            self.engine = _sqlite_engine(self.url, immediate=False)
+            self.write_engine = _sqlite_engine(self.url, immediate=True)
+        else:
+            self.engine = create_engine(self.url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+            self.write_engine = self.engine
+        self._read = sessionmaker(self.engine, expire_on_commit=False)
+        self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return Path(self.url.database) if self.is_sqlite and self.url.database else None
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads; closed (its transaction ended, objects kept loaded) at the end."""
+        with self._read() as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session that commits when the block succeeds."""
+        with self._write() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        if self.write_engine is not self.engine:
+            self.write_engine.dispose()

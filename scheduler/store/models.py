@@ -1,0 +1,140 @@
+"""SQLAlchemy 2 ORM rows: the persistent state of a Tide service.
+
+Contract: plain declarative rows, no behaviour. Times are float seconds since the epoch (the core's clock).
+Converting rows to core dataclasses happens only in ``scheduler.store.mapper``; to API schemas only in
+``api.convert``. The schema itself is owned by the Alembic history in ``migrations/``: any change here needs
+a new migration (never edit one that landed).
+
+A ``ReplicaRow`` is a *wanted placement* first: the engine inserts it when the core decides START/GROW and
+launches the process once its node has room (``pid`` is set then). ``desired`` says what the engine wants:
+``run``, ``stop`` (shrink/evict/cancel: signal it, delete the row once it exited, unless its job finished),
+or ``done`` (it exited on its own; kept for the job's history).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every Tide row."""
+
+
+class DepartmentRow(Base):
+    __tablename__ = "departments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    deserved_gpus: Mapped[int] = mapped_column(Integer)
+    over_quota_weight: Mapped[float] = mapped_column(Float, default=1.0)
+    limit_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    fair_share_gpus: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    projects: Mapped[list[ProjectRow]] = relationship(back_populates="department")
+
+
+class ProjectRow(Base):
+    __tablename__ = "projects"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    deserved_gpus: Mapped[int] = mapped_column(Integer)
+    over_quota_weight: Mapped[float] = mapped_column(Float, default=1.0)
+    limit_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    allow_over_quota: Mapped[bool] = mapped_column(Boolean, default=True)
+    department_id: Mapped[int | None] = mapped_column(ForeignKey("departments.id"), nullable=True)
+    fair_share_gpus: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[float] = mapped_column(Float)
+
+    department: Mapped[DepartmentRow | None] = relationship(back_populates="projects")
+    jobs: Mapped[list[JobRow]] = relationship(back_populates="project", cascade="all, delete-orphan")
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("project_id", "name", name="uq_jobs_project_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    workers: Mapped[int] = mapped_column(Integer)
+    min_replicas: Mapped[int] = mapped_column(Integer)
+    max_replicas: Mapped[int] = mapped_column(Integer)
+    gpus_per_replica: Mapped[int] = mapped_column(Integer)
+    image: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    command: Mapped[list[str]] = mapped_column(JSON)
+    env: Mapped[dict[str, str]] = mapped_column(JSON)
+    interactive: Mapped[bool] = mapped_column(Boolean, default=False)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    grace_period: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    submitted_at: Mapped[float] = mapped_column(Float)
+    last_resized_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    pending_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    queue_position: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    project: Mapped[ProjectRow] = relationship(back_populates="jobs")
+    replicas: Mapped[list[ReplicaRow]] = relationship(
+        back_populates="job", cascade="all, delete-orphan", order_by="ReplicaRow.index"
+    )
+
+
+class ReplicaRow(Base):
+    __tablename__ = "replicas"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str] = mapped_column(String(253))
+    gpus: Mapped[int] = mapped_column(Integer)
+    gpu_ids: Mapped[list[int] | None] = mapped_column(JSON, nullable=True)
+    desired: Mapped[str] = mapped_column(String(8), default="run")
+    status: Mapped[str] = mapped_column(String(16), default="starting")
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stop_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    job: Mapped[JobRow] = relationship(back_populates="replicas")
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    gpus: Mapped[int] = mapped_column(Integer)
+    schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    time: Mapped[float] = mapped_column(Float, index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    project: Mapped[str] = mapped_column(String(63))
+    job: Mapped[str] = mapped_column(String(63))
+    replicas: Mapped[list[int]] = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(Text)
+    cause: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
