@@ -1,0 +1,151 @@
+"""Command line of the simulator: ``python -m scheduler.simulator [options]`` (and ``tide simulate``).
+
+Contract: ``main(argv)`` parses ``argv`` into ``SimulationSettings``, runs ``run_simulation`` with a rich
+progress bar (unless ``--no-progress``), prints the comparison table and the wall time of each policy, writes
+the report to ``--out`` and returns the exit status (0; 2 for bad arguments, as argparse does).
+``build_parser`` is exposed so another CLI can reuse the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from scheduler.simulator.replay import ProgressHook, SimOptions
+from scheduler.simulator.report import comparison_table
+from scheduler.simulator.runner import POLICIES, SimulationSettings, run_simulation
+from scheduler.simulator.trace import SyntheticSpec, parse_size_mix
+from scheduler.simulator.workload import WorkloadOptions
+
+
+def _workload_args(p: argparse.ArgumentParser) -> None:
+    d = WorkloadOptions()
+    g = p.add_argument_group("job shapes")
+    g.add_argument("--elastic-share", type=float, default=d.elastic_share, help="of training jobs")
+    g.add_argument("--min-fraction", type=float, default=d.min_fraction, help="min replicas / requested")
+    g.add_argument("--max-factor", type=float, default=d.max_factor, help="max replicas / requested")
+    g.add_argument("--interactive-share", type=float, default=d.interactive_share, help="of 1-GPU jobs")
+    g.add_argument("--no-clamp", action="store_true", help="keep requests larger than the team quota")
+
+
+def _sim_args(p: argparse.ArgumentParser) -> None:
+    d = SimOptions()
+    g = p.add_argument_group("replay")
+    g.add_argument("--efficiency", type=float, default=d.efficiency, help="speed exponent of elastic scaling")
+    g.add_argument("--restart-seconds", type=float, default=d.restart_seconds, help="cost of each resize")
+    g.add_argument("--checkpoint-seconds", type=float, default=d.checkpoint_seconds)
+    g.add_argument("--cycle-seconds", type=float, default=d.cycle_seconds)
+    g.add_argument("--grace-seconds", type=float, default=d.grace_seconds)
+    g.add_argument("--settle-seconds", type=float, default=10.0)
+    g.add_argument("--check-invariants", action="store_true", help="run check_invariants every cycle")
+
+
+def _synthetic_args(p: argparse.ArgumentParser) -> None:
+    d = SyntheticSpec()
+    g = p.add_argument_group("synthetic workload (when no --trace)")
+    g.add_argument("--jobs", type=int, default=d.jobs)
+    g.add_argument("--arrivals-per-hour", type=float, default=d.arrivals_per_hour)
+    g.add_argument("--teams", type=int, default=d.teams)
+    mix = ",".join(f"{s}:{w:g}" for s, w in d.size_mix)
+    g.add_argument("--size-mix", default=mix, help="gpus:weight,...")
+    g.add_argument("--median-duration", type=float, default=d.median_duration, help="seconds")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scheduler.simulator", description=__doc__.splitlines()[0])
+    p.add_argument("--trace", type=Path, help="Philly-style job CSV")
+    p.add_argument("--vc-sizes", type=Path, help="philly_vc.csv: quotas in proportion to these sizes")
+    p.add_argument("--quotas", type=Path, help="YAML quotas (overrides --vc-sizes)")
+    p.add_argument("--gpus", type=int, default=64, help="GPUs in the simulated cluster")
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--pollux-slice", action="store_true", help="sample jobs from the busiest window")
+    p.add_argument("--slice-jobs", type=int, default=160)
+    p.add_argument("--slice-hours", type=float, default=8.0)
+    p.add_argument("--max-jobs", type=int, help="only the first N jobs of the trace")
+    p.add_argument("--policies", default=",".join(POLICIES), help=f"comma list of {', '.join(POLICIES)}")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="write report.md and plots here")
+    p.add_argument("--no-progress", action="store_true")
+    _workload_args(p)
+    _sim_args(p)
+    _synthetic_args(p)
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> SimulationSettings:
+    return SimulationSettings(
+        trace=args.trace,
+        vc_sizes=args.vc_sizes,
+        quotas=args.quotas,
+        gpus=args.gpus,
+        gpus_per_node=args.gpus_per_node,
+        pollux_slice=args.pollux_slice,
+        slice_jobs=args.slice_jobs,
+        slice_hours=args.slice_hours,
+        max_jobs=args.max_jobs,
+        synthetic=SyntheticSpec(
+            args.jobs, args.arrivals_per_hour, args.teams, parse_size_mix(args.size_mix), args.median_duration
+        ),
+        workload=WorkloadOptions(
+            args.elastic_share, args.min_fraction, args.max_factor, args.interactive_share, not args.no_clamp
+        ),
+        sim=SimOptions(
+            args.cycle_seconds,
+            args.restart_seconds,
+            args.checkpoint_seconds,
+            args.efficiency,
+            args.grace_seconds,
+            args.check_invariants,
+        ),
+        settle_seconds=args.settle_seconds,
+        policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
+        seed=args.seed,
+        out_dir=args.out,
+    )
+
+
+@contextmanager
+def _bar(console: Console, enabled: bool) -> Iterator[Progress | None]:
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        yield progress
+
+
+def _hook_factory(progress: Progress) -> Callable[[str, int], ProgressHook]:
+    def factory(policy: str, jobs: int) -> ProgressHook:
+        task = progress.add_task(policy, total=jobs)
+
+        def hook(now: float, finished: int) -> None:
+            progress.update(task, completed=finished, description=f"{policy} day {now / 86400:.1f}")
+
+        return hook
+
+    return factory
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = settings_from(args)
+    console = Console(stderr=True)
+    with _bar(console, not args.no_progress) as progress:
+        factory = _hook_factory(progress) if progress is not None else None
+        report = run_simulation(settings, factory)
+    print(comparison_table(report.summaries))
+    for summary, wall in zip(report.summaries, report.wall_seconds, strict=True):
+        print(f"{summary.policy}: {wall:.1f} s wall, {summary.cycles} cycles")
+    for path in report.files:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Metrics of one simulated run, integrated over the virtual clock.
+
+Contract: the simulator calls ``Recorder.observe(now, sample)`` after every batch of events; the previous
+sample is held constant over ``[previous now, now)`` (allocations change only at events, so the integrals
+are exact). ``Recorder.summary()`` returns plain numbers. Definitions (also printed in every report):
+
+- utilisation: allocated GPU-time / (cluster GPUs x makespan);
+  demand served: allocated / min(cluster, demand).
+- guarantee: ``g = min(deserved, demand)``;
+  honoured = integral of min(alloc, g) / integral of g (time with g > 0).
+- below guarantee (R2): the project holds less than g *and* one of its jobs could take a step (start its
+  minimum gang, or grow one replica) without lifting it above g; the longest such stretch is reported.
+- borrowed: integral of max(0, alloc - deserved); lent: a project's unused quota times the fraction of all
+  unused quota that borrowers used at that moment.
+- fairness: Jain's index of alloc / fair share over projects with demand and a fair share (1 = exact),
+  time-weighted over time when some project had demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectSample:
+    alloc: int
+    demand: int
+    deserved: int
+    fair: int
+    starving: bool
+
+
+@dataclass(slots=True)
+class ProjectTotals:
+    """Integrals (GPU-seconds or seconds) for one project."""
+
+    deserved: int
+    alloc: float = 0.0
+    guaranteed: float = 0.0
+    honoured: float = 0.0
+    borrowed: float = 0.0
+    lent: float = 0.0
+    demand_time: float = 0.0
+    below_since: float | None = None
+    longest_below: float = 0.0
+    below_episodes: int = 0
+
+
+@dataclass(slots=True)
+class Recorder:
+    """Accumulates integrals; also keeps a utilisation time series for the plots."""
+
+    capacity: int
+    projects: dict[str, ProjectTotals]
+    last_time: float = 0.0
+    last: dict[str, ProjectSample] = field(default_factory=dict)
+    used_time: float = 0.0
+    served_time: float = 0.0
+    servable_time: float = 0.0
+    fairness_time: float = 0.0
+    fairness_weight: float = 0.0
+    series: list[tuple[float, int, int]] = field(default_factory=list)
+
+    @classmethod
+    def for_projects(cls, capacity: int, deserved: Mapping[str, int]) -> Recorder:
+        return cls(capacity, {p: ProjectTotals(q) for p, q in sorted(deserved.items())})
+
+    def observe(self, now: float, sample: Mapping[str, ProjectSample]) -> list[str]:
+        """Close ``[last_time, now)`` with the previous sample; return projects that just fell below (R2)."""
+        self._integrate(now - self.last_time)
+        fell = [p for p, s in sample.items() if self._track_below(p, s.starving, now)]
+        self.last_time, self.last = now, dict(sample)
+        used = sum(s.alloc for s in sample.values())
+        demand = sum(s.demand for s in sample.values())
+        if not self.series or self.series[-1][1:] != (used, demand):
+            self.series.append((now, used, demand))
+        return fell
+
+    def _track_below(self, project: str, starving: bool, now: float) -> bool:
+        tot = self.projects[project]
+        if starving and tot.below_since is None:
+            tot.below_since, tot.below_episodes = now, tot.below_episodes + 1
+            return True
+        if not starving and tot.below_since is not None:
+            tot.longest_below = max(tot.longest_below, now - tot.below_since)
+            tot.below_since = None
+        return False
+
+    def _integrate(self, dt: float) -> None:
+        if dt <= 0 or not self.last:
+            return
+        samples = self.last
+        used = sum(s.alloc for s in samples.values())
+        demand = sum(s.demand for s in samples.values())
+        self.used_time += used * dt
+        servable = min(self.capacity, demand)
+        self.servable_time += servable * dt
+        self.served_time += min(used, servable) * dt
+        borrowed = sum(max(0, s.alloc - s.deserved) for s in samples.values())
+        unused = sum(max(0, s.deserved - s.alloc) for s in samples.values())
+        lend_ratio = min(1.0, borrowed / unused) if unused else 0.0
+        for name, s in samples.items():
+            self._integrate_project(self.projects[name], s, dt, lend_ratio)
+        self._integrate_fairness(samples.values(), dt)
+
+    @staticmethod
+    def _integrate_project(tot: ProjectTotals, s: ProjectSample, dt: float, lend_ratio: float) -> None:
+        guarantee = min(s.deserved, s.demand)
+        tot.alloc += s.alloc * dt
+        tot.guaranteed += guarantee * dt
+        tot.honoured += min(s.alloc, guarantee) * dt
+        tot.borrowed += max(0, s.alloc - s.deserved) * dt
+        tot.lent += max(0, s.deserved - s.alloc) * lend_ratio * dt
+        tot.demand_time += dt if s.demand > 0 else 0.0
+
+    def _integrate_fairness(self, samples: Iterable[ProjectSample], dt: float) -> None:
+        ratios = [s.alloc / s.fair for s in samples if s.demand > 0 and s.fair > 0]
+        if not ratios:
+            return
+        squares = sum(r * r for r in ratios)
+        jain = (sum(ratios) ** 2) / (len(ratios) * squares) if squares else 0.0
+        self.fairness_time += jain * dt
+        self.fairness_weight += dt
+
+    def close(self, now: float) -> None:
+        """End of the run: integrate the last stretch and close open below-guarantee stretches."""
+        self._integrate(now - self.last_time)
+        self.last_time = now
+        for name in self.projects:
+            self._track_below(name, False, now)

@@ -1,0 +1,244 @@
+"""Event-driven replay of a workload through the real ``plan_cycle`` on a virtual clock.
+
+Contract: ``Simulator(...).run()`` returns a ``RunResult``; the same inputs always give the same result (no
+wall clock, no randomness here). The policy is the core's: every cycle builds a ``ClusterState`` from the
+jobs alive, calls ``scheduler.core.plan_cycle`` and applies the plan with ``scheduler.core.apply_plan``
+(decisions take effect instantly; the restart cost is charged as lost progress, see ``progress``).
+
+Clock: the live loop plans every ``cycle_seconds``; the simulator jumps from event to event instead of
+ticking. Events are job arrivals, job completions and cycles. A cycle is scheduled at the next multiple of
+``cycle_seconds`` after anything changed (arrivals in between are batched, as in the live loop); after a
+cycle that changed something, another one follows once the settle time has passed (R7: a job just resized
+may grow then); when a project falls below its guarantee, one follows after the grace period (R2). A cycle
+with nothing changed is never run. ``max_busy_cycles`` consecutive cycles that all change something with
+no arrival or completion in between stop the follow-ups and are reported as a ping-pong warning.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.core import ClusterState, Config, Job, Node, Plan, Project, apply_plan, plan_cycle
+from scheduler.core.invariants import check_invariants
+from scheduler.simulator.metrics import ProjectSample, Recorder
+from scheduler.simulator.progress import Run
+from scheduler.simulator.workload import JobSpec
+
+FINISH, ARRIVE, CYCLE = 0, 1, 2  # order of events at the same instant
+
+Key = tuple[str, str]
+ProgressHook = Callable[[float, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """Shell knobs of the replay (the policy's knobs live in ``scheduler.core.Config``)."""
+
+    cycle_seconds: float = 10.0
+    restart_seconds: float = 30.0
+    checkpoint_seconds: float = 1800.0
+    efficiency: float = 0.9
+    grace_seconds: float = 60.0
+    check_invariants: bool = False
+    max_busy_cycles: int = 200
+
+
+class InvariantViolation(AssertionError):
+    """``check_invariants`` reported a violation during a simulated cycle."""
+
+
+@dataclass(slots=True)
+class Counters:
+    cycles: int = 0
+    busy_cycles: int = 0
+    resizes: int = 0
+    evictions: int = 0
+    restart_loss: float = 0.0
+    eviction_loss: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What one replay produced; ``jobs`` holds every job's run record (finished or not)."""
+
+    runs: tuple[Run, ...]
+    recorder: Recorder
+    counters: Counters
+    end_time: float
+
+
+class Simulator:
+    """One replay of ``specs`` on ``nodes`` for ``projects`` under ``config``."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        projects: Sequence[Project],
+        specs: Sequence[JobSpec],
+        config: Config,
+        options: SimOptions | None = None,
+    ) -> None:
+        self.nodes, self.projects, self.config = tuple(nodes), tuple(projects), config
+        self.opts = options or SimOptions()
+        self.capacity = sum(n.gpus for n in nodes if n.schedulable)
+        self.deserved = {p.name: p.deserved_gpus for p in projects}
+        self.recorder = Recorder.for_projects(self.capacity, self.deserved)
+        self.counters = Counters()
+        self.runs = {s.key: Run(s) for s in specs}
+        self.jobs: dict[Key, Job] = {}
+        self.by_project: dict[str, dict[Key, None]] = {p: {} for p in self.deserved}
+        self.alloc = dict.fromkeys(self.deserved, 0)
+        self.demand = dict.fromkeys(self.deserved, 0)
+        self.fair = dict(self.deserved)
+        self.events: list[tuple[float, int, int, Key | None, int]] = []
+        self.seq = 0
+        self.next_cycle = math.inf
+        self.now = 0.0
+        for spec in specs:
+            self._push(spec.submit, ARRIVE, spec.key, 0)
+
+    def _push(self, when: float, kind: int, key: Key | None, version: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (when, kind, self.seq, key, version))
+
+    def _want_cycle(self, after: float) -> None:
+        step = self.opts.cycle_seconds
+        when = math.ceil(after / step - 1e-9) * step
+        if when < self.next_cycle:
+            self.next_cycle = when
+            self._push(when, CYCLE, None, 0)
+
+    def run(self, on_progress: ProgressHook | None = None, every: int = 500) -> RunResult:
+        """Replay until no event is left; ``on_progress(now, finished_jobs)`` every ``every`` batches."""
+        finished, batches = 0, 0
+        while self.events:
+            self.now = self.events[0][0]
+            finished += self._batch(self.now)
+            self._observe()
+            batches += 1
+            if on_progress is not None and batches % every == 0:
+                on_progress(self.now, finished)
+        self.recorder.close(self.now)
+        if on_progress is not None:
+            on_progress(self.now, finished)
+        return RunResult(tuple(self.runs.values()), self.recorder, self.counters, self.now)
+
+    def _batch(self, now: float) -> int:
+        """Handle every event at ``now``; returns how many jobs finished."""
+        finished, cycle_due = 0, False
+        while self.events and self.events[0][0] <= now:
+            _, kind, _, key, version = heapq.heappop(self.events)
+            if kind == CYCLE:
+                cycle_due = cycle_due or now >= self.next_cycle
+            elif key is not None and kind == ARRIVE:
+                self._arrive(self.runs[key].spec)
+            elif key is not None and self._finish(key, version, now):
+                finished += 1
+        if cycle_due:
+            self.next_cycle = math.inf
+            self._cycle(now)
+        return finished
+
+    def _arrive(self, spec: JobSpec) -> None:
+        job = Job(
+            spec.project,
+            spec.name,
+            spec.min_replicas,
+            spec.max_replicas,
+            gpus_per_replica=spec.gpus_per_replica,
+            interactive=spec.interactive,
+            submitted_at=spec.submit,
+        )
+        self.jobs[spec.key] = job
+        self.by_project[spec.project][spec.key] = None
+        self.demand[spec.project] += job.demand_gpus
+        self.counters.busy_cycles = 0
+        self._want_cycle(self.now)
+
+    def _finish(self, key: Key, version: int, now: float) -> bool:
+        run = self.runs[key]
+        if run.version != version or run.finished_at is not None:
+            return False
+        self.counters.restart_loss += run.restart_loss(now)
+        run.finished_at = now
+        job = self.jobs.pop(key)
+        del self.by_project[job.project][key]
+        self.demand[job.project] -= job.demand_gpus
+        self.alloc[job.project] -= run.gpus
+        run.gpus = 0
+        self.counters.busy_cycles = 0
+        self._want_cycle(now)
+        return True
+
+    def _cycle(self, now: float) -> None:
+        state = ClusterState(self.nodes, self.projects, tuple(self.jobs.values()))
+        plan = plan_cycle(state, self.config, now=now)
+        self.counters.cycles += 1
+        self.fair = {s.project: s.fair_share_gpus for s in plan.shares} or self.fair
+        if self.opts.check_invariants:
+            problems = check_invariants(state, plan, self.config, now=now)
+            if problems:
+                raise InvariantViolation(f"t={now}: " + "; ".join(problems))
+        if not plan.decisions:
+            return
+        self._apply(plan, apply_plan(state, plan, now=now), now)
+        self.counters.busy_cycles += 1
+        if self.counters.busy_cycles < self.opts.max_busy_cycles:
+            self._want_cycle(now + self.config.settle_seconds)
+        elif self.counters.busy_cycles == self.opts.max_busy_cycles:
+            self.counters.warnings.append(
+                f"t={now:.0f}s: {self.counters.busy_cycles} consecutive cycles changed something with no "
+                "arrival or completion in between (ping-pong?); follow-up cycles stopped until the next event"
+            )
+
+    def _apply(self, plan: Plan, after: ClusterState, now: float) -> None:
+        self.jobs = {j.key: j for j in after.jobs}
+        touched = dict.fromkeys((d.project, d.job) for d in plan.decisions)
+        for key in touched:
+            gpus = sum(r.gpus for r in self.jobs[key].active)
+            self._resize(self.runs[key], gpus, now)
+
+    def _resize(self, run: Run, gpus: int, now: float) -> None:
+        old = run.gpus
+        if old == gpus:
+            return
+        opts, project = self.opts, run.spec.project
+        self.alloc[project] += gpus - old
+        if old > 0:
+            self.counters.restart_loss += run.restart_loss(now)
+        if old > 0 and gpus == 0:
+            base, wasted = run.rollback(now, opts.checkpoint_seconds)
+            self.counters.evictions += 1
+            self.counters.eviction_loss += wasted
+        else:
+            base = run.progress(now)
+            self.counters.resizes += old > 0
+        delay = opts.restart_seconds if (gpus > 0 and run.first_start is not None) else 0.0
+        run.begin(now, gpus, base, delay, opts.efficiency)
+        if gpus > 0:
+            self._push(run.finish_time(), FINISH, run.spec.key, run.version)
+
+    def _observe(self) -> None:
+        sample = {
+            p: ProjectSample(self.alloc[p], self.demand[p], q, self.fair.get(p, q), self._starving(p))
+            for p, q in self.deserved.items()
+        }
+        for _ in self.recorder.observe(self.now, sample):
+            self._want_cycle(self.now + self.opts.grace_seconds)
+
+    def _starving(self, project: str) -> bool:
+        """R2 as measured: below min(deserved, demand) with a job that could take a step within it."""
+        room = min(self.deserved[project], self.demand[project]) - self.alloc[project]
+        if room <= 0:
+            return False
+        for key in self.by_project[project]:
+            job = self.jobs[key]
+            active = len(job.active)
+            step = job.gpus_per_replica * (job.min_replicas if active == 0 else 1)
+            if (active == 0 or active < job.max_replicas) and step <= room:
+                return True
+        return False
