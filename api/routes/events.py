@@ -17,6 +17,8 @@ from api.deps import Caller, Svc
 from scheduler.store.models import EventRow
 
 router = APIRouter(tags=["events"])
+# Times go out with microsecond resolution: an event within half a microsecond of `since` is not after it.
+SINCE_RESOLUTION = 5e-7
 
 
 @router.get("/events", response_model=list[schemas.EventPublic])
@@ -32,7 +34,7 @@ def list_events(
 ) -> list[schemas.EventPublic]:
     query = select(EventRow).order_by(EventRow.id.desc()).limit(limit)
     if since is not None:
-        query = query.where(EventRow.time > since.timestamp())
+        query = query.where(EventRow.time > since.timestamp() + SINCE_RESOLUTION)
     if after_id is not None:
         query = query.where(EventRow.id > after_id)
     if project is not None:

@@ -1,8 +1,9 @@
 """The local executor: each replica is a real process tree on this machine, in its own process group.
 
 Contract (see ``base.Executor``): ``start`` runs the replica's argv (never through a shell) under
-``shim.py`` in a new session, with ``TIDE_*`` identity and the given env, ``CUDA_VISIBLE_DEVICES`` set to its
-GPUs when they are real, and stdout+stderr appended to ``DATA/logs/PROJECT/JOB/replica-I.log``. A record per
+``shim.py`` (``posix_spawn``) in a new session, with ``TIDE_*`` identity and the given env,
+``CUDA_VISIBLE_DEVICES`` set to its GPUs when they are real, and stdout+stderr appended to
+``DATA/logs/PROJECT/JOB/replica-I.log``. A record per
 replica (``DATA/replicas/ID.json``: pid, its kernel start time, stop state) outlives the service: ``adopt``
 reloads them, and a pid is trusted only while ``/proc/PID/stat`` shows the same start time, so a reused pid
 is never signalled. ``stop`` sends SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed.
@@ -15,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from contextlib import suppress
@@ -77,7 +77,6 @@ class LocalExecutor:
         self.log_dir = data_dir / "logs"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._records: dict[int, _Record] = {}
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
     def real_gpus(self) -> bool:
@@ -108,18 +107,17 @@ class LocalExecutor:
             raise ExecutorError(f"replica {spec.replica_id} was already started")
         if not spec.argv:
             raise ExecutorError("the local executor needs a command to run")
-        child = self._spawn(spec)
+        pid = self._spawn(spec)
         record = _Record(
             replica_id=spec.replica_id,
             project=spec.project,
             job=spec.job,
             index=spec.index,
             node=spec.node,
-            pid=child.pid,
-            start_ticks=_start_ticks(child.pid),
+            pid=pid,
+            start_ticks=_start_ticks(pid),
             started_at=time.time(),
         )
-        self._children[child.pid] = child
         self._records[spec.replica_id] = record
         self._save(record)
         return self._observation(record)
@@ -135,9 +133,7 @@ class LocalExecutor:
         self._save(record)
 
     def forget(self, replica_id: int) -> None:
-        record = self._records.pop(replica_id, None)
-        if record is not None:
-            self._children.pop(record.pid, None)
+        self._records.pop(replica_id, None)
         for suffix in (".json", ".exit"):
             (self.state_dir / f"{replica_id}{suffix}").unlink(missing_ok=True)
 
@@ -154,37 +150,37 @@ class LocalExecutor:
             text = "".join(lines[-tail:]) if tail > 0 else ""
         return text
 
-    def _spawn(self, spec: LaunchSpec) -> subprocess.Popen[bytes]:
+    def _spawn(self, spec: LaunchSpec) -> int:
+        """Start the shim in a new session (its own process group), output appended to the log; its pid."""
         env = {**os.environ, **spec.env}
         if self._real_gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpu_ids)
         log = self.log_path(spec.project, spec.job, spec.index)
         log.parent.mkdir(parents=True, exist_ok=True)
+        header = f"--- tide: replica {spec.index} ({spec.replica_id}) starting on {spec.node} ---\n"
+        with log.open("ab") as out:
+            out.write(header.encode())
         exit_file = self.state_dir / f"{spec.replica_id}.exit"
         exit_file.unlink(missing_ok=True)
         argv = [sys.executable, "-I", "-S", shim.__file__, str(exit_file), "--", *spec.argv]
-        with log.open("ab") as out:
-            header = f"--- tide: replica {spec.index} ({spec.replica_id}) starting on {spec.node} ---\n"
-            out.write(header.encode())
-            out.flush()
-            try:
-                return subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as error:
-                raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ]
+        try:
+            # posix_spawn, not Popen: no Popen object to outlive (a restarted service adopts by pid).
+            return os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
+        except OSError as error:
+            raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
 
     def _alive(self, record: _Record) -> bool:
-        child = self._children.get(record.pid)
-        if child is not None:
-            return child.poll() is None
-        with suppress(ChildProcessError, OSError):
-            os.waitpid(record.pid, os.WNOHANG)  # reap it if an earlier run of this process started it
+        try:
+            pid, _status = os.waitpid(record.pid, os.WNOHANG)  # reaps it if this process started it
+            if pid == record.pid:
+                return False
+        except ChildProcessError:
+            pass  # started by an earlier run of the service: judge by /proc
         ticks = _start_ticks(record.pid)
         if record.start_ticks is None:
             return ticks is not None
@@ -200,7 +196,6 @@ class LocalExecutor:
             return
         record.exit_code = self._exit_code(record)
         self._signal(record, signal.SIGKILL)  # leftovers of the group, if the command forked any
-        self._children.pop(record.pid, None)
         self._save(record)
 
     def _exit_code(self, record: _Record) -> int:

@@ -1,9 +1,10 @@
 """Engines and sessions for SQLite (embedded default) and PostgreSQL, created on demand, never at import.
 
-Contract: ``Database(url)`` opens a pool; ``read()`` and ``write()`` are session context managers that commit
-on success and roll back on error. On SQLite, writes begin with ``BEGIN IMMEDIATE`` on their own engine, so
-two writers never deadlock on a lock upgrade (WAL mode lets readers run beside them); on PostgreSQL both
-use one pool and writers lock the rows they change. ``sqlite_url(data_dir)`` names the default database.
+Contract: ``Database(url)`` opens a pool; ``read()`` and ``write()`` are session context managers; a write
+commits on success and rolls back on error. Write transactions run one at a time, so a scheduling cycle
+never interleaves with an API change: on SQLite they begin with ``BEGIN IMMEDIATE`` on their own engine (WAL
+mode lets readers run beside them), on PostgreSQL they take a transaction-level advisory lock first (keyed
+by schema); reads never wait for writers. ``sqlite_url(data_dir)`` names the default database.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Writers are serialised on PostgreSQL as SQLite does it, so a cycle never races an API write.
+WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('tide-write:' || current_schema()))"
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -86,8 +89,10 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        """A session that commits when the block succeeds."""
+        """A session that commits when the block succeeds; one writer at a time, on both backends."""
         with self._write() as session, session.begin():
+            if not self.is_sqlite:
+                session.execute(text(WRITE_LOCK_SQL))
             yield session
 
     def dispose(self) -> None:

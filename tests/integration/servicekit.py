@@ -1,0 +1,101 @@
+"""Test kit for the service: a real Tide server in a thread, settings for tests, waiting helpers.
+
+``RunningService`` starts ``create_app`` under uvicorn on a free port, as ``tide serve`` does; ``stop()``
+shuts it down like a restart would (replicas keep running). ``kill_leftovers`` kills the process groups a
+local executor started under a data directory, so a failing test leaves no orphan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from api.app import create_app
+from api.client import TideClient
+from api.deps import Services
+from api.settings import Settings
+from scheduler.executors.base import Executor
+
+ADMIN = "test-admin-token"
+
+
+@dataclass
+class RunningService:
+    """A Tide service on a free port; ``stop()`` ends it like a shutdown (replicas keep running)."""
+
+    settings: Settings
+    executor: Executor | None = None
+    url: str = ""
+    server: uvicorn.Server | None = None
+    thread: threading.Thread | None = None
+    clients: list[TideClient] = field(default_factory=list)
+
+    def start(self) -> RunningService:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.app: Any = create_app(self.settings, executor=self.executor)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive(), "the service failed to start"
+            assert time.monotonic() < deadline, "the service did not start within 30 s"
+            time.sleep(0.01)
+        return self
+
+    def client(self, token: str | None = ADMIN) -> TideClient:
+        client = TideClient(self.url, token)
+        self.clients.append(client)
+        return client
+
+    @property
+    def services(self) -> Services:
+        services: Services = self.app.state.tide
+        return services
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.close()
+        if self.server is not None and self.thread is not None:
+            self.server.should_exit = True
+            self.thread.join(timeout=30)
+            self.server = None
+
+
+def settings_for(data_dir: Path, db_url: str | None, **overrides: object) -> Settings:
+    base = Settings(
+        data_dir=data_dir, database_url=db_url, executor="fake", nodes=1, gpus_per_node=4, cycle_period=0.05,
+        grace_period=1.0, settle_seconds=0.0, admin_token=ADMIN,
+    )  # fmt: skip
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def kill_leftovers(data_dir: Path) -> None:
+    """Kill every process group a local executor started under ``data_dir`` (tests leave no orphans)."""
+    for record in (data_dir / "replicas").glob("*.json") if (data_dir / "replicas").is_dir() else ():
+        with suppress(OSError, ValueError, KeyError, ProcessLookupError, PermissionError):
+            os.killpg(int(json.loads(record.read_text())["pid"]), signal.SIGKILL)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)

@@ -1,0 +1,171 @@
+"""The REST API end to end over HTTP, on SQLite and on PostgreSQL, with the in-memory executor.
+
+What a user sees: projects and departments with live figures, jobs from submit to cancel with their
+replicas, events with reasons, tokens and their limits, and a 4xx that says what to fix for bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+from servicekit import RunningService, wait_for
+
+from api.client import TideAPIError, TideClient
+
+JOB = {"command": ["sleep", "60"]}
+
+
+@pytest.fixture
+def svc(db_url: str, make_service: Callable[..., RunningService]) -> RunningService:
+    return make_service(db_url)
+
+
+@pytest.fixture
+def admin(svc: RunningService) -> TideClient:
+    return svc.client()
+
+
+def _error(call: Callable[[], object]) -> TideAPIError:
+    with pytest.raises(TideAPIError) as info:
+        call()
+    return info.value
+
+
+def test_project_lifecycle_with_live_figures(admin: TideClient) -> None:
+    created = admin.create_project({"name": "a", "deserved_gpus": 2, "limit_gpus": 3})
+    assert (created.deserved_gpus, created.limit_gpus, created.allocated_gpus) == (2, 3, 0)
+    admin.submit("a", {"name": "train", "workers": 1, **JOB})
+    project = wait_for(lambda: (p := admin.project("a")).allocated_gpus == 2 and p, what="a to hold 2 GPUs")
+    assert project.fair_share_gpus == 2 and project.running_jobs == 1  # type: ignore[union-attr]
+    updated = admin.update_project("a", {"deserved_gpus": 1, "limit_gpus": None})
+    assert (updated.deserved_gpus, updated.limit_gpus) == (1, None)
+    assert [p.name for p in admin.projects()] == ["a"]
+    assert _error(lambda: admin.delete_project("a")).status_code == 409
+    admin.delete_job("a", "train")
+    admin.delete_project("a")
+    assert _error(lambda: admin.project("a")).status_code == 404
+
+
+def test_departments(admin: TideClient) -> None:
+    admin.create_department({"name": "research", "deserved_gpus": 4})
+    admin.create_project({"name": "a", "deserved_gpus": 2, "department": "research"})
+    department = admin.department("research")
+    assert department.projects == ["a"] and department.deserved_gpus == 4
+    assert admin.project("a").department == "research"
+    assert admin.update_department("research", {"limit_gpus": 8}).limit_gpus == 8
+    assert _error(lambda: admin.delete_department("research")).status_code == 409
+    admin.update_project("a", {"department": None})
+    admin.delete_department("research")
+    assert admin.departments() == []
+
+
+def test_job_lifecycle(admin: TideClient, svc: RunningService) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 4})
+    job = admin.submit("a", {"name": "train", "workers": 2, "min_replicas": 2, "max_replicas": 3, **JOB})
+    assert (job.status, job.min_replicas, job.max_replicas, job.workers) == ("pending", 2, 3, 2)
+    running = wait_for(lambda: (j := admin.job("a", "train")).allocated_gpus == 3 and j, what="3 replicas")
+    assert [(r.index, r.role) for r in running.replicas] == [(0, "master"), (1, "worker"), (2, "worker")]  # type: ignore[union-attr]
+    assert {r.status for r in running.replicas} <= {"starting", "running"}  # type: ignore[union-attr]
+    assert [j.name for j in admin.jobs(project="a", status="running")] == ["train"]
+    assert "replica 0 of a/train" in admin.logs("a", "train", replica=0)
+    cancelled = admin.delete_job("a", "train")
+    assert cancelled.status == "cancelled"
+    kinds = [e.kind for e in admin.events(project="a", job="train")]
+    assert kinds[0] == "start" and kinds[-1] == "cancel"
+    wait_for(lambda: svc.services.executor.observe() and not any(  # type: ignore[attr-defined]
+        o.running for o in svc.services.executor.observe().values()
+    ), what="replicas to stop")  # fmt: skip
+    again = admin.submit("a", {"name": "train", **JOB})  # a finished job's name may be reused
+    assert again.status == "pending"
+    assert _error(lambda: admin.submit("a", {"name": "train", **JOB})).status_code == 409
+
+
+def test_pending_job_explains_itself(admin: TideClient) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 4})
+    admin.submit("a", {"name": "big", "workers": 3, **JOB})
+    admin.submit("a", {"name": "next", "workers": 1, **JOB})
+    waiting = wait_for(lambda: (j := admin.job("a", "next")).pending_reason and j, what="a pending reason")
+    assert waiting.status == "pending" and waiting.queue_position == 1  # type: ignore[union-attr]
+    assert admin.cluster().allocated_gpus == 4
+
+
+def test_cluster_and_events(admin: TideClient) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    admin.submit("a", {"name": "one", **JOB})
+    wait_for(lambda: admin.cluster().allocated_gpus == 1, what="one GPU in use")
+    cluster = admin.cluster()
+    assert (cluster.total_gpus, cluster.free_gpus, cluster.leader) == (4, 3, True)
+    assert cluster.nodes[0].slots[0].role == "master" and cluster.projects[0].allocated_gpus == 1
+    events = admin.events()
+    assert events[-1].kind == "start" and events[-1].reason
+    assert admin.events(since=events[-1].time.timestamp()) == []
+    assert admin.events(after_id=events[-1].id - 1) == [events[-1]]
+
+
+def test_auth_and_project_tokens(admin: TideClient, svc: RunningService) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    admin.create_project({"name": "b", "deserved_gpus": 2})
+    token = admin.create_token("a", "ci")
+    assert token.token and token.token.startswith("tide_p_")
+    assert [t.name for t in admin.tokens("a")] == ["ci"] and admin.tokens("a")[0].token is None
+    mine = svc.client(token.token)
+    assert mine.submit("a", {"name": "mine", **JOB}).name == "mine"
+    assert _error(lambda: mine.submit("b", {"name": "theirs", **JOB})).status_code == 403
+    assert _error(lambda: mine.create_project({"name": "c", "deserved_gpus": 0})).status_code == 403
+    assert _error(lambda: mine.create_token("a")).status_code == 403
+    assert [p.name for p in mine.projects()] == ["a", "b"]  # project tokens read everything
+    assert _error(lambda: svc.client(None).projects()).status_code == 401
+    assert _error(lambda: svc.client("wrong").projects()).status_code == 401
+    assert httpx.get(f"{svc.url}/healthz").status_code == 200
+    assert httpx.get(f"{svc.url}/readyz").json()["role"] == "leader"
+
+
+BAD_JOBS = [
+    ({"name": "Bad_Name", **JOB}, 422, "DNS-1123"),
+    ({"name": "x", "min_replicas": 3, "max_replicas": 2, **JOB}, 422, "above max_replicas"),
+    ({"name": "x", "workers": 5, "min_replicas": 1, "max_replicas": 3, **JOB}, 422, "within"),
+    ({"name": "x", "gpus_per_replica": 8, **JOB}, 422, "largest node has 4"),
+    ({"name": "x", "workers": 4, "min_replicas": 5, "max_replicas": 5, **JOB}, 422, "at most 4 replicas"),
+    ({"name": "x", "command": []}, 422, "command"),
+    ({"name": "x", "env": {"1BAD": "v"}, **JOB}, 422, "environment variable"),
+    ({"name": "x", "gpus": 1, **JOB}, 422, "gpus"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "message"), BAD_JOBS)
+def test_bad_jobs_get_a_4xx_that_says_what_to_fix(
+    admin: TideClient, body: dict[str, object], status: int, message: str
+) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    error = _error(lambda: admin.submit("a", body))
+    assert error.status_code == status and message in error.detail
+
+
+def test_bad_projects_and_requests(admin: TideClient, svc: RunningService) -> None:
+    cases: list[tuple[Callable[[], object], int, str]] = [
+        (lambda: admin.create_project({"name": "a", "deserved_gpus": -1}), 422, "greater than or equal"),
+        (lambda: admin.create_project({"name": "a", "deserved_gpus": 4, "limit_gpus": 2}), 422, "below"),
+        (lambda: admin.create_project({"name": "a", "deserved_gpus": 1, "department": "nope"}), 422, "nope"),
+        (lambda: admin.submit("nope", {"name": "x", **JOB}), 404, "no project named 'nope'"),
+        (lambda: admin.job("nope", "x"), 404, "no project"),
+    ]
+    for call, status, message in cases:
+        error = _error(call)
+        assert error.status_code == status and message in error.detail, error
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    assert _error(lambda: admin.create_project({"name": "a", "deserved_gpus": 2})).status_code == 409
+    assert _error(lambda: admin.update_project("a", {"limit_gpus": 1})).status_code == 422
+    headers = {"Authorization": "Bearer test-admin-token", "Content-Type": "application/json"}
+    huge = httpx.post(f"{svc.url}/api/v1/projects", content=b"x" * (2 << 20), headers=headers)
+    assert huge.status_code == 413
+    broken = httpx.post(f"{svc.url}/api/v1/projects", content=b"{not json", headers=headers)
+    assert broken.status_code == 422
+
+
+def test_docs_and_placeholder(svc: RunningService) -> None:
+    assert httpx.get(f"{svc.url}/docs").status_code == 200
+    schema = httpx.get(f"{svc.url}/openapi.json").json()
+    assert "/api/v1/projects/{project}/jobs" in schema["paths"]
+    assert "Tide" in httpx.get(f"{svc.url}/").text
