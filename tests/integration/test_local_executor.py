@@ -17,7 +17,14 @@ from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec
 from scheduler.executors.local import LocalExecutor
 
 NODES = (Node("node-0", 4),)
-IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+IGNORES_SIGTERM = "; ".join(
+    [
+        "import signal, time",
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+        "print('up', flush=True)",
+        "time.sleep(60)",
+    ]
+)
 
 
 @pytest.fixture
@@ -28,9 +35,15 @@ def executor(tmp_path: Path) -> Iterator[LocalExecutor]:
 
 def spec(replica_id: int, argv: list[str], **env: str) -> LaunchSpec:
     return LaunchSpec(
-        replica_id=replica_id, project="a", job="train", index=replica_id, node="node-0", gpu_ids=(replica_id,),
-        argv=tuple(argv), env={"TIDE_JOB": "train", **env},
-    )  # fmt: skip
+        replica_id=replica_id,
+        project="a",
+        job="train",
+        index=replica_id,
+        node="node-0",
+        gpu_ids=(replica_id,),
+        argv=tuple(argv),
+        env={"TIDE_JOB": "train", **env},
+    )
 
 
 def exited(executor: LocalExecutor, replica_id: int) -> int | None:
