@@ -68,6 +68,7 @@ def build_services(settings: Settings, executor: Executor | None = None) -> Serv
         cycle_period=settings.cycle_period,
         grace_period=settings.grace_period,
         core=Config(settle_seconds=settings.settle_seconds),
+        check_invariants=settings.check_invariants,
     )
     token, _ = admin_token(settings)
     return Services(

@@ -37,6 +37,7 @@ class Settings:
     admin_token: str | None = None
     max_body_bytes: int = 1 << 20
     run_loop: bool = True
+    check_invariants: bool = False
 
     def resolved_database_url(self) -> str:
         return self.database_url or sqlite_url(self.data_dir)

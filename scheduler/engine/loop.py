@@ -10,7 +10,8 @@ records the executor's nodes. One cycle (``run_cycle``), each step its own trans
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free.
 
 Every time comes from ``clock`` (the shell's, never the core's). Errors in a cycle are logged and kept in
-``last_error``; the loop goes on.
+``last_error``; the loop goes on. With ``check_invariants`` (debug, tests) every plan is checked against
+``scheduler.core.invariants`` and violations are logged and kept in ``violations``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scheduler.core import Config, Node, Plan, plan_cycle
+from scheduler.core import ClusterState, Config, Node, Plan, plan_cycle
+from scheduler.core.invariants import check_invariants
 from scheduler.engine.env import EnvBuilder
 from scheduler.engine.leader import Leadership, leadership_for
 from scheduler.engine.persist import persist_plan
@@ -45,6 +47,7 @@ class EngineSettings:
     grace_period: float = 30.0
     core: Config = field(default_factory=Config)
     env_builder: EnvBuilder | None = None
+    check_invariants: bool = False  # debug: check every plan against the core's invariants
 
 
 def sync_nodes(session: Session, nodes: tuple[Node, ...]) -> None:
@@ -87,6 +90,7 @@ class Engine:
         self.last_cycle_at: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
+        self.violations: list[str] = []
         self._lock = threading.Lock()
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,7 +128,10 @@ class Engine:
             record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
         with self.db.write() as session:
             now = self.clock()
-            plan = plan_cycle(load_state(session), self.settings.core, now=now)
+            state = load_state(session)
+            plan = plan_cycle(state, self.settings.core, now=now)
+            if self.settings.check_invariants:
+                self._check(state, plan, now)
             persist_plan(session, plan, now=now)
         with self.db.write() as session:
             stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
@@ -133,6 +140,14 @@ class Engine:
         self.last_cycle_at = self.clock()
         self.last_cycle_seconds = time.perf_counter() - started
         return plan
+
+    def _check(self, state: ClusterState, plan: Plan, now: float) -> None:
+        broken = check_invariants(state, plan, self.settings.core, now=now)
+        for sentence in broken:
+            log.error("invariant violated: %s", sentence)
+        if broken:
+            log.debug("state: %r\nplan: %r", state, plan)
+        self.violations.extend(broken)
 
     async def run(self) -> None:
         """Cycle until ``stop()``; a failing cycle is logged and retried next period."""

@@ -33,6 +33,7 @@ class FakeExecutor:
         self.stop_delay = stop_delay
         self.records: dict[int, _Record] = {}
         self.started: list[LaunchSpec] = []
+        self.refused: list[str] = []
         self._next_pid = 1000
 
     @property
@@ -64,6 +65,9 @@ class FakeExecutor:
             raise ExecutorError(f"no GPUs {spec.gpu_ids} on node {spec.node}")
         held = {g for s in self.live() if s.node == spec.node for g in s.gpu_ids}
         if held & set(spec.gpu_ids):
+            self.refused.append(
+                f"replica {spec.replica_id}: GPUs {sorted(held & set(spec.gpu_ids))} on {spec.node}"
+            )
             raise OverAllocationError(f"GPUs {sorted(held & set(spec.gpu_ids))} on {spec.node} are in use")
         self._next_pid += 1
         observation = Observation(replica_id=spec.replica_id, pid=self._next_pid, running=True)
