@@ -2,8 +2,8 @@
 
 The in-memory executor refuses (and records) any start on a GPU a live replica holds, replicas take two
 cycles to stop (so reclaims overlap with new starts), and the engine checks every plan against the core's
-capacity invariants (nodes, limits, whole gangs). While the requests race the loop, a poller reads ``/cluster`` and checks node and limit
-capacity in every answer.
+capacity invariants (nodes, limits, whole gangs). While the requests race the loop, a poller reads
+``/cluster`` and checks node and limit capacity in every answer.
 """
 
 from __future__ import annotations
