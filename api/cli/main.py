@@ -18,6 +18,12 @@ app = typer.Typer(
     add_completion=True,
 )
 
+
+@app.callback()
+def _root() -> None:
+    """Tide: quota-aware elastic GPU scheduling for distributed PyTorch jobs."""
+
+
 COMMAND_MODULES = (serve,)
 for _module in COMMAND_MODULES:
     _module.register(app)

@@ -77,9 +77,16 @@ class RunningService:
 
 def settings_for(data_dir: Path, db_url: str | None, **overrides: object) -> Settings:
     base = Settings(
-        data_dir=data_dir, database_url=db_url, executor="fake", nodes=1, gpus_per_node=4, cycle_period=0.05,
-        grace_period=1.0, settle_seconds=0.0, admin_token=ADMIN,
-    )  # fmt: skip
+        data_dir=data_dir,
+        database_url=db_url,
+        executor="fake",
+        nodes=1,
+        gpus_per_node=4,
+        cycle_period=0.05,
+        grace_period=1.0,
+        settle_seconds=0.0,
+        admin_token=ADMIN,
+    )
     return replace(base, **overrides)  # type: ignore[arg-type]
 
 

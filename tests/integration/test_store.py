@@ -1,0 +1,125 @@
+"""The store on real SQLite and PostgreSQL: migrations, a newer schema refused, the snapshot mapper, WAL."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import inspect, text
+
+from scheduler.core import ClusterState, Job, Node, Project, Replica
+from scheduler.store.db import Database
+from scheduler.store.mapper import load_state
+from scheduler.store.migrate import SchemaTooNewError, current_revision, head_revision, upgrade
+from scheduler.store.models import JobRow, NodeRow, ProjectRow, ReplicaRow
+
+
+@pytest.fixture
+def db(db_url: str) -> Database:
+    database = Database(db_url)
+    yield database  # type: ignore[misc]
+    database.dispose()
+
+
+def test_migrations_create_the_schema_and_are_idempotent(db: Database) -> None:
+    assert current_revision(db) is None
+    assert upgrade(db) == head_revision()
+    assert upgrade(db) == head_revision()
+    tables = set(inspect(db.engine).get_table_names())
+    assert {"projects", "departments", "jobs", "replicas", "events", "tokens", "nodes"} <= tables
+
+
+def test_a_database_from_a_newer_version_is_refused(db: Database) -> None:
+    upgrade(db)
+    with db.write() as session:
+        session.execute(text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
+    with pytest.raises(SchemaTooNewError, match="newer version of Tide"):
+        upgrade(db)
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: object) -> None:
+    database = Database(f"sqlite+pysqlite:///{tmp_path}/wal.db")
+    with database.read() as session:
+        assert session.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    database.dispose()
+
+
+def _seed(db: Database) -> None:
+    with db.write() as session:
+        session.add(NodeRow(name="node-0", gpus=4, schedulable=True))
+        project = ProjectRow(name="a", deserved_gpus=2, created_at=1.0, fair_share_gpus=0)
+        job = JobRow(
+            project=project,
+            name="train",
+            status="running",
+            workers=2,
+            min_replicas=1,
+            max_replicas=3,
+            gpus_per_replica=1,
+            command=["sleep", "1"],
+            env={},
+            created_at=2.0,
+            submitted_at=2.0,
+            last_resized_at=3.0,
+            restarts=0,
+            generation=1,
+        )
+        job.replicas = [
+            ReplicaRow(
+                index=0, node="node-0", gpus=1, desired="run", status="running", pid=10, created_at=2.0
+            ),
+            ReplicaRow(index=1, node="node-0", gpus=1, desired="run", status="starting", created_at=2.0),
+            ReplicaRow(
+                index=2, node="node-0", gpus=1, desired="stop", status="terminating", pid=12, created_at=2.0
+            ),
+            ReplicaRow(
+                index=3,
+                node="node-0",
+                gpus=1,
+                desired="done",
+                status="succeeded",
+                pid=13,
+                exit_code=0,
+                created_at=2.0,
+            ),
+        ]
+        done = JobRow(
+            project=project,
+            name="old",
+            status="succeeded",
+            workers=0,
+            min_replicas=1,
+            max_replicas=1,
+            gpus_per_replica=1,
+            command=["true"],
+            env={},
+            created_at=1.0,
+            submitted_at=1.0,
+            restarts=0,
+            generation=1,
+        )
+        session.add_all([project, job, done])
+
+
+def test_the_mapper_builds_the_snapshot_the_core_reads(db: Database) -> None:
+    upgrade(db)
+    _seed(db)
+    with db.read() as session:
+        state = load_state(session)
+    assert state == ClusterState(
+        nodes=(Node("node-0", 4),),
+        projects=(Project("a", 2, created_at=1.0),),
+        jobs=(
+            Job(
+                project="a",
+                name="train",
+                min_replicas=1,
+                max_replicas=3,
+                submitted_at=2.0,
+                last_resized_at=3.0,
+                replicas=(
+                    Replica(0, "node-0", 1),
+                    Replica(1, "node-0", 1),
+                    Replica(2, "node-0", 1, releasing=True),
+                ),
+            ),
+        ),
+    )
