@@ -1,0 +1,176 @@
+"""The control loop driven cycle by cycle on a real SQLite database with the in-memory executor.
+
+What the engine promises beyond the core: reclaimed GPUs reach the claimant as soon as they are released,
+and a placement onto GPUs still held by a live process waits for them (never over-allocates);
+the master is signalled only after the job's other replicas exited; exits finish jobs (a failure fails it,
+the master's success completes it); a process the store does not want is stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from scheduler.core import Config, Node
+from scheduler.engine.loop import Engine, EngineSettings
+from scheduler.engine.reconcile import stop_job_replicas
+from scheduler.executors.base import LaunchSpec
+from scheduler.executors.fake import FakeExecutor
+from scheduler.store.db import Database
+from scheduler.store.migrate import upgrade
+from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
+from scheduler.store.queries import job_by_name
+
+NODES = (Node("node-0", 4),)
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, stop_delay: int = 0) -> None:
+        self.db = Database(f"sqlite+pysqlite:///{tmp_path / 'tide.db'}")
+        upgrade(self.db)
+        self.executor = FakeExecutor(NODES, stop_delay=stop_delay)
+        self.clock = 1000.0
+        settings = EngineSettings(grace_period=5, core=Config(settle_seconds=0), check_invariants=True)
+        self.engine = Engine(self.db, self.executor, settings, clock=lambda: self.clock)
+
+    def project(self, name: str, deserved: int) -> None:
+        with self.db.write() as session:
+            session.add(ProjectRow(name=name, deserved_gpus=deserved, created_at=0.0, fair_share_gpus=0))
+
+    def submit(self, project: str, name: str, low: int, high: int) -> None:
+        self.clock += 1
+        with self.db.write() as session:
+            owner = session.scalars(select(ProjectRow).where(ProjectRow.name == project)).one()
+            session.add(
+                JobRow(
+                    project=owner,
+                    name=name,
+                    status="pending",
+                    workers=high - 1,
+                    min_replicas=low,
+                    max_replicas=high,
+                    gpus_per_replica=1,
+                    command=["sleep", "1"],
+                    env={},
+                    created_at=self.clock,
+                    submitted_at=self.clock,
+                    restarts=0,
+                    generation=0,
+                )
+            )
+
+    def cycle(self, times: int = 1) -> None:
+        for _ in range(times):
+            self.clock += 0.1
+            self.engine.tick()
+        assert self.executor.refused == [] and self.engine.violations == []
+
+    def job(self, project: str, name: str) -> JobRow:
+        with self.db.read() as session:
+            job = job_by_name(session, project, name)
+            assert job is not None
+            return job
+
+    def live(self, job: str) -> list[LaunchSpec]:
+        return sorted((s for s in self.executor.live() if s.job == job), key=lambda s: s.index)
+
+    def stopping(self, job: str) -> list[int]:
+        records = self.executor.records.values()
+        return sorted(r.spec.index for r in records if r.spec.job == job and r.observation.stopping)
+
+    def events(self) -> list[tuple[str, str]]:
+        with self.db.read() as session:
+            return [(e.kind, e.job) for e in session.scalars(select(EventRow).order_by(EventRow.id))]
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    built = Harness(tmp_path, stop_delay=2)
+    yield built
+    built.engine.close()
+    built.db.dispose()
+
+
+def test_reclaimed_gpus_go_to_the_claimant_once_released(harness: Harness) -> None:
+    harness.project("a", 2)
+    harness.project("b", 2)
+    harness.submit("a", "elastic", 2, 4)
+    harness.cycle()
+    assert [s.index for s in harness.live("elastic")] == [0, 1, 2, 3]
+    harness.submit("b", "one", 2, 2)
+    harness.cycle()
+    assert harness.stopping("elastic") == [2, 3]  # shrink: the two highest-index workers
+    assert "being reclaimed" in (harness.job("b", "one").pending_reason or "")
+    harness.cycle(2)
+    assert harness.live("one") == []  # the stopping replicas still hold the GPUs
+    harness.cycle()
+    assert [s.index for s in harness.live("elastic")] == [0, 1]
+    assert [s.index for s in harness.live("one")] == [0, 1]  # in the cycle that saw them exit
+    assert {g for s in harness.executor.live() for g in s.gpu_ids} == {0, 1, 2, 3}
+
+
+def test_a_wanted_replica_waits_while_its_gpus_are_held(harness: Harness) -> None:
+    harness.project("a", 4)
+    harness.submit("a", "train", 4, 4)
+    harness.cycle()
+    with harness.db.write() as session:  # a placement onto busy GPUs, as a plan may make during a release
+        job = job_by_name(session, "a", "train", lock=True)
+        assert job is not None
+        job.replicas.append(ReplicaRow(index=4, node="node-0", gpus=1, desired="run", created_at=0.0))
+    harness.engine.tick()
+    assert [s.index for s in harness.live("train")] == [0, 1, 2, 3]
+    assert harness.executor.refused == []
+
+
+def test_the_master_is_stopped_last(harness: Harness) -> None:
+    harness.project("a", 4)
+    harness.submit("a", "train", 3, 3)
+    harness.cycle()
+    with harness.db.write() as session:
+        job = job_by_name(session, "a", "train", lock=True)
+        assert job is not None
+        job.status = "cancelled"
+        stop_job_replicas(session, job)
+    harness.cycle()
+    assert harness.stopping("train") == [1, 2]  # workers first
+    harness.cycle(3)
+    assert harness.stopping("train") == [0]  # the master once the workers are gone
+    harness.cycle(3)
+    assert harness.live("train") == []
+    assert {r.status for r in harness.job("a", "train").replicas} == {"succeeded"}
+
+
+def test_a_failing_worker_fails_the_job(harness: Harness) -> None:
+    harness.project("a", 4)
+    harness.submit("a", "train", 3, 3)
+    harness.cycle()
+    harness.executor.finish("a", "train", 2, exit_code=1)
+    harness.cycle()
+    job = harness.job("a", "train")
+    assert job.status == "failed" and job.message == "replica 2 exited with code 1"
+    assert ("fail", "train") in harness.events()
+    harness.cycle(6)
+    assert harness.live("train") == []
+
+
+def test_the_master_succeeding_completes_the_job(harness: Harness) -> None:
+    harness.project("a", 4)
+    harness.submit("a", "train", 2, 2)
+    harness.cycle()
+    harness.executor.finish("a", "train", 0, exit_code=0)
+    harness.cycle(4)
+    job = harness.job("a", "train")
+    assert job.status == "succeeded" and ("finish", "train") in harness.events()
+    assert harness.live("train") == []
+
+
+def test_an_unwanted_process_is_stopped(harness: Harness) -> None:
+    harness.project("a", 4)
+    harness.executor.start(LaunchSpec(999, "a", "ghost", 0, "node-0", (3,), ("sleep", "1")))
+    harness.cycle()
+    assert harness.stopping("ghost") == [0]
+    harness.cycle(3)
+    assert 999 not in harness.executor.records  # stopped, then forgotten
