@@ -96,7 +96,7 @@ class Simulator:
         self.fair = dict(self.deserved)
         self.events: list[tuple[float, int, int, Key | None, int]] = []
         self.seq = 0
-        self.next_cycle = math.inf
+        self.wanted: set[float] = set()
         self.now = 0.0
         for spec in specs:
             self._push(spec.submit, ARRIVE, spec.key, 0)
@@ -108,14 +108,14 @@ class Simulator:
     def _want_cycle(self, after: float) -> None:
         step = self.opts.cycle_seconds
         when = math.ceil(after / step - 1e-9) * step
-        if when < self.next_cycle:
-            self.next_cycle = when
+        if when not in self.wanted:
+            self.wanted.add(when)
             self._push(when, CYCLE, None, 0)
 
     def run(self, on_progress: ProgressHook | None = None, every: int = 500) -> RunResult:
         """Replay until no event is left; ``on_progress(now, finished_jobs)`` every ``every`` batches."""
         finished, batches = 0, 0
-        while self.events:
+        while self._drop_stale():
             self.now = self.events[0][0]
             finished += self._batch(self.now)
             self._observe()
@@ -127,19 +127,28 @@ class Simulator:
             on_progress(self.now, finished)
         return RunResult(tuple(self.runs.values()), self.recorder, self.counters, self.now)
 
+    def _drop_stale(self) -> bool:
+        """Pop superseded events at the head (so the clock never moves for them); False when none is left."""
+        while self.events:
+            _, kind, _, key, version = self.events[0]
+            if not (kind == FINISH and key is not None and self.runs[key].version != version):
+                return True
+            heapq.heappop(self.events)
+        return False
+
     def _batch(self, now: float) -> int:
         """Handle every event at ``now``; returns how many jobs finished."""
         finished, cycle_due = 0, False
         while self.events and self.events[0][0] <= now:
             _, kind, _, key, version = heapq.heappop(self.events)
             if kind == CYCLE:
-                cycle_due = cycle_due or now >= self.next_cycle
+                cycle_due = True
+                self.wanted.discard(now)
             elif key is not None and kind == ARRIVE:
                 self._arrive(self.runs[key].spec)
             elif key is not None and self._finish(key, version, now):
                 finished += 1
         if cycle_due:
-            self.next_cycle = math.inf
             self._cycle(now)
         return finished
 
@@ -182,7 +191,7 @@ class Simulator:
         if self.opts.check_invariants:
             problems = check_invariants(state, plan, self.config, now=now)
             if problems:
-                raise InvariantViolation(f"t={now}: " + "; ".join(problems))
+                raise InvariantViolation(f"t={now:.0f}s: " + "; ".join(problems))
         if not plan.decisions:
             return
         self._apply(plan, apply_plan(state, plan, now=now), now)

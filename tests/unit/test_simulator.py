@@ -1,0 +1,132 @@
+"""The simulator as an admin meets it: hand-computed replays, determinism, invariants at every cycle.
+
+Hand-computed cases run on one 8-GPU node with projects a and b (4 GPUs deserved each), a 10 s cycle,
+30 s restart cost and a 60 s checkpoint interval, through the real ``plan_cycle``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.core import Config, Node, Project
+from scheduler.simulator.replay import InvariantViolation, RunResult, SimOptions, Simulator
+from scheduler.simulator.report import summarize
+from scheduler.simulator.workload import JobSpec, load_quota_file, scale_quotas
+
+NODE = (Node("n0", 8),)
+TEAMS = (Project("a", 4), Project("b", 4))
+OPTS = SimOptions(checkpoint_seconds=60.0, efficiency=1.0, check_invariants=True)
+
+
+def replay(specs: list[JobSpec], config: Config, opts: SimOptions = OPTS) -> RunResult:
+    return Simulator(NODE, TEAMS, specs, config, opts).run()
+
+
+def times(result: RunResult) -> dict[str, tuple[float | None, float | None]]:
+    return {r.spec.name: (r.first_start, r.finished_at) for r in result.runs}
+
+
+def rigid(project: str, name: str, submit: float, gpus: int, duration: float) -> JobSpec:
+    per = 8 if gpus % 8 == 0 else 1
+    return JobSpec(project, name, submit, duration * gpus, gpus, per, gpus // per, gpus // per)
+
+
+def test_static_partitioning_queues_inside_the_quota() -> None:
+    """Two 4-GPU jobs of a, 100 s each: a holds only its 4 GPUs, so the second waits for the first."""
+    specs = [rigid("a", "j0", 0, 4, 100), rigid("a", "j1", 0, 4, 100)]
+    result = replay(specs, Config(borrowing=False, elastic=False))
+    assert times(result) == {"j0": (0.0, 100.0), "j1": (100.0, 200.0)}
+    s = summarize("static", result)
+    assert s.avg_jct_h == pytest.approx(150 / 3600)
+    assert s.avg_queue_h == pytest.approx(50 / 3600)
+    assert s.utilisation == pytest.approx(0.5)  # 4 of 8 GPUs for 200 s
+    assert s.borrowed_gpu_h == 0
+
+
+def test_borrowing_runs_both_at_once_and_lends_b_quota() -> None:
+    specs = [rigid("a", "j0", 0, 4, 100), rigid("a", "j1", 0, 4, 100)]
+    result = replay(specs, Config(elastic=False))
+    assert times(result) == {"j0": (0.0, 100.0), "j1": (0.0, 100.0)}
+    s = summarize("whole-job", result)
+    assert s.utilisation == pytest.approx(1.0)
+    assert s.borrowed_gpu_h == pytest.approx(4 * 100 / 3600)
+    b = result.recorder.projects["b"]
+    assert b.lent == pytest.approx(4 * 100)
+
+
+def test_whole_job_eviction_loses_work_since_checkpoint_and_pays_restart() -> None:
+    """a's 8-GPU job (1000 s) borrows b's quota; b's 4-GPU job arrives at 100 s.
+
+    At 100 s the reclaim evicts a whole (checkpoint at 60 s: 40 s x 8 GPUs lost); b starts at the next cycle
+    (110 s) and ends at 210 s; a restarts at 210 s, pays 30 s, and needs 1000 - 60 = 940 s more: 1180 s.
+    """
+    specs = [rigid("a", "j0", 0, 8, 1000), rigid("b", "j1", 100, 4, 100)]
+    result = replay(specs, Config(elastic=False))
+    assert times(result) == {"j0": (0.0, 1180.0), "j1": (110.0, 210.0)}
+    c = result.counters
+    assert (c.evictions, c.resizes) == (1, 0)
+    assert c.eviction_loss == pytest.approx(40 * 8)
+    assert c.restart_loss == pytest.approx(30 * 8)
+    assert result.recorder.projects["b"].longest_below == pytest.approx(10.0)  # one cycle: R2 kept
+
+
+def test_elastic_job_grows_into_idle_gpus_and_shrinks_instead_of_eviction() -> None:
+    """a's elastic job (4 GPUs x 1000 s requested, 2..8 replicas) takes all 8 GPUs and runs twice as fast.
+
+    At 100 s (800 GPU-s done) b's job arrives: a shrinks to 4 (restart 30 s), b runs 110-210 s; at 210 s a
+    has 800 + 4 x 80 = 1120 done, grows back to 8 (restart 30 s) and needs 2880 / 8 = 360 s: done at 600 s.
+    """
+    elastic = JobSpec("a", "j0", 0, 4000, 4, 1, 2, 8)
+    result = replay([elastic, rigid("b", "j1", 100, 4, 100)], Config())
+    assert times(result) == {"j0": (0.0, 600.0), "j1": (110.0, 210.0)}
+    c = result.counters
+    assert (c.evictions, c.resizes) == (0, 2)
+    assert c.restart_loss == pytest.approx(4 * 30 + 8 * 30)
+
+
+def test_speed_follows_the_efficiency_exponent() -> None:
+    """Alone, 4 GPUs x 100 s of work on 8 GPUs: 400 / (4 x 2^0.5) s."""
+    result = replay([JobSpec("a", "j0", 0, 400, 4, 1, 2, 8)], Config(), SimOptions(efficiency=0.5))
+    assert times(result)["j0"][1] == pytest.approx(400 / (4 * 2**0.5))
+
+
+def test_a_job_that_never_fits_is_reported_unfinished() -> None:
+    """Static partitioning: an 8-GPU request in a 4-GPU quota never starts."""
+    result = replay([rigid("a", "big", 0, 8, 100)], Config(borrowing=False, elastic=False))
+    s = summarize("static", result)
+    assert (s.jobs, s.finished) == (1, 0)
+
+
+def test_invariants_are_checked_at_every_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[float] = []
+
+    def broken(state: object, plan: object, config: object, *, now: float) -> list[str]:
+        calls.append(now)
+        return ["node n0 holds 9 GPUs of 8"] if now >= 100 else []
+
+    monkeypatch.setattr("scheduler.simulator.replay.check_invariants", broken)
+    specs = [rigid("a", "j0", 0, 8, 1000), rigid("b", "j1", 100, 4, 100)]
+    with pytest.raises(InvariantViolation, match="t=100s: node n0 holds 9"):
+        replay(specs, Config(elastic=False))
+    assert calls == [0, 10, 100]  # arrival, settle follow-up, arrival
+
+
+def test_cycles_run_only_when_something_changed() -> None:
+    """One job alone: a cycle at its arrival, the settle follow-up, and one at its end; no ticking."""
+    result = replay([rigid("a", "j0", 0, 4, 100_000)], Config(elastic=False))
+    assert result.counters.cycles == 3
+    assert result.end_time == pytest.approx(100_000)
+
+
+def test_quota_scaling_and_yaml(tmp_path: Path) -> None:
+    quotas = scale_quotas({"x": 64, "y": 32, "z": 8}, ["x", "y", "z", "x", "w"], 64)
+    assert {p.name: p.deserved_gpus for p in quotas} == {"w": 1, "x": 39, "y": 19, "z": 5}
+    path = tmp_path / "q.yaml"
+    path.write_text("projects:\n  x: 16\n  y: {deserved_gpus: 8, over_quota_weight: 2, limit_gpus: 24}\n")
+    loaded = load_quota_file(path)
+    assert [(p.name, p.deserved_gpus, p.over_quota_weight, p.limit_gpus) for p in loaded] == [
+        ("x", 16, 1.0, None),
+        ("y", 8, 2.0, 24),
+    ]
