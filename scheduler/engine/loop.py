@@ -9,6 +9,9 @@ records the executor's nodes. One cycle (``run_cycle``), each step its own trans
 2. load the snapshot, ``plan_cycle``, persist the plan with its events (one transaction);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free.
 
+While replicas are stopping, the next cycle comes after ``RELEASE_POLL_SECONDS`` rather than a full period,
+so reclaimed GPUs reach their claimant about as soon as the processes exit (R2).
+
 Every time comes from ``clock`` (the shell's, never the core's). Errors in a cycle are logged and kept in
 ``last_error``; the loop goes on. With ``check_invariants`` (debug, tests) every plan is checked against
 ``scheduler.core.invariants`` and violations are logged and kept in ``violations``.
@@ -39,6 +42,7 @@ from scheduler.store.mapper import load_state
 from scheduler.store.models import NodeRow, ReplicaRow
 
 log = logging.getLogger(__name__)
+RELEASE_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,7 @@ class Engine:
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
         self.violations: list[str] = []
+        self.stopping = 0
         self._lock = threading.Lock()
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -134,7 +139,7 @@ class Engine:
                 self._check(state, plan, now)
             persist_plan(session, plan, now=now)
         with self.db.write() as session:
-            stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
+            self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs)
         self.cycles += 1
         self.last_cycle_at = self.clock()
@@ -161,8 +166,14 @@ class Engine:
                 self.last_error = f"{type(error).__name__}: {error}"
                 log.exception("scheduling cycle failed")
             with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.cycle_period)
+                await asyncio.wait_for(self._wake.wait(), timeout=self._next_wait())
             self._wake.clear()
+
+    def _next_wait(self) -> float:
+        """A period, or less while replicas are stopping: their GPUs go to a claimant as soon as they exit."""
+        if self.stopping and self.is_leader:
+            return min(self.settings.cycle_period, RELEASE_POLL_SECONDS)
+        return self.settings.cycle_period
 
     def trigger(self) -> None:
         """Ask for a cycle now (from any thread)."""

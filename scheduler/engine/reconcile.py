@@ -7,7 +7,8 @@ Contract:
   its job: any failure fails the job, the master's success (or every replica's) makes it succeed; the rest
   of the job is then stopped. A process the store does not want is stopped (an orphan never survives).
 - ``stop_unwanted`` signals replicas marked ``stop``, workers first: a job's master is signalled only once
-  no other replica of that job is alive (R5, the rendezvous host goes last).
+  no other replica of that job is alive (R5, the rendezvous host goes last). It returns how many are still
+  stopping, so the loop can look again soon instead of a whole period later.
 - ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
 Executor calls happen inside the caller's transaction, so a launch is recorded with the decision that
 asked for it; if the commit fails, the next observation finds the process unwanted and stops it.
@@ -122,7 +123,8 @@ def stop_job_replicas(session: Session, job: JobRow) -> None:
             replica.status = "terminating"
 
 
-def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> None:
+def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
+    """Signal what must stop; return how many replicas are still stopping (signalled or not)."""
     live = live_replicas(session)
     alive_by_job: dict[int, int] = {}
     for replica in live:
@@ -135,6 +137,7 @@ def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Kn
         grace = replica.job.grace_period if replica.job.grace_period is not None else knobs.grace_period
         executor.stop(replica.id, grace)
         replica.stop_requested_at = now
+    return sum(1 for replica in live if replica.desired == "stop")
 
 
 def launch_waiting(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
@@ -194,6 +197,7 @@ def _launch(
     replica.pid = obs.pid
     replica.gpu_ids = list(gpu_ids)
     replica.started_at = now
+    replica.status = "running" if obs.running else "starting"
     return True
 
 

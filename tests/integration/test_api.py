@@ -74,15 +74,8 @@ def test_job_lifecycle(admin: TideClient, svc: RunningService) -> None:
     assert cancelled.status == "cancelled"
     kinds = [e.kind for e in admin.events(project="a", job="train")]
     assert kinds[0] == "start" and kinds[-1] == "cancel"
-    wait_for(
-        lambda: (
-            svc.services.executor.observe()
-            and not any(  # type: ignore[attr-defined]
-                o.running for o in svc.services.executor.observe().values()
-            )
-        ),
-        what="replicas to stop",
-    )
+    stopped = {"succeeded"}
+    wait_for(lambda: {r.status for r in admin.job("a", "train").replicas} == stopped, what="replicas to stop")
     again = admin.submit("a", {"name": "train", **JOB})  # a finished job's name may be reused
     assert again.status == "pending"
     assert _error(lambda: admin.submit("a", {"name": "train", **JOB})).status_code == 409

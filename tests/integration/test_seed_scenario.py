@@ -59,7 +59,7 @@ def test_seed_scenario(db_url: str, make_service: Callable[..., RunningService],
     client.submit("a", {"name": "elastic", "workers": 3, "min_replicas": 2, "max_replicas": 4, **job})
     before = wait_for(lambda: running(client, "a", "elastic", 4), what="a to run 4 replicas")
     master_pid = before.replicas[0].pid  # type: ignore[union-attr]
-    assert len(marked_sleeps(mark)) == 4
+    wait_for(lambda: len(marked_sleeps(mark)) == 4, what="4 sleep processes")  # the shims exec'd sleep
 
     submitted = time.monotonic()
     client.submit("b", {"name": "one", **job})
@@ -74,8 +74,7 @@ def test_seed_scenario(db_url: str, make_service: Callable[..., RunningService],
     shrunk = [i for e in client.events(project="a", job="elastic") if e.kind == "shrink" for i in e.replicas]
     assert sorted(shrunk) == [2, 3]
     assert client.project("b").allocated_gpus == 2
-    pids = marked_sleeps(mark)
-    assert len(pids) == 4
+    pids = wait_for(lambda: len(found := marked_sleeps(mark)) == 4 and found, what="4 sleep processes")
 
     if restart:
         service.stop()
@@ -90,7 +89,7 @@ def test_seed_scenario(db_url: str, make_service: Callable[..., RunningService],
     client.delete_job("b", "two")
     grown = wait_for(lambda: running(client, "a", "elastic", 4), what="a to grow back to 4")
     assert grown.replicas[0].pid == master_pid  # type: ignore[union-attr]
-    assert len(marked_sleeps(mark)) == 4
+    wait_for(lambda: len(marked_sleeps(mark)) == 4, what="4 sleep processes")  # the shims exec'd sleep
     assert [e.kind for e in client.events(project="a", job="elastic")][-1] == "grow"
 
     client.delete_job("a", "elastic")
