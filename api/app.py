@@ -2,7 +2,8 @@
 
 Contract: nothing is opened at import. The lifespan migrates the database (refusing one from a newer Tide),
 builds the executor, takes part in leader election, runs ``Engine.run`` as a task, and on shutdown stops the
-loop without stopping replicas (a restarted service adopts them). Routes live under ``/api/v1``; ``/docs``
+loop without stopping replicas (a restarted service adopts them). Routes live under ``/api/v1`` (GETs answer
+304 to a matching ``If-None-Match``); ``/docs``
 serves OpenAPI; ``/`` serves ``api/dashboard/static`` when it holds an ``index.html``, a placeholder
 otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``).
 """
@@ -22,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from api.auth import admin_token
 from api.deps import Services
 from api.errors import BodyLimit, install_error_handlers
+from api.etag import ETagMiddleware
 from api.routes import cluster, departments, events, health, jobs, projects, tokens
 from api.settings import Settings
 from scheduler.core import Config, Node
@@ -110,6 +112,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(ETagMiddleware, prefix=API_PREFIX)
     for module in (projects, departments, jobs, cluster, events, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(health.router)

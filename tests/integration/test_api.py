@@ -163,6 +163,18 @@ def test_bad_projects_and_requests(admin: TideClient, svc: RunningService) -> No
     assert broken.status_code == 422
 
 
+def test_unchanged_reads_cost_a_304(admin: TideClient, svc: RunningService) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    headers = {"Authorization": "Bearer test-admin-token"}
+    first = httpx.get(f"{svc.url}/api/v1/projects", headers=headers)
+    tag = first.headers["etag"]
+    again = httpx.get(f"{svc.url}/api/v1/projects", headers={**headers, "If-None-Match": tag})
+    assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", tag)
+    admin.update_project("a", {"deserved_gpus": 3})
+    changed = httpx.get(f"{svc.url}/api/v1/projects", headers={**headers, "If-None-Match": tag})
+    assert changed.status_code == 200 and changed.json()[0]["deserved_gpus"] == 3
+
+
 def test_docs_and_placeholder(svc: RunningService) -> None:
     assert httpx.get(f"{svc.url}/docs").status_code == 200
     schema = httpx.get(f"{svc.url}/openapi.json").json()
