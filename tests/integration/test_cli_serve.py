@@ -1,8 +1,9 @@
 """``tide serve`` as a user runs it: a real process on a free port, on the embedded defaults.
 
 It prints where the API and its docs are and the admin token it generated (stored 0600 in the data dir,
-where the CLI's ``local_server`` finds it); it answers authenticated requests; it stops on SIGTERM; and it
-refuses a database written by a newer Tide with a clear message.
+where the CLI's ``local_server`` finds it); it answers authenticated requests; it stops on SIGTERM; killed
+with SIGKILL and started again, it adopts the replicas it had started (same pids, none started twice); and
+it refuses a database written by a newer Tide with a clear message.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import sys
 from pathlib import Path
 
 import httpx
-from servicekit import wait_for
+import pytest
+from servicekit import kill_leftovers, wait_for
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -71,6 +73,47 @@ def test_serve_prints_where_it_is_and_its_token(tmp_path: Path) -> None:
     again = _serve(tmp_path, port)
     wait_for(lambda: _up(url), timeout=30, what="the second start")
     assert "stored in" in _stop(again)
+
+
+@pytest.mark.slow
+def test_serve_killed_with_sigkill_and_restarted_adopts_its_processes(tmp_path: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = _serve(tmp_path, port)
+    try:
+        wait_for(lambda: _up(url), timeout=30, what="tide serve to answer")
+        _, token = local_server(tmp_path)
+        with TideClient(url, token) as client:
+            client.create_project({"name": "a", "deserved_gpus": 2})
+            client.submit("a", {"name": "train", "workers": 1, "command": ["sleep", "600"]})
+            before = wait_for(lambda: _pids(client), what="2 replicas")
+        process.kill()  # no shutdown at all
+        process.communicate(timeout=10)
+        assert all(_alive(pid) for pid in before)  # type: ignore[attr-defined]
+        process = _serve(tmp_path, port)
+        wait_for(lambda: _up(url), timeout=30, what="the restarted service")
+        with TideClient(url, token) as client:
+            wait_for(lambda: client.health().cycles >= 3, what="cycles after the restart")
+            assert _pids(client) == before
+            assert client.job("a", "train").status == "running"
+            client.delete_job("a", "train")
+            wait_for(lambda: not any(_alive(pid) for pid in before), timeout=10, what="the replicas to stop")
+    finally:
+        _stop(process)
+        kill_leftovers(tmp_path)
+
+
+def _pids(client: TideClient) -> list[int] | None:
+    replicas = client.job("a", "train").replicas
+    pids = sorted(r.pid for r in replicas if r.pid and r.status == "running")
+    return pids if len(pids) == 2 else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
+    except OSError:
+        return False
 
 
 def test_serve_refuses_a_database_from_a_newer_tide(tmp_path: Path) -> None:
