@@ -38,6 +38,7 @@ def _serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
     env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": "2", "TIDE_NODES": "1"}
     env.pop("TIDE_ADMIN_TOKEN", None)
     argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
+    argv += ["--cycle-period", "0.2"]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
