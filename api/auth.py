@@ -2,9 +2,10 @@
 
 Contract: ``admin_token(settings)`` returns the admin token from the settings (``TIDE_ADMIN_TOKEN``), else
 from ``DATA/admin-token``, else generates one, stores it there (mode 0600) and reports that it was created,
-so ``tide serve`` can print it once. ``authenticate`` maps an ``Authorization: Bearer`` header to a
-``Principal`` or raises 401. Admins may do anything; a project token reads everything and changes jobs of
-its own project only (``require_project_writer``), else 403.
+so ``tide serve`` can print it once. ``bearer`` reads the ``Authorization: Bearer`` header (401 when
+absent or malformed); the admin token is checked without touching the database, a project token by its
+hash (``project_principal``, 401 when unknown). Admins may do anything; a project token reads everything
+and changes jobs of its own project only (``require_project_writer``), else 403.
 """
 
 from __future__ import annotations
@@ -62,15 +63,23 @@ def _unauthorized(message: str) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
 
 
-def authenticate(header: str | None, admin: str, session: Session) -> Principal:
+def bearer(header: str | None) -> str:
+    """The token of an ``Authorization: Bearer TOKEN`` header, or 401."""
     if not header:
         raise _unauthorized("missing credentials: send 'Authorization: Bearer TOKEN'")
     scheme, _, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise _unauthorized("malformed Authorization header: expected 'Bearer TOKEN'")
-    if hmac.compare_digest(token.encode(), admin.encode()):
-        return Principal(is_admin=True)
+    return token
+
+
+def is_admin(token: str, admin: str) -> bool:
+    return hmac.compare_digest(token.encode(), admin.encode())
+
+
+def project_principal(token: str, session: Session) -> Principal:
+    """The project a token belongs to (looked up by hash), or 401."""
     row = session.scalars(select(TokenRow).where(TokenRow.token_hash == hash_token(token))).first()
     if row is None:
         raise _unauthorized("invalid token: check TIDE_TOKEN, or ask an admin for a project token")

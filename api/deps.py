@@ -12,7 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from api.auth import Principal, authenticate
+from api.auth import Principal, bearer, is_admin, project_principal
 from api.settings import Settings
 from scheduler.engine.loop import Engine
 from scheduler.executors.base import Executor
@@ -37,8 +37,11 @@ Svc = Annotated[Services, Depends(get_services)]
 
 
 def get_principal(request: Request, services: Svc) -> Principal:
+    token = bearer(request.headers.get("authorization"))
+    if is_admin(token, services.admin_token):
+        return Principal(is_admin=True)
     with services.db.read() as session:
-        return authenticate(request.headers.get("authorization"), services.admin_token, session)
+        return project_principal(token, session)
 
 
 Caller = Annotated[Principal, Depends(get_principal)]
