@@ -3,7 +3,7 @@
 Contract: validation errors become 422 ``{"detail": "field: what is wrong; ...", "errors": [...]}``;
 a unique-constraint race becomes 409; a database that cannot be reached becomes 503 (retry later).
 ``BodyLimit`` refuses request bodies above a size (413) before they are read whole, whether the client
-sent ``Content-Length`` or streamed them.
+sent ``Content-Length`` or streamed them (chunked).
 """
 
 from __future__ import annotations
@@ -62,10 +62,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(OperationalError, _unavailable)
 
 
-class BodyTooLargeError(Exception):
-    pass
-
-
 class BodyLimit:
     """ASGI middleware: 413 for request bodies larger than ``limit`` bytes."""
 
@@ -82,26 +78,23 @@ class BodyLimit:
             await self._refuse(send)
             return
         received = 0
-        started = False
+        refused = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, refused
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.limit:
-                raise BodyTooLargeError
+            if received > self.limit and not refused:
+                refused = True
+                await self._refuse(send)
+                return {"type": "http.disconnect"}  # the app stops reading; what it answers is dropped
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
+        async def guarded_send(message: Message) -> None:
+            if not refused:
+                await send(message)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLargeError:
-            if not started:
-                await self._refuse(send)
+        await self.app(scope, limited_receive, guarded_send)
 
     async def _refuse(self, send: Send) -> None:
         response = JSONResponse(

@@ -159,6 +159,9 @@ def test_bad_projects_and_requests(admin: TideClient, svc: RunningService) -> No
     headers = {"Authorization": "Bearer test-admin-token", "Content-Type": "application/json"}
     huge = httpx.post(f"{svc.url}/api/v1/projects", content=b"x" * (2 << 20), headers=headers)
     assert huge.status_code == 413
+    chunks = (b"x" * 65536 for _ in range(40))  # streamed: no Content-Length
+    streamed = httpx.post(f"{svc.url}/api/v1/projects", content=chunks, headers=headers)
+    assert streamed.status_code == 413 and "too large" in streamed.json()["detail"]
     broken = httpx.post(f"{svc.url}/api/v1/projects", content=b"{not json", headers=headers)
     assert broken.status_code == 422
 
