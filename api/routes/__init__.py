@@ -1,1 +1,1 @@
-"""Tide package."""
+"""REST routes under ``/api/v1``, one module per resource; each exposes ``router``."""
