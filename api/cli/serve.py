@@ -94,6 +94,10 @@ def serve(
         settle_seconds=settle_time,
         admin_token=os.environ.get("TIDE_ADMIN_TOKEN") or None,
     )
+    if executor == "kubernetes":
+        raise typer.BadParameter(
+            "the kubernetes executor is not available yet: use local", param_hint="--executor"
+        )
     if executor not in ("local", "fake"):
         raise typer.BadParameter(f"unknown executor {executor!r}; available: local", param_hint="--executor")
     _refuse_newer_schema(settings)
