@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,12 +121,18 @@ def _bar(console: Console, enabled: bool) -> Iterator[Progress | None]:
         yield progress
 
 
-def _hook_factory(progress: Progress) -> Callable[[str, int], ProgressHook]:
+def _hook_factory(progress: Progress, console: Console) -> Callable[[str, int], ProgressHook]:
+    """Bar updates; when stderr is not a terminal (a log file), also a plain line every 30 s of wall time."""
+
     def factory(policy: str, jobs: int) -> ProgressHook:
         task = progress.add_task(policy, total=jobs)
+        last = [time.monotonic()]
 
         def hook(now: float, finished: int) -> None:
             progress.update(task, completed=finished, description=f"{policy} day {now / 86400:.1f}")
+            if not console.is_terminal and time.monotonic() - last[0] >= 30:
+                last[0] = time.monotonic()
+                console.print(f"{policy}: {finished}/{jobs} jobs done, virtual day {now / 86400:.1f}")
 
         return hook
 
@@ -137,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = settings_from(args)
     console = Console(stderr=True)
     with _bar(console, not args.no_progress) as progress:
-        factory = _hook_factory(progress) if progress is not None else None
+        factory = _hook_factory(progress, console) if progress is not None else None
         report = run_simulation(settings, factory)
     print(comparison_table(report.summaries))
     for summary, wall in zip(report.summaries, report.wall_seconds, strict=True):

@@ -56,6 +56,7 @@ class Counters:
     busy_cycles: int = 0
     resizes: int = 0
     evictions: int = 0
+    churn: int = 0
     restart_loss: float = 0.0
     eviction_loss: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -219,6 +220,7 @@ class Simulator:
         self.alloc[project] += gpus - old
         if old > 0:
             self.counters.restart_loss += run.restart_loss(now)
+            self._note_churn(run, gpus, now)
         if old > 0 and gpus == 0:
             base, wasted = run.rollback(now, opts.checkpoint_seconds)
             self.counters.evictions += 1
@@ -230,6 +232,17 @@ class Simulator:
         run.begin(now, gpus, base, delay, opts.efficiency)
         if gpus > 0:
             self._push(run.finish_time(), FINISH, run.spec.key, run.version)
+
+    def _note_churn(self, run: Run, gpus: int, now: float) -> None:
+        """A job losing GPUs before its last restart even finished did no work with them: count it."""
+        if gpus >= run.gpus or now - run.seg_start >= run.seg_delay:
+            return
+        self.counters.churn += 1
+        if self.counters.churn == 1:
+            self.counters.warnings.append(
+                f"t={now:.0f}s: {run.spec.project}/{run.spec.name} lost GPUs {now - run.seg_start:.0f}s "
+                "after a restart that had not finished (churn; counted in the 'churn' column)"
+            )
 
     def _observe(self) -> None:
         sample = {

@@ -46,6 +46,7 @@ class Summary:
     borrowed_gpu_h: float
     resizes: int
     evictions: int
+    churn: int
     lost_gpu_h: float
     fairness: float
     cycles: int
@@ -103,6 +104,7 @@ def summarize(policy: str, result: RunResult) -> Summary:
         borrowed_gpu_h=sum(r.borrowed_gpu_h for r in rows),
         resizes=c.resizes,
         evictions=c.evictions,
+        churn=c.churn,
         lost_gpu_h=(c.restart_loss + c.eviction_loss) / HOUR,
         fairness=rec.fairness_time / rec.fairness_weight if rec.fairness_weight else 1.0,
         cycles=c.cycles,
@@ -126,6 +128,7 @@ COLUMNS = (
     ("borrowed GPU-h", "borrowed_gpu_h", "{:.0f}"),
     ("resizes", "resizes", "{}"),
     ("evictions", "evictions", "{}"),
+    ("churn", "churn", "{}"),
     ("lost GPU-h", "lost_gpu_h", "{:.1f}"),
     ("fairness", "fairness", "{:.3f}"),
     ("cycles", "cycles", "{}"),
