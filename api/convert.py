@@ -30,23 +30,22 @@ class Figures:
 
 @dataclass
 class Totals:
-    """Figures per project id, from the active jobs."""
+    """Figures per project id, from ``scheduler.store.queries.project_figures``."""
 
     by_project: dict[int, Figures] = field(default_factory=lambda: defaultdict(Figures))
 
     @classmethod
-    def of(cls, jobs: Iterable[JobRow]) -> Totals:
+    def of(cls, jobs: Iterable[tuple[int, str, int, int]], held: Iterable[tuple[int, int]]) -> Totals:
         totals = cls()
-        for job in jobs:
-            if job.status not in ACTIVE:
-                continue
-            figures = totals.by_project[job.project_id]
-            figures.allocated_gpus += job_allocated(job)
-            if job.status == "pending":
-                figures.pending_jobs += 1
-                figures.pending_gpus += job.min_replicas * job.gpus_per_replica
+        for project_id, status, count, min_gpus in jobs:
+            figures = totals.by_project[project_id]
+            if status == "pending":
+                figures.pending_jobs += count
+                figures.pending_gpus += min_gpus
             else:
-                figures.running_jobs += 1
+                figures.running_jobs += count
+        for project_id, gpus in held:
+            totals.by_project[project_id].allocated_gpus += gpus
         return totals
 
 
@@ -143,18 +142,16 @@ def job_public(job: JobRow) -> schemas.JobPublic:
     )
 
 
-def node_public(row: NodeRow, live: Sequence[ReplicaRow]) -> schemas.NodePublic:
-    mine = [r for r in live if r.node == row.name]
+def node_public(
+    row: NodeRow, live: Sequence[tuple[str, str, str, int, list[int], bool]]
+) -> schemas.NodePublic:
+    """``live``: ``scheduler.store.queries.node_slots``."""
     slots = [
         schemas.NodeSlot(
-            project=r.job.project.name,
-            job=r.job.name,
-            index=r.index,
-            role=role(r.index),
-            gpu_ids=list(r.gpu_ids or ()),
-            releasing=r.desired != "run",
+            project=project, job=job, index=index, role=role(index), gpu_ids=gpu_ids, releasing=releasing
         )
-        for r in mine
+        for node, project, job, index, gpu_ids, releasing in live
+        if node == row.name
     ]
     return schemas.NodePublic(
         name=row.name,

@@ -15,7 +15,7 @@ from api import convert, schemas
 from api.deps import Caller, Svc
 from api.routes.projects import totals_for
 from scheduler.store.models import DepartmentRow, NodeRow, ProjectRow
-from scheduler.store.queries import live_replicas
+from scheduler.store.queries import node_slots
 
 router = APIRouter(tags=["cluster"])
 
@@ -23,7 +23,7 @@ router = APIRouter(tags=["cluster"])
 @router.get("/cluster", response_model=schemas.ClusterPublic)
 def read_cluster(svc: Svc, caller: Caller) -> schemas.ClusterPublic:
     with svc.db.read() as session:
-        live = live_replicas(session)
+        live = node_slots(session)
         nodes = [
             convert.node_public(n, live) for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
         ]

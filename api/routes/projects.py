@@ -14,20 +14,13 @@ from api import convert, schemas
 from api.auth import require_admin
 from api.deps import Caller, Svc
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow
-from scheduler.store.queries import ACTIVE, project_by_name
+from scheduler.store.queries import ACTIVE, project_by_name, project_figures
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 
 
 def totals_for(session: Session, project_id: int | None = None) -> convert.Totals:
-    query = (
-        select(JobRow)
-        .where(JobRow.status.in_(ACTIVE))
-        .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
-    )
-    if project_id is not None:
-        query = query.where(JobRow.project_id == project_id)
-    return convert.Totals.of(session.scalars(query).all())
+    return convert.Totals.of(*project_figures(session, project_id))
 
 
 def get_project(session: Session, name: str) -> ProjectRow:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Decision, Plan
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
@@ -90,20 +90,30 @@ def _release(session: Session, job: JobRow, decision: Decision, now: float) -> N
 
 
 def _write_notes(session: Session, plan: Plan) -> None:
-    notes = {(n.project, n.job): n for n in plan.notes}
-    jobs = session.scalars(
-        select(JobRow).where(JobRow.status.in_(ACTIVE)).options(selectinload(JobRow.project))
-    ).all()
-    for job in jobs:
-        note = notes.get((job.project.name, job.name))
-        job.pending_reason = note.reason if note else None
-        job.queue_position = note.queue_position if note else None
+    """Store each active job's reason and place in line, writing only the ones that changed."""
+    notes = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
+    current = session.execute(
+        select(JobRow.id, ProjectRow.name, JobRow.name, JobRow.pending_reason, JobRow.queue_position)
+        .join(ProjectRow, JobRow.project_id == ProjectRow.id)
+        .where(JobRow.status.in_(ACTIVE))
+    )
+    changed = [
+        {"id": job_id, "pending_reason": wanted[0], "queue_position": wanted[1]}
+        for job_id, project, name, reason, position in current
+        if (wanted := notes.get((project, name), (None, None))) != (reason, position)
+    ]
+    if changed:
+        session.execute(update(JobRow), changed)
 
 
 def _write_shares(session: Session, plan: Plan) -> None:
-    shares = {s.project: s.fair_share_gpus for s in plan.shares}
-    for project in session.scalars(select(ProjectRow)).all():
-        project.fair_share_gpus = shares.get(project.name, 0)
-    department_shares = {s.project: s.fair_share_gpus for s in plan.department_shares}
-    for department in session.scalars(select(DepartmentRow)).all():
-        department.fair_share_gpus = department_shares.get(department.name, 0)
+    for table, shares in ((ProjectRow, plan.shares), (DepartmentRow, plan.department_shares)):
+        wanted = {s.project: s.fair_share_gpus for s in shares}
+        current = session.execute(select(table.id, table.name, table.fair_share_gpus))
+        changed = [
+            {"id": row_id, "fair_share_gpus": wanted.get(name, 0)}
+            for row_id, name, share in current
+            if wanted.get(name, 0) != share
+        ]
+        if changed:
+            session.execute(update(table), changed)

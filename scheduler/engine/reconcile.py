@@ -20,13 +20,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
-from scheduler.store.queries import ACTIVE, add_event, held_gpu_ids, live_replicas
+from scheduler.store.queries import ACTIVE, LIVE, add_event, held_gpu_ids
 
 log = logging.getLogger(__name__)
 
@@ -48,24 +48,42 @@ def _final_status(exit_code: int, requested_stop: bool) -> str:
 def record_observations(
     session: Session, executor: Executor, seen: Mapping[int, Observation], *, now: float, knobs: Knobs
 ) -> None:
-    rows = {r.id: r for r in live_replicas(session)}
-    for replica_id, replica in rows.items():
-        obs = seen.get(replica_id)
-        if obs is None:
-            obs = Observation(replica_id=replica_id, pid=replica.pid, running=False, exit_code=LOST_EXIT_CODE)
-        if obs.running:
-            if replica.status == "starting":
-                replica.status = "running"
-            continue
-        code = obs.exit_code if obs.exit_code is not None else LOST_EXIT_CODE
+    live: dict[int, str] = dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
+    started = [rid for rid, status in live.items() if status == "starting" and _running(seen.get(rid))]
+    if started:
+        session.execute(
+            update(ReplicaRow).where(ReplicaRow.id.in_(started)).values(status="running"),
+            execution_options={"synchronize_session": False},
+        )
+    gone = [rid for rid in live if not _running(seen.get(rid))]
+    for replica in _with_jobs(session, gone):
+        obs = seen.get(replica.id)
+        code = obs.exit_code if obs is not None and obs.exit_code is not None else LOST_EXIT_CODE
         _replica_exited(session, executor, replica, code, now)
     for replica_id, obs in seen.items():
-        if replica_id not in rows and not _known(session, replica_id):
+        if replica_id not in live and not _known(session, replica_id):
             if obs.running:
                 log.warning("stopping replica %s: the store does not want it", replica_id)
                 executor.stop(replica_id, knobs.grace_period)
             else:
                 executor.forget(replica_id)
+
+
+def _running(obs: Observation | None) -> bool:
+    return obs is not None and obs.running
+
+
+def _with_jobs(session: Session, ids: list[int]) -> list[ReplicaRow]:
+    if not ids:
+        return []
+    query = (
+        select(ReplicaRow)
+        .where(ReplicaRow.id.in_(ids))
+        .options(selectinload(ReplicaRow.job).selectinload(JobRow.replicas))
+        .options(selectinload(ReplicaRow.job).selectinload(JobRow.project))
+        .order_by(ReplicaRow.id)
+    )
+    return list(session.scalars(query).all())
 
 
 def _known(session: Session, replica_id: int) -> bool:
@@ -125,19 +143,29 @@ def stop_job_replicas(session: Session, job: JobRow) -> None:
 
 def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
     """Signal what must stop; return how many replicas are still stopping (signalled or not)."""
-    live = live_replicas(session)
-    alive_by_job: dict[int, int] = {}
-    for replica in live:
-        alive_by_job[replica.job_id] = alive_by_job.get(replica.job_id, 0) + 1
-    for replica in live:
-        if replica.desired != "stop" or replica.stop_requested_at is not None:
+    stopping = session.scalars(
+        select(ReplicaRow)
+        .where(ReplicaRow.desired == "stop", *LIVE)
+        .options(selectinload(ReplicaRow.job))
+        .order_by(ReplicaRow.id)
+    ).all()
+    if not stopping:
+        return 0
+    counts = session.execute(
+        select(ReplicaRow.job_id, func.count())
+        .where(ReplicaRow.job_id.in_({r.job_id for r in stopping}), *LIVE)
+        .group_by(ReplicaRow.job_id)
+    )
+    alive_by_job: dict[int, int] = dict(counts.all())
+    for replica in stopping:
+        if replica.stop_requested_at is not None:
             continue
-        if replica.index == 0 and alive_by_job[replica.job_id] > 1:
+        if replica.index == 0 and alive_by_job.get(replica.job_id, 0) > 1:
             continue  # the master goes last
         grace = replica.job.grace_period if replica.job.grace_period is not None else knobs.grace_period
         executor.stop(replica.id, grace)
         replica.stop_requested_at = now
-    return sum(1 for replica in live if replica.desired == "stop")
+    return len(stopping)
 
 
 def launch_waiting(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:

@@ -10,17 +10,13 @@ engine until they exit, so it can never over-allocate.
 from __future__ import annotations
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from scheduler.core.model import ClusterState, Department, Job, Node, Project, Replica
 from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow
 
 ACTIVE_JOB_STATUSES = ("pending", "running")
 FINISHED_JOB_STATUSES = ("succeeded", "failed", "cancelled")
-
-
-def node_from_row(row: NodeRow) -> Node:
-    return Node(name=row.name, gpus=row.gpus, schedulable=row.schedulable)
 
 
 def department_from_row(row: DepartmentRow) -> Department:
@@ -33,59 +29,85 @@ def department_from_row(row: DepartmentRow) -> Department:
     )
 
 
-def project_from_row(row: ProjectRow) -> Project:
-    return Project(
-        name=row.name,
-        deserved_gpus=row.deserved_gpus,
-        over_quota_weight=row.over_quota_weight,
-        limit_gpus=row.limit_gpus,
-        allow_over_quota=row.allow_over_quota,
-        department=row.department.name if row.department else None,
-        created_at=row.created_at,
-    )
-
-
-def replica_from_row(row: ReplicaRow) -> Replica | None:
-    """The core's view of a replica row, or None when it no longer holds GPUs."""
-    if row.desired == "run":
-        return Replica(index=row.index, node=row.node, gpus=row.gpus)
-    if row.desired == "stop" and row.pid is not None and row.exit_code is None:
-        return Replica(index=row.index, node=row.node, gpus=row.gpus, releasing=True)
-    return None
-
-
-def job_from_row(row: JobRow) -> Job:
-    replicas = tuple(r for r in (replica_from_row(x) for x in row.replicas) if r is not None)
-    return Job(
-        project=row.project.name,
-        name=row.name,
-        min_replicas=row.min_replicas,
-        max_replicas=row.max_replicas,
-        gpus_per_replica=row.gpus_per_replica,
-        interactive=row.interactive,
-        priority=row.priority,
-        submitted_at=row.submitted_at,
-        replicas=tuple(sorted(replicas, key=lambda r: (r.index, r.releasing))),
-        last_resized_at=row.last_resized_at,
-    )
-
-
 def load_state(session: Session) -> ClusterState:
-    """The snapshot of everything the core reads, in a stable order."""
-    nodes = session.scalars(select(NodeRow).order_by(NodeRow.name)).all()
+    """The snapshot of everything the core reads, in a stable order.
+
+    Read with column queries, not ORM objects: this runs every cycle over every active job, and building
+    the core's frozen dataclasses straight from rows is several times cheaper.
+    """
+    nodes = session.execute(select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable).order_by(NodeRow.name))
     departments = session.scalars(select(DepartmentRow).order_by(DepartmentRow.name)).all()
-    projects = session.scalars(
-        select(ProjectRow).options(selectinload(ProjectRow.department)).order_by(ProjectRow.name)
-    ).all()
-    jobs = session.scalars(
-        select(JobRow)
-        .where(JobRow.status.in_(ACTIVE_JOB_STATUSES))
-        .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
-        .order_by(JobRow.id)
-    ).all()
     return ClusterState(
-        nodes=tuple(node_from_row(n) for n in nodes),
-        projects=tuple(project_from_row(p) for p in projects),
-        jobs=tuple(job_from_row(j) for j in jobs),
+        nodes=tuple(Node(name=n, gpus=g, schedulable=s) for n, g, s in nodes),
+        projects=_projects(session),
+        jobs=_jobs(session),
         departments=tuple(department_from_row(d) for d in departments),
+    )
+
+
+def _projects(session: Session) -> tuple[Project, ...]:
+    query = (
+        select(ProjectRow, DepartmentRow.name)
+        .outerjoin(DepartmentRow, ProjectRow.department_id == DepartmentRow.id)
+        .order_by(ProjectRow.name)
+    )
+    return tuple(
+        Project(
+            name=row.name,
+            deserved_gpus=row.deserved_gpus,
+            over_quota_weight=row.over_quota_weight,
+            limit_gpus=row.limit_gpus,
+            allow_over_quota=row.allow_over_quota,
+            department=department,
+            created_at=row.created_at,
+        )
+        for row, department in session.execute(query)
+    )
+
+
+def _jobs(session: Session) -> tuple[Job, ...]:
+    replicas: dict[int, list[Replica]] = {}
+    held = (
+        select(ReplicaRow.job_id, ReplicaRow.index, ReplicaRow.node, ReplicaRow.gpus, ReplicaRow.desired)
+        .join(JobRow, ReplicaRow.job_id == JobRow.id)
+        .where(JobRow.status.in_(ACTIVE_JOB_STATUSES))
+        .where(
+            (ReplicaRow.desired == "run")
+            | ((ReplicaRow.desired == "stop") & ReplicaRow.pid.is_not(None) & ReplicaRow.exit_code.is_(None))
+        )
+    )
+    for job_id, index, node, gpus, desired in session.execute(held):
+        replicas.setdefault(job_id, []).append(Replica(index, node, gpus, releasing=desired != "run"))
+    query = (
+        select(
+            JobRow.id,
+            ProjectRow.name,
+            JobRow.name,
+            JobRow.min_replicas,
+            JobRow.max_replicas,
+            JobRow.gpus_per_replica,
+            JobRow.interactive,
+            JobRow.priority,
+            JobRow.submitted_at,
+            JobRow.last_resized_at,
+        )
+        .join(ProjectRow, JobRow.project_id == ProjectRow.id)
+        .where(JobRow.status.in_(ACTIVE_JOB_STATUSES))
+        .order_by(JobRow.id)
+    )
+    rows = session.execute(query).all()
+    return tuple(
+        Job(
+            project=project,
+            name=name,
+            min_replicas=low,
+            max_replicas=high,
+            gpus_per_replica=gpr,
+            interactive=interactive,
+            priority=priority,
+            submitted_at=submitted,
+            last_resized_at=resized,
+            replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
+        )
+        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized in rows
     )

@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
 
 ACTIVE = ("pending", "running")
+# A replica whose process was launched and has not been seen exiting.
+LIVE = (ReplicaRow.pid.is_not(None), ReplicaRow.exit_code.is_(None))
 
 
 def project_by_name(session: Session, name: str) -> ProjectRow | None:
@@ -50,7 +52,7 @@ def live_replicas(session: Session) -> Sequence[ReplicaRow]:
     """Replicas whose process was launched and has not been seen exiting."""
     query = (
         select(ReplicaRow)
-        .where(ReplicaRow.pid.is_not(None), ReplicaRow.exit_code.is_(None))
+        .where(*LIVE)
         .options(selectinload(ReplicaRow.job).selectinload(JobRow.project))
         .order_by(ReplicaRow.id)
     )
@@ -60,9 +62,59 @@ def live_replicas(session: Session) -> Sequence[ReplicaRow]:
 def held_gpu_ids(session: Session) -> dict[str, set[int]]:
     """GPU ids per node held by live processes (whatever their job's state)."""
     held: dict[str, set[int]] = defaultdict(set)
-    for replica in live_replicas(session):
-        held[replica.node].update(replica.gpu_ids or ())
+    for node, gpu_ids in session.execute(select(ReplicaRow.node, ReplicaRow.gpu_ids).where(*LIVE)):
+        held[node].update(gpu_ids or ())
     return held
+
+
+def project_figures(
+    session: Session, project_id: int | None = None
+) -> tuple[list[tuple[int, str, int, int]], list[tuple[int, int]]]:
+    """Per project: ``(project_id, status, jobs, min GPUs)`` of active jobs, and ``(project_id, GPUs)``
+    of the replicas the scheduler wants running. Two aggregate queries, whatever the number of jobs."""
+    jobs = (
+        select(
+            JobRow.project_id,
+            JobRow.status,
+            func.count(),
+            func.sum(JobRow.min_replicas * JobRow.gpus_per_replica),
+        )
+        .where(JobRow.status.in_(ACTIVE))
+        .group_by(JobRow.project_id, JobRow.status)
+    )
+    held = (
+        select(JobRow.project_id, func.sum(ReplicaRow.gpus))
+        .join(ReplicaRow, ReplicaRow.job_id == JobRow.id)
+        .where(JobRow.status.in_(ACTIVE), ReplicaRow.desired == "run")
+        .group_by(JobRow.project_id)
+    )
+    if project_id is not None:
+        jobs = jobs.where(JobRow.project_id == project_id)
+        held = held.where(JobRow.project_id == project_id)
+    job_rows = [(p, status, int(n), int(gpus or 0)) for p, status, n, gpus in session.execute(jobs)]
+    return job_rows, [(p, int(gpus or 0)) for p, gpus in session.execute(held)]
+
+
+def node_slots(session: Session) -> list[tuple[str, str, str, int, list[int], bool]]:
+    """``(node, project, job, index, gpu_ids, releasing)`` of every live replica."""
+    query = (
+        select(
+            ReplicaRow.node,
+            ProjectRow.name,
+            JobRow.name,
+            ReplicaRow.index,
+            ReplicaRow.gpu_ids,
+            ReplicaRow.desired,
+        )
+        .join(JobRow, ReplicaRow.job_id == JobRow.id)
+        .join(ProjectRow, JobRow.project_id == ProjectRow.id)
+        .where(*LIVE)
+        .order_by(ReplicaRow.node, ProjectRow.name, JobRow.name, ReplicaRow.index)
+    )
+    return [
+        (node, project, job, index, list(gpu_ids or ()), desired != "run")
+        for node, project, job, index, gpu_ids, desired in session.execute(query)
+    ]
 
 
 def add_event(
