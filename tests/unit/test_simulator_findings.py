@@ -14,9 +14,9 @@ from scheduler.simulator.trace import SyntheticSpec
 
 @pytest.mark.xfail(strict=True, reason="core: R2 not served when the owed GPUs are idle but fragmented")
 def test_fragmented_idle_gpus_do_not_block_the_guarantee() -> None:
-    """a (16 deserved) runs 1 of 2 8-GPU replicas; b (8 deserved) holds 8 one-GPU jobs spread 6 + 2 over two
-    nodes, leaving 2 + 6 idle. a is below min(deserved, demand) = 16, b is at its fair share (8), so no reclaim
-    is allowed, and the idle GPUs never form a node: a waits until b's jobs end (hours in the Philly replay)."""
+    """a (16 deserved) runs 1 of 2 8-GPU replicas; b (8 deserved) holds 8 one-GPU jobs spread 6 + 2 over
+    two nodes, leaving 2 + 6 idle. a is below min(deserved, demand) = 16, b is at its fair share (8), so no
+    reclaim is allowed, and the idle GPUs never form a node: a waits until b's jobs end (hours in Philly)."""
     nodes = tuple(Node(f"n{i}", 8) for i in range(3))
     grow = Job("a", "grow", 1, 2, gpus_per_replica=8, replicas=(Replica(0, "n0", 8),), last_resized_at=0.0)
     small = tuple(
