@@ -147,8 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         factory = _hook_factory(progress, console) if progress is not None else None
         report = run_simulation(settings, factory)
     print(comparison_table(report.summaries))
-    for summary, wall in zip(report.summaries, report.wall_seconds, strict=True):
-        print(f"{summary.policy}: {wall:.1f} s wall, {summary.cycles} cycles")
+    timings = zip(report.summaries, report.wall_seconds, report.cpu_seconds, strict=True)
+    for summary, wall, cpu in timings:
+        print(f"{summary.policy}: {wall:.1f} s wall, {cpu:.1f} s CPU, {summary.cycles} cycles")
     for path in report.files:
         print(f"wrote {path}")
     return 0

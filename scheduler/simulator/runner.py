@@ -77,6 +77,7 @@ class SimulationReport:
     summaries: tuple[Summary, ...]
     results: tuple[RunResult, ...]
     wall_seconds: tuple[float, ...]
+    cpu_seconds: tuple[float, ...]
     settings_text: tuple[str, ...]
     files: tuple[Path, ...] = ()
 
@@ -135,18 +136,19 @@ def run_simulation(
     projects = build_projects(settings, jobs)
     nodes = make_nodes(settings.gpus, settings.gpus_per_node)
     specs = shape_jobs(jobs, projects, settings.workload, rng, settings.gpus)
-    summaries, results, walls = [], [], []
+    summaries, results, walls, cpus = [], [], [], []
     for name in settings.policies:
         config = policy_config(name, settings.settle_seconds)
         shaped: list[JobSpec] = specs if config.elastic else [rigid(s) for s in specs]
         hook = progress(name, len(shaped)) if progress is not None else None
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         result = Simulator(nodes, projects, shaped, config, settings.sim).run(hook)
         walls.append(time.perf_counter() - began)
+        cpus.append(time.process_time() - cpu)
         summaries.append(summarize(name, result))
         results.append(result)
     text = describe(settings, projects, len(specs))
-    report = SimulationReport(tuple(summaries), tuple(results), tuple(walls), text)
+    report = SimulationReport(tuple(summaries), tuple(results), tuple(walls), tuple(cpus), text)
     if settings.out_dir is None:
         return report
     pairs = list(zip(summaries, results, strict=True))
