@@ -6,7 +6,10 @@ cycles (``scheduler.engine.leader``); on becoming leader it adopts what the exec
 records the executor's nodes. One cycle (``run_cycle``), each step its own transaction:
 
 1. record what the executor observed (exits finish replicas and jobs, orphans are stopped);
-2. load the snapshot, ``plan_cycle``, persist the plan with its events (one transaction);
+2. load the snapshot (a read), ``plan_cycle`` (holding no lock), persist the plan with its events (one
+   write transaction). Planning on a snapshot is safe because the leader is the only writer of
+   placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
+   a GPU that a live process holds (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free.
 
 While replicas are stopping, the next cycle comes after ``RELEASE_POLL_SECONDS`` rather than a full period,
@@ -131,12 +134,13 @@ class Engine:
         seen = self.executor.observe()
         with self.db.write() as session:
             record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
-        with self.db.write() as session:
-            now = self.clock()
+        with self.db.read() as session:
             state = load_state(session)
-            plan = plan_cycle(state, self.settings.core, now=now)
-            if self.settings.check_invariants:
-                self._check(state, plan, now)
+        now = self.clock()
+        plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
+        if self.settings.check_invariants:
+            self._check(state, plan, now)
+        with self.db.write() as session:
             persist_plan(session, plan, now=now)
         with self.db.write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
