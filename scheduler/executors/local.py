@@ -6,12 +6,14 @@ Contract (see ``base.Executor``): ``start`` runs the replica's argv (never throu
 ``DATA/logs/PROJECT/JOB/replica-I.log``. A record per
 replica (``DATA/replicas/ID.json``: pid, its kernel start time, stop state) outlives the service: ``adopt``
 reloads them, and a pid is trusted only while ``/proc/PID/stat`` shows the same start time, so a reused pid
-is never signalled. ``stop`` sends SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed.
+is never signalled. ``stop`` sends SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed,
+and when a replica ends, to whatever it left behind, in its group or not (``TIDE_REPLICA_UID``).
 Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -27,6 +29,7 @@ from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
 
 MAX_LOG_READ_BYTES = 1 << 20
+REPLICA_UID = "TIDE_REPLICA_UID"
 
 
 @dataclass
@@ -67,6 +70,17 @@ def _start_ticks(pid: int) -> int | None:
     return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
+def _kill_marked(marker: str) -> None:
+    """SIGKILL every process of ours whose environment carries ``marker`` (``NAME=value``)."""
+    needle = b"\0" + marker.encode() + b"\0"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with suppress(OSError):
+            if needle in b"\0" + (proc / "environ").read_bytes() + b"\0":
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
 class LocalExecutor:
     """Replicas as process groups on this machine; state under ``data_dir``."""
 
@@ -76,6 +90,7 @@ class LocalExecutor:
         self.state_dir = data_dir / "replicas"
         self.log_dir = data_dir / "logs"
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._instance = hashlib.blake2b(str(data_dir.resolve()).encode(), digest_size=6).hexdigest()
         self._records: dict[int, _Record] = {}
 
     @property
@@ -152,7 +167,7 @@ class LocalExecutor:
 
     def _spawn(self, spec: LaunchSpec) -> int:
         """Start the shim in a new session (its own process group), output appended to the log; its pid."""
-        env = {**os.environ, **spec.env}
+        env = {**os.environ, **spec.env, REPLICA_UID: self._uid(spec.replica_id)}
         if self._real_gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpu_ids)
         log = self.log_path(spec.project, spec.job, spec.index)
@@ -204,11 +219,21 @@ class LocalExecutor:
         return -int(signal.SIGKILL) if record.killed else LOST_EXIT_CODE
 
     def _signal(self, record: _Record, signum: signal.Signals) -> None:
-        """Signal the replica's process group, only while its leader is the process we started."""
+        """Signal the replica's process group, only while its leader is the process we started.
+
+        A SIGKILL also reaches the replica's processes that left its group (torchrun starts each worker in
+        a session of its own): they are found by the ``TIDE_REPLICA_UID`` they inherited.
+        """
         if record.start_ticks is not None and _start_ticks(record.pid) not in (record.start_ticks, None):
             return
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(record.pid, signum)
+        if signum == signal.SIGKILL:
+            _kill_marked(f"{REPLICA_UID}={self._uid(record.replica_id)}")
+
+    def _uid(self, replica_id: int) -> str:
+        """Unique on this machine: replica ids of two services with different data dirs may coincide."""
+        return f"{self._instance}-{replica_id}"
 
     def _observation(self, record: _Record) -> Observation:
         return Observation(

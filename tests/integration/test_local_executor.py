@@ -106,3 +106,31 @@ def test_a_reused_pid_is_not_taken_for_the_replica(tmp_path: Path, executor: Loc
     assert reborn.observe()[7].exit_code == LOST_EXIT_CODE
     reborn.stop(7, grace=0)  # must not signal the test process
     assert reborn.observe()[0].running
+
+
+def test_processes_that_left_the_group_are_killed_with_the_replica(executor: LocalExecutor) -> None:
+    code = (
+        "import subprocess, sys, time; "
+        "child = subprocess.Popen(['sleep', '60'], start_new_session=True); "  # like torchrun's workers
+        "print(child.pid, flush=True); time.sleep(60)"
+    )
+    executor.start(spec(0, [sys.executable, "-c", code]))
+
+    def child_pid() -> int | None:
+        lines = (executor.read_log("a", "train", 0) or "").split("\n")
+        return int(lines[1]) if len(lines) > 2 and lines[1].isdigit() else None
+
+    child = wait_for(child_pid, what="the child pid")
+    assert isinstance(child, int)
+    executor.stop(0, grace=5)
+    assert wait_for(lambda: exited(executor, 0) == -15, what="the replica to stop")
+    wait_for(
+        lambda: not Path(f"/proc/{child}").exists() or "Z" in _state(child), what="the stray child to die"
+    )
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1]
+    except OSError:
+        return "X"
