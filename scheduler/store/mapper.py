@@ -14,9 +14,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.core.model import ClusterState, Department, Job, Node, Project, Replica
 from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow
-
-ACTIVE_JOB_STATUSES = ("pending", "running")
-FINISHED_JOB_STATUSES = ("succeeded", "failed", "cancelled")
+from scheduler.store.queries import ACTIVE
 
 
 def department_from_row(row: DepartmentRow) -> Department:
@@ -70,7 +68,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
     held = (
         select(ReplicaRow.job_id, ReplicaRow.index, ReplicaRow.node, ReplicaRow.gpus, ReplicaRow.desired)
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
-        .where(JobRow.status.in_(ACTIVE_JOB_STATUSES))
+        .where(JobRow.status.in_(ACTIVE))
         .where(
             (ReplicaRow.desired == "run")
             | ((ReplicaRow.desired == "stop") & ReplicaRow.pid.is_not(None) & ReplicaRow.exit_code.is_(None))
@@ -92,7 +90,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             JobRow.last_resized_at,
         )
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
-        .where(JobRow.status.in_(ACTIVE_JOB_STATUSES))
+        .where(JobRow.status.in_(ACTIVE))
         .order_by(JobRow.id)
     )
     rows = session.execute(query).all()

@@ -48,17 +48,6 @@ def active_job(session: Session, project: str, name: str) -> JobRow | None:
     return session.scalars(query).first()
 
 
-def live_replicas(session: Session) -> Sequence[ReplicaRow]:
-    """Replicas whose process was launched and has not been seen exiting."""
-    query = (
-        select(ReplicaRow)
-        .where(*LIVE)
-        .options(selectinload(ReplicaRow.job).selectinload(JobRow.project))
-        .order_by(ReplicaRow.id)
-    )
-    return session.scalars(query).all()
-
-
 def held_gpu_ids(session: Session) -> dict[str, set[int]]:
     """GPU ids per node held by live processes (whatever their job's state)."""
     held: dict[str, set[int]] = defaultdict(set)
