@@ -17,6 +17,7 @@ asked for it; if the commit fails, the next observation finds the process unwant
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -105,16 +106,23 @@ def _replica_exited(session: Session, executor: Executor, replica: ReplicaRow, c
     if job.status not in ACTIVE:
         return
     if code != 0:
-        _finish_job(
-            session,
-            job,
-            "failed",
-            now=now,
-            reason=f"replica {replica.index} exited with code {code}",
-            kind="fail",
-        )
+        reason = f"replica {replica.index} {describe_exit(code)}"
+        _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
     elif replica.index == 0 or not any(r.desired == "run" for r in job.replicas):
         _finish_job(session, job, "succeeded", now=now, reason="the job completed", kind="finish")
+
+
+def describe_exit(code: int) -> str:
+    """How a process ended, for a person: the code, and what it usually means."""
+    if code == LOST_EXIT_CODE:
+        return "was lost (its process vanished without an exit code)"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    hint = {127: " (command not found)", 126: " (command not executable)"}.get(code, "")
+    return f"exited with code {code}{hint}"
 
 
 def _finish_job(session: Session, job: JobRow, status: str, *, now: float, reason: str, kind: str) -> None:

@@ -1,8 +1,10 @@
-"""A replica's environment: the job's env, then the pluggable builder (torchrun's PET_*), then TIDE_*."""
+"""A replica's environment (the job's env, the pluggable builder, then TIDE_*), and exits described."""
 
 from __future__ import annotations
 
 from scheduler.engine.env import ReplicaContext, replica_env
+from scheduler.engine.reconcile import describe_exit
+from scheduler.executors.base import LOST_EXIT_CODE
 
 
 def context(index: int = 1, **job_env: str) -> ReplicaContext:
@@ -45,3 +47,10 @@ def test_job_env_then_builder_then_identity() -> None:
     env = replica_env(context(SHARED="job", OWN="1"), builder)
     assert env["OWN"] == "1" and env["SHARED"] == "builder" and env["PET_NNODES"] == "2:4"
     assert env["TIDE_JOB"] == "train"  # identity cannot be overridden
+
+
+def test_exits_described_for_people() -> None:
+    assert describe_exit(1) == "exited with code 1"
+    assert describe_exit(127) == "exited with code 127 (command not found)"
+    assert describe_exit(-9) == "was killed by SIGKILL"
+    assert describe_exit(LOST_EXIT_CODE).startswith("was lost")
