@@ -34,6 +34,9 @@ class Cluster:
         self.slow_release = slow_release
         self.plans: list[Plan] = []
 
+    def __repr__(self) -> str:
+        return f"Cluster(now={self.now}, config={self.config}, slow_release={self.slow_release}, state={self.state})"
+
     def project(self, name: str, deserved: int, **kw: object) -> Cluster:
         p = Project(name, deserved, created_at=float(len(self.state.projects)), **kw)  # type: ignore[arg-type]
         self.state = replace(self.state, projects=(*self.state.projects, p))
@@ -55,7 +58,7 @@ class Cluster:
     def cycle(self) -> Plan:
         plan = plan_cycle(self.state, self.config, now=self.now)
         violations = check_invariants(self.state, plan, self.config, now=self.now)
-        assert violations == [], violations
+        assert violations == [], f"{violations}\nstate: {self.state}\nplan: {plan}"
         self.state = apply_plan(self.state, plan, now=self.now, instant=not self.slow_release)
         self.plans.append(plan)
         self.now += 1.0

@@ -10,9 +10,10 @@ first, stopping at the first that works:
 5. a start that is owed GPUs but blocked by fragmentation reserves the nodes closest to fitting it, so they
    drain for it instead of being refilled by small jobs (R12: the 8-GPU replica does not starve).
 
-Line order: projects below their guarantee first, then those whose claim stays within fair share, then the
-rest (borrowers); inside each, the lowest allocated/fair-share ratio, then the oldest project. Inside a
-project: highest priority, starts before growth, oldest job. Projects are re-ranked after every claim.
+Line order: first every claim that keeps its project within its fair share ("owed"), then the others
+(borrowers, who may only use idle GPUs or preempt inside their own project). In each phase: projects below
+their guarantee first, then the lowest allocated/fair-share ratio, then the oldest project; inside a project,
+highest priority, starts before growth, oldest job. Projects are re-ranked after every claim.
 
 ``grow_idle`` then lends what is still idle to elastic jobs below ``max_replicas``, the project furthest
 below its fair share first; each job takes all the replicas it can at once (every resize restarts workers).
@@ -55,30 +56,69 @@ def restore_gangs(ledger: Ledger, claims: Claims) -> None:
         if not act or len(act) >= job.min_replicas:
             continue
         missing = job.min_replicas - len(act)
-        if ledger.free.slots(job.gpus_per_replica) >= missing and ledger.room(job) >= missing * job.gpus_per_replica:
+        if (
+            ledger.free.slots(job.gpus_per_replica) >= missing
+            and ledger.room(job) >= missing * job.gpus_per_replica
+        ):
             ledger.place(job, missing, reserve=False)
-            claims.start_reasons[key] = f"restored {missing} lost replicas to reach min_replicas {job.min_replicas}"
+            claims.start_reasons[key] = (
+                f"restored {missing} lost replicas to reach min_replicas {job.min_replicas}"
+            )
         else:
             why = f"{len(act)} of min {job.min_replicas} replicas left and no GPUs to restore the rest"
             ledger.release(key, list(act), why, Cause.NODE, None)
 
 
 def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
+    """Owed claims first (those that keep their project within fair share), then borrowers'."""
     queues = _queues(ledger)
-    heap = [(_rank(ledger, queues[p][0]), p) for p in sorted(queues)]
-    heapq.heapify(heap)
+    borrowers: dict[str, list[Job]] = {}
     head_of_line: set[str] = set()
+    heap = [(_rank(ledger, p), p) for p in sorted(queues)]
+    heapq.heapify(heap)
     while heap:
         _, project = heapq.heappop(heap)
-        job = queues[project].pop(0)
-        if not ledger.active[job.key] and job.key not in ledger.released:
-            _serve_start(ledger, order, claims, job, head_of_line)
-            if ledger.config.elastic and 0 < len(ledger.active[job.key]) < job.max_replicas:
-                queues[project].append(job)  # now running: its growth towards fair share is a later claim
-        else:
-            _serve_growth(ledger, order, claims, job)
-        if queues[project]:
-            heapq.heappush(heap, (_rank(ledger, queues[project][0]), project))
+        queue = queues[project]
+        while queue and not _owed(ledger, queue[0]):
+            job = queue.pop(0)
+            if _blocked_start(ledger, job) and _hold_place(ledger, order, claims, job, head_of_line):
+                continue  # it keeps its place in its project's line: younger jobs do not take its GPUs
+            borrowers.setdefault(project, []).append(job)  # its turn comes in the borrowing phase
+        if not queue:
+            continue
+        _serve(ledger, order, claims, queue, head_of_line)
+        if queue:
+            heapq.heappush(heap, (_rank(ledger, project), project))
+    heap = [(_rank(ledger, p), p) for p in sorted(borrowers)]
+    heapq.heapify(heap)
+    while heap:
+        _, project = heapq.heappop(heap)
+        _serve(ledger, order, claims, borrowers[project], head_of_line)
+        if borrowers[project]:
+            heapq.heappush(heap, (_rank(ledger, project), project))
+
+
+def _serve(
+    ledger: Ledger, order: VictimOrder, claims: Claims, queue: list[Job], head_of_line: set[str]
+) -> None:
+    job = queue.pop(0)
+    if job.key in ledger.released:
+        return  # a victim of this cycle claims again in the next one, once its replicas have stopped
+    if not ledger.active[job.key]:
+        _serve_start(ledger, order, claims, job, head_of_line)
+        if ledger.config.elastic and 0 < len(ledger.active[job.key]) < job.max_replicas:
+            queue.append(job)  # now running: its growth towards fair share is a later claim
+    else:
+        _serve_growth(ledger, order, claims, job)
+
+
+def _owed(ledger: Ledger, job: Job) -> bool:
+    """Whether serving this claim keeps its project within fair share (so it may reclaim, R7)."""
+    if job.key in ledger.released:
+        return True  # dropped when served
+    if ledger.active[job.key]:
+        return ledger.shares.project[job.project] - ledger.claimed(job.project) >= job.gpus_per_replica
+    return _entitled(ledger, job, job.min_replicas * job.gpus_per_replica)
 
 
 def _queues(ledger: Ledger) -> dict[str, list[Job]]:
@@ -97,21 +137,18 @@ def _queues(ledger: Ledger) -> dict[str, list[Job]]:
     return queues
 
 
-def _rank(ledger: Ledger, job: Job) -> tuple[int, float, float, str]:
-    p = ledger.projects[job.project]
-    alloc, share = ledger.alloc[p.name], ledger.shares.project[p.name]
-    need = (job.min_replicas if not ledger.active[job.key] else 1) * job.gpus_per_replica
-    if alloc + need > share:
-        tier = 2  # a borrower: this claim would lift its project above fair share
-    elif alloc < ledger.shares.guarantee[p.name]:
-        tier = 0  # R2: owed its guarantee
-    else:
-        tier = 1
+def _rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
+    """Projects below their guarantee first (R2), then the lowest allocated/fair-share ratio, then the oldest."""
+    p = ledger.projects[project]
+    alloc, share = ledger.claimed(project), ledger.shares.project[project]
+    tier = 0 if alloc < ledger.shares.guarantee[project] else 1
     ratio = alloc / share if share else float("inf")
-    return (tier, ratio, p.created_at, p.name)
+    return (tier, ratio, p.created_at, project)
 
 
-def _serve_start(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str]) -> None:
+def _serve_start(
+    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str]
+) -> None:
     k, g = job.min_replicas, job.gpus_per_replica
     blocked = explain.blocked_by_caps(ledger, job, k * g)
     if blocked:
@@ -127,46 +164,56 @@ def _serve_start(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, h
         ledger.place(job, k, reserve=True)
         _record(claims, job, explain.waiting_for_release(ledger, job, k * g, units), waiting=True)
         return
-    if _ahead_in_line(ledger, job) + k * g <= ledger.shares.project[job.project] and job.project not in head_of_line:
-        mark = ledger.checkpoint()
-        nodes = _drain_reservation(ledger, job, k)
-        if nodes:
-            head_of_line.add(job.project)
-            _record(claims, job, explain.draining(ledger, job, nodes), waiting=True)
-            return
-        ledger.rollback(mark)
+    if _try_drain(ledger, claims, job, head_of_line):
+        return
     _record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
 
 
 def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) -> None:
-    """Growth owed by fair share: up to the project's fair share, by reclaim if need be (R2, R9)."""
+    """Growth owed by fair share: up to the project's fair share, by reclaim if need be (R2, R9).
+
+    R2's power to take an indivisible gang from a project above its fair share serves only the part of the
+    growth its guarantee needs; the rest is reclaimed only where victims stay at their fair share (R7).
+    """
     g, act = job.gpus_per_replica, len(ledger.active[job.key])
-    below_guarantee = ledger.alloc[job.project] < ledger.shares.guarantee[job.project]
-    if ledger.settling(job) and not below_guarantee:
+    short = ledger.shares.guarantee[job.project] - ledger.claimed(job.project)
+    if ledger.settling(job) and short <= 0:
         return
-    owed = ledger.shares.project[job.project] - ledger.alloc[job.project]
+    owed = ledger.shares.project[job.project] - ledger.claimed(job.project)
     k = min(job.max_replicas - act, owed // g, ledger.room(job) // g)
     if k <= 0:
         return
-    if ledger.free.slots(g) >= k:
-        ledger.place(job, k, reserve=False)
-        claims.start_reasons[job.key] = explain.grown(ledger, job, k, owed=True)
-        return
-    units = _make_room(ledger, order, job, k, entitled=True, allow_preempt=False)
-    if units is not None:
-        ledger.place(job, k, reserve=True)
-        _record(claims, job, explain.waiting_for_release(ledger, job, k * g, units), waiting=True)
+    for count, r2 in ((k, False), (min(k, -(-short // g)), True)):
+        if count <= 0 or (r2 and short <= 0):
+            continue
+        if ledger.free.slots(g) >= count:
+            ledger.place(job, count, reserve=False)
+            claims.start_reasons[job.key] = explain.grown(ledger, job, count, owed=True)
+            return
+        units = _make_room(ledger, order, job, count, entitled=True, allow_preempt=False, r2=r2)
+        if units is not None:
+            ledger.place(job, count, reserve=True)
+            _record(claims, job, explain.waiting_for_release(ledger, job, count * g, units), waiting=True)
+            return
 
 
 def _make_room(
-    ledger: Ledger, order: VictimOrder, job: Job, k: int, *, entitled: bool, allow_preempt: bool = True
+    ledger: Ledger,
+    order: VictimOrder,
+    job: Job,
+    k: int,
+    *,
+    entitled: bool,
+    allow_preempt: bool = True,
+    r2: bool | None = None,
 ) -> list[Unit] | None:
     """Steps 2-4 of the module contract; ``None`` when none of them makes ``k`` replicas fit."""
     g = job.gpus_per_replica
     if entitled and ledger.avail.slots(g) >= k:
         return []
-    if entitled and ledger.config.reclaim:
-        r2 = ledger.alloc[job.project] < ledger.shares.guarantee[job.project]
+    if entitled and ledger.config.reclaim and not _lost_to_reclaim(ledger, job.project):
+        if r2 is None:
+            r2 = ledger.claimed(job.project) < ledger.shares.guarantee[job.project]
         units = reclaim(ledger, order, job, k, r2=r2)
         if units is not None:
             return units
@@ -175,9 +222,53 @@ def _make_room(
     return None
 
 
+def _lost_to_reclaim(ledger: Ledger, project: str) -> bool:
+    """A project that was a reclaim victim this cycle reclaims nothing itself before the next (R7)."""
+    return any(key[0] == project and rel.cause == Cause.RECLAIM for key, rel in ledger.released.items())
+
+
 def _entitled(ledger: Ledger, job: Job, need: int) -> bool:
     """R7: a claim may take GPUs from others only while its project stays within its fair share."""
-    return ledger.alloc[job.project] + need <= ledger.shares.project[job.project]
+    return ledger.claimed(job.project) + need <= ledger.shares.project[job.project]
+
+
+def _blocked_start(ledger: Ledger, job: Job) -> bool:
+    """A pending job whose gang does not fit on idle GPUs."""
+    return not ledger.active[job.key] and ledger.free.slots(job.gpus_per_replica) < job.min_replicas
+
+
+def _hold_place(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str]) -> bool:
+    """A blocked start ahead of owed claims of its own project: preempt lower priority (R10), else drain."""
+    k = job.min_replicas
+    if explain.blocked_by_caps(ledger, job, k * job.gpus_per_replica) is None:
+        units = preempt(ledger, order, job, k)
+        if units is not None:
+            ledger.place(job, k, reserve=True)
+            _record(claims, job, explain.waiting_for_release(ledger, job, k * job.gpus_per_replica, units), waiting=True)
+            return True
+    return _try_drain(ledger, claims, job, head_of_line)
+
+
+def _try_drain(ledger: Ledger, claims: Claims, job: Job, head_of_line: set[str]) -> bool:
+    """Step 5: the first blocked start of a project holds the nodes closest to fitting it, if the jobs ahead
+    of it in its project's line leave room for it in the project's fair share."""
+    k, g = job.min_replicas, job.gpus_per_replica
+    if (
+        job.project in head_of_line
+        or job.key in ledger.released
+        or explain.blocked_by_caps(ledger, job, k * g)
+    ):
+        return False
+    if _ahead_in_line(ledger, job) + k * g > ledger.shares.project[job.project]:
+        return False
+    mark = ledger.checkpoint()
+    nodes = _drain_reservation(ledger, job, k)
+    if not nodes:
+        ledger.rollback(mark)
+        return False
+    head_of_line.add(job.project)
+    _record(claims, job, explain.draining(ledger, job, nodes), waiting=True)
+    return True
 
 
 def _line_key(job: Job) -> tuple[int, float, str]:
@@ -202,10 +293,14 @@ def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
     nodes = [p.node for p in ledger.place(job, fit, reserve=True)] if fit else []
     if fit == k:
         return nodes
-    for node in ledger.avail.most_available()[: k - fit]:
-        if ledger.avail.value[node] > 0:
-            ledger.reserve_node(job, node)
-            nodes.append(node)
+    # a node with nothing free yet is still worth marking for a multi-GPU replica (fragmentation), not for
+    # 1-GPU replicas, which any freed GPU serves
+    big_enough = [
+        n for n in ledger.avail.most_available() if ledger.capacity(n) >= g and (g > 1 or ledger.avail.value[n] > 0)
+    ]
+    for node in big_enough[: k - fit]:
+        ledger.reserve_node(job, node)
+        nodes.append(node)
     return nodes
 
 
@@ -251,4 +346,4 @@ def _stopping(job: Job) -> bool:
 
 def _gap(ledger: Ledger, project: str) -> tuple[int, float, str]:
     p = ledger.projects[project]
-    return (ledger.alloc[project] - ledger.shares.project[project], p.created_at, project)
+    return (ledger.claimed(project) - ledger.shares.project[project], p.created_at, project)

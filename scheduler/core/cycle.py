@@ -51,7 +51,9 @@ def plan_cycle(state: ClusterState, config: Config, *, now: float) -> Plan:
 def _decisions(ledger: Ledger, claims: Claims) -> tuple[Decision, ...]:
     out: list[Decision] = []
     for key, rel in ledger.released.items():
-        replicas = tuple(Placement(r.index, r.node, r.gpus) for r in sorted(rel.replicas, key=lambda r: -r.index))
+        replicas = tuple(
+            Placement(r.index, r.node, r.gpus) for r in sorted(rel.replicas, key=lambda r: -r.index)
+        )
         action = Action.EVICT if rel.whole else Action.SHRINK
         out.append(Decision(action, key[0], key[1], replicas, rel.reason, rel.cause, rel.for_job))
     for key, placements in ledger.started.items():
@@ -122,17 +124,26 @@ def _apply_job(job: Job, decisions: list[Decision], now: float, instant: bool) -
         if d.action in (Action.SHRINK, Action.EVICT):
             stop = {p.index for p in d.replicas}
             kept = [r for r in replicas if r.index not in stop or r.releasing]
-            gone = [] if instant else [replace(r, releasing=True) for r in replicas if r.index in stop and not r.releasing]
+            gone = (
+                []
+                if instant
+                else [replace(r, releasing=True) for r in replicas if r.index in stop and not r.releasing]
+            )
             replicas = kept + gone
         else:
             replicas += [Replica(p.index, p.node, p.gpus) for p in d.replicas]
     if not decisions and len(replicas) == len(job.replicas):
         return job
-    return replace(job, replicas=tuple(sorted(replicas, key=lambda r: (r.index, r.releasing))), last_resized_at=now if decisions else job.last_resized_at)
+    return replace(
+        job,
+        replicas=tuple(sorted(replicas, key=lambda r: (r.index, r.releasing))),
+        last_resized_at=now if decisions else job.last_resized_at,
+    )
 
 
 def finish_releases(state: ClusterState) -> ClusterState:
     """Every releasing replica has exited."""
     return replace(
-        state, jobs=tuple(replace(j, replicas=tuple(r for r in j.replicas if not r.releasing)) for j in state.jobs)
+        state,
+        jobs=tuple(replace(j, replicas=tuple(r for r in j.replicas if not r.releasing)) for j in state.jobs),
     )

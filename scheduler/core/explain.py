@@ -35,16 +35,19 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
         return None
     p = ledger.projects[job.project]
     if p.limit_gpus is not None and ledger.alloc[p.name] + need > p.limit_gpus:
-        return f"project {p.name} is at its limit: {ledger.alloc[p.name]} + {need} GPUs > limit {p.limit_gpus}"
+        return (
+            f"project {p.name} is at its limit: {ledger.alloc[p.name]} + {need} GPUs > limit {p.limit_gpus}"
+        )
     if job.interactive and ledger.interactive[p.name] + need > p.deserved_gpus:
         used = ledger.interactive[p.name]
         return (
             f"interactive jobs run only inside the deserved quota: project {p.name} has {used} of "
             f"{p.deserved_gpus} GPUs in interactive use and this job needs {need}"
         )
-    if ledger.alloc[p.name] + need > p.deserved_gpus and not job.interactive:
+    no_borrowing = not p.allow_over_quota or not ledger.config.borrowing
+    if no_borrowing and not job.interactive and ledger.alloc[p.name] + need > p.deserved_gpus:
         return f"project {p.name} may not go over its quota: {ledger.alloc[p.name]} + {need} > {p.deserved_gpus} GPUs"
-    return f"department {p.department} has no room left for {need} GPUs (limit or interactive quota)"
+    return f"department {p.department} has no room left for {need} GPUs (its limit, or its interactive quota)"
 
 
 def started(ledger: Ledger, job: Job, k: int) -> str:

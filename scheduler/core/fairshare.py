@@ -79,7 +79,11 @@ def fair_shares(state: ClusterState, config: Config) -> Shares:
             cap = min(cap, d.limit_gpus)
         if not config.borrowing:
             cap = min(cap, d.deserved_gpus)
-        top.append(Claimant("dept:" + d.name, d.deserved_gpus, _weight(d.over_quota_weight), cap, (d.created_at, d.name)))
+        top.append(
+            Claimant(
+                "dept:" + d.name, d.deserved_gpus, _weight(d.over_quota_weight), cap, (d.created_at, d.name)
+            )
+        )
     top_share = divide(total, top)
     project_share = {name[5:]: v for name, v in top_share.items() if name.startswith("proj:")}
     dept_share = {name[5:]: v for name, v in top_share.items() if name.startswith("dept:")}
@@ -95,7 +99,9 @@ def _weight(w: float) -> Fraction:
 
 
 def _project_claimant(p: Project, cap: int) -> Claimant:
-    return Claimant("proj:" + p.name, p.deserved_gpus, _weight(p.over_quota_weight), cap, (p.created_at, p.name))
+    return Claimant(
+        "proj:" + p.name, p.deserved_gpus, _weight(p.over_quota_weight), cap, (p.created_at, p.name)
+    )
 
 
 def divide(pool: int, claimants: Sequence[Claimant]) -> dict[str, int]:
@@ -120,7 +126,9 @@ def _proportional(pool: int, base: dict[str, Fraction]) -> dict[str, Fraction]:
     return {name: pool * b / total for name, b in base.items()}
 
 
-def _water_fill(share: dict[str, Fraction], items: list[tuple[str, Fraction, Fraction]], rest: Fraction) -> Fraction:
+def _water_fill(
+    share: dict[str, Fraction], items: list[tuple[str, Fraction, Fraction]], rest: Fraction
+) -> Fraction:
     """Raise a common level; each item gets ``level * weight`` more, up to its cap. Returns what is left."""
     open_items = sorted(
         ((name, w, cap - share[name]) for name, w, cap in items if cap > share[name]),

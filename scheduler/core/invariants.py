@@ -8,9 +8,9 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 from __future__ import annotations
 
 from scheduler.core.cycle import apply_plan
-from scheduler.core.fairshare import fair_shares
-from scheduler.core.model import ClusterState, Config, Job
-from scheduler.core.plan import Action, Plan
+from scheduler.core.fairshare import Shares, fair_shares
+from scheduler.core.model import ClusterState, Config, Job, Project
+from scheduler.core.plan import Action, Cause, Plan
 
 
 def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: float) -> list[str]:
@@ -22,7 +22,8 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
         *_master_last(state, plan),
         *_gangs_whole(after),
         *_work_conserved(after, plan, config, now),
-        *_guarantee_served(state, plan, config),
+        *_guarantee_served(state, after, plan, config),
+        *_reclaim_never_ping_pongs(state, plan, config),
     ]
 
 
@@ -44,7 +45,9 @@ def _alloc(state: ClusterState, *, interactive: bool | None = None) -> dict[str,
 
 def _nodes_not_over_allocated(after: ClusterState) -> list[str]:
     held = _held(after)
-    return [f"node {n.name} holds {held[n.name]} GPUs of {n.gpus}" for n in after.nodes if held[n.name] > n.gpus]
+    return [
+        f"node {n.name} holds {held[n.name]} GPUs of {n.gpus}" for n in after.nodes if held[n.name] > n.gpus
+    ]
 
 
 def _limits_kept(before: ClusterState, after: ClusterState) -> list[str]:
@@ -69,7 +72,9 @@ def _interactive_rules(before: ClusterState, plan: Plan, after: ClusterState) ->
     inter_after = _alloc(after, interactive=True)
     for p in before.projects:
         if any(k[0] == p.name for k in grew & interactive) and inter_after[p.name] > p.deserved_gpus:
-            out.append(f"project {p.name} runs {inter_after[p.name]} interactive GPUs over quota {p.deserved_gpus}")
+            out.append(
+                f"project {p.name} runs {inter_after[p.name]} interactive GPUs over quota {p.deserved_gpus}"
+            )
     return out
 
 
@@ -105,16 +110,19 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
         idle[r.node] -= r.gpus
     alloc = _alloc(after)
     projects = {p.name: p for p in after.projects}
-    resized = {(d.project, d.job) for d in plan.decisions}
+    depts = _dept_room(after)
+    resized = {(d.project, d.job) for d in plan.decisions} | {(r.project, r.job) for r in plan.reservations}
     out: list[str] = []
     for job in after.jobs:
         if job.interactive or any(r.releasing for r in job.replicas):
             continue
         want = _wanted(job, config, settling=_settling(job, config, now) and job.key not in resized)
-        if want == 0:
+        if want == 0 or (job.key in resized and job.active and any(r.job == job.name and r.project == job.project
+                                                                     for r in plan.reservations)):
             continue
         p = projects[job.project]
         room = _room(p.limit_gpus, p.deserved_gpus, p.allow_over_quota and config.borrowing, alloc[p.name])
+        room = min(room, depts.get(p.department or "", room))
         fits = sum(v // job.gpus_per_replica for v in idle.values() if v > 0)
         if want * job.gpus_per_replica <= room and fits >= want:
             out.append(f"{job.project}/{job.name} waits for {want} replicas while GPUs are idle")
@@ -141,13 +149,45 @@ def _room(limit: int | None, deserved: int, may_borrow: bool, alloc: int) -> int
     return min(caps) if caps else 1 << 30
 
 
-def _guarantee_served(before: ClusterState, plan: Plan, config: Config) -> list[str]:
-    """R2: a project below ``min(deserved, demand)`` with a pending job it is owed gets GPUs, reserved or now."""
+def _dept_room(state: ClusterState) -> dict[str, int]:
+    """GPUs each department with a limit may still take."""
+    alloc = _alloc(state)
+    return {
+        d.name: d.limit_gpus - sum(alloc[p.name] for p in state.projects if p.department == d.name)
+        for d in state.departments
+        if d.limit_gpus is not None
+    }
+
+
+def _may_take(state: ClusterState, job: Job, gpus: int, config: Config) -> bool:
+    """Whether caps (R3, R11, no over-quota) let ``job`` take ``gpus`` more GPUs in ``state``."""
+    p = next(p for p in state.projects if p.name == job.project)
+    alloc, inter = _alloc(state)[p.name], _alloc(state, interactive=True)[p.name]
+    room = _room(p.limit_gpus, p.deserved_gpus, p.allow_over_quota and config.borrowing, alloc)
+    room = min(room, _dept_room(state).get(p.department or "", room))
+    if job.interactive:
+        room = min(room, p.deserved_gpus - inter, _dept_interactive_room(state, p.department))
+    return gpus <= room
+
+
+def _dept_interactive_room(state: ClusterState, dept: str | None) -> int:
+    d = next((d for d in state.departments if d.name == dept), None)
+    if d is None:
+        return 1 << 30
+    members = {p.name for p in state.projects if p.department == dept}
+    used = sum(r.gpus for j in state.jobs if j.interactive and j.project in members for r in j.active)
+    return d.deserved_gpus - used
+
+
+def _guarantee_served(before: ClusterState, after: ClusterState, plan: Plan, config: Config) -> list[str]:
+    """R2: a project below ``min(deserved, demand)`` with a pending job it is owed gets GPUs, reserved or now,
+    unless what the plan leaves takeable (idle, or preemptible above a fair share) could not fit that job."""
     shares = fair_shares(before, config)
     alloc = _alloc(before)
     served = {d.project for d in plan.decisions if d.action in (Action.START, Action.GROW)}
     served |= {r.project for r in plan.reservations}
     largest = max((n.gpus for n in before.nodes if n.schedulable), default=0)
+    reserved = sum(r.gpus for r in plan.reservations)
     out: list[str] = []
     for p in before.projects:
         if alloc[p.name] >= shares.guarantee[p.name] or p.name in served:
@@ -158,16 +198,61 @@ def _guarantee_served(before: ClusterState, plan: Plan, config: Config) -> list[
             if j.project == p.name
             and not j.replicas
             and j.gpus_per_replica <= largest
-            and alloc[p.name] + _gang(j, config) <= min(shares.project[p.name], _cap(p.limit_gpus))
+            and alloc[p.name] + _gang(j, config) <= shares.project[p.name]
+            and _may_take(after, j, _gang(j, config), config)
+            and _gang(j, config) <= _takeable(after, shares, p, _gang(j, config)) - reserved
         ]
         if owed:
-            out.append(f"project {p.name} is below its guarantee and {owed[0].name} is owed GPUs but got none")
+            out.append(
+                f"project {p.name} is below its guarantee and {owed[0].name} is owed GPUs but got none"
+            )
     return out
+
+
+def _takeable(state: ClusterState, shares: Shares, claimant: Project, gang: int) -> int:
+    """GPUs R2 can draw on for ``claimant``: idle ones, and preemptible ones held above a fair share, across
+    departments only while the claimant's department stays within its own share (R7 at that level).
+    Interactive GPUs are never victims (R3), so where quotas add up to more than the cluster the guarantee
+    can fall short."""
+    idle = sum(n.gpus for n in state.nodes if n.schedulable) - sum(
+        r.gpus for j in state.jobs for r in j.replicas if _schedulable(state, r.node)
+    )
+    alloc, fixed = _alloc(state), _alloc(state, interactive=True)
+    projects = {p.name: p for p in state.projects}
+    top_alloc: dict[str, int] = {}
+    for name, a in alloc.items():
+        key = shares.top(projects[name])[0]
+        top_alloc[key] = top_alloc.get(key, 0) + a
+    c_top, c_share = shares.top(claimant)
+    crossing = top_alloc[c_top] + gang <= c_share
+    over = 0
+    for name, a in alloc.items():
+        top, share = shares.top(projects[name])
+        if a <= shares.project[name] or (top != c_top and (not crossing or top_alloc[top] <= share)):
+            continue
+        over += min(a - shares.project[name], a - fixed[name])
+    return idle + over
+
+
+def _schedulable(state: ClusterState, node: str) -> bool:
+    return any(n.name == node and n.schedulable for n in state.nodes)
 
 
 def _gang(job: Job, config: Config) -> int:
     return (job.min_replicas if config.elastic else job.max_replicas) * job.gpus_per_replica
 
 
-def _cap(limit: int | None) -> int:
-    return limit if limit is not None else 1 << 30
+def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) -> list[str]:
+    """R7: reclaim takes only from projects above their fair share, for projects below theirs."""
+    shares = fair_shares(before, config)
+    alloc = _alloc(before)
+    out: list[str] = []
+    for d in plan.decisions:
+        if d.cause != Cause.RECLAIM or d.for_job is None:
+            continue
+        if alloc[d.project] <= shares.project[d.project]:
+            out.append(f"reclaim took from {d.project}, which is not above its fair share")
+        claimant = d.for_job[0]
+        if alloc[claimant] >= shares.project[claimant]:
+            out.append(f"reclaim for {claimant}, which is not below its fair share")
+    return out

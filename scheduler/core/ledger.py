@@ -50,7 +50,10 @@ class Ledger:
     released: dict[JobKey, Release] = field(default_factory=dict)
     started: dict[JobKey, list[Placement]] = field(default_factory=dict)
     reservations: list[Reservation] = field(default_factory=list)
+    reserved: dict[str, int] = field(default_factory=dict)
+    top_reserved: dict[str, int] = field(default_factory=dict)
     _undo: list[Callable[[], None]] = field(default_factory=list)
+    _capacity: dict[str, int] = field(default_factory=dict)
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
 
@@ -59,6 +62,7 @@ class Ledger:
         self.departments = {d.name: d for d in self.state.departments}
         nodes = {n.name: n for n in self.state.nodes if n.schedulable}
         known = {n.name for n in self.state.nodes}
+        self._capacity = {name: n.gpus for name, n in nodes.items()}
         rank = {name: i for i, name in enumerate(sorted(nodes, key=node_sort_key))}
         held = dict.fromkeys(nodes, 0)
         rel = dict.fromkeys(nodes, 0)
@@ -85,6 +89,10 @@ class Ledger:
     # -- reading -------------------------------------------------------------------------------------
     def top_key(self, project: str) -> str:
         return self.shares.top(self.projects[project])[0]
+
+    def capacity(self, node: str) -> int:
+        """GPUs of a schedulable node (0 for a cordoned or missing one)."""
+        return self._capacity.get(node, 0)
 
     def rel(self, node: str) -> int:
         return self.avail.value[node] - self.free.value[node]
@@ -144,11 +152,12 @@ class Ledger:
     def reserve_node(self, job: Job, node: str) -> None:
         """Hold back what a node has towards one replica of ``job`` (a draining reservation)."""
         g = min(self.avail.value[node], job.gpus_per_replica)
-        if g > 0:
-            self._take(node, g)
-            self._reserve(Reservation(job.project, job.name, node, g))
+        self._take(node, g)
+        self._reserve(Reservation(job.project, job.name, node, g))  # 0 GPUs still marks the node as draining
 
-    def release(self, key: JobKey, replicas: list[Replica], reason: str, cause: Cause, for_job: JobKey | None) -> None:
+    def release(
+        self, key: JobKey, replicas: list[Replica], reason: str, cause: Cause, for_job: JobKey | None
+    ) -> None:
         """Tell ``replicas`` of a job to stop: their GPUs become releasing."""
         job = self.jobs[key]
         before = list(self.active[key])
@@ -252,6 +261,22 @@ class Ledger:
 
         self._undo.append(undo)
 
+    def claimed(self, project: str) -> int:
+        """GPUs the project holds plus those reserved for it this cycle: what R7 measures a claimant by."""
+        return self.alloc[project] + self.reserved.get(project, 0)
+
+    def top_claimed(self, top: str) -> int:
+        return self.top_alloc.get(top, 0) + self.top_reserved.get(top, 0)
+
     def _reserve(self, r: Reservation) -> None:
+        top = self.top_key(r.project)
         self.reservations.append(r)
-        self._undo.append(self.reservations.pop)
+        self.reserved[r.project] = self.reserved.get(r.project, 0) + r.gpus
+        self.top_reserved[top] = self.top_reserved.get(top, 0) + r.gpus
+
+        def undo() -> None:
+            self.reservations.pop()
+            self.reserved[r.project] -= r.gpus
+            self.top_reserved[top] -= r.gpus
+
+        self._undo.append(undo)

@@ -51,16 +51,25 @@ class VictimOrder:
                     tiers.append([j.key])
             self._tiers[project] = tiers
 
-    def next_unit(self, ledger: Ledger, project: str, eligible: Callable[[Job], bool]) -> Unit | None:
+    def next_unit(
+        self, ledger: Ledger, project: str, eligible: Callable[[Job], bool], fits: int = 0
+    ) -> Unit | None:
+        """The next unit of ``project`` in R5 order; a job started or grown this cycle is not a victim.
+
+        ``fits``: skip units with no replica on a node of at least that many GPUs (they cannot help a
+        claimant whose replicas need that much).
+        """
         for tier in self._tiers.get(project, ()):
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
-                if len(act) > job.min_replicas and eligible(job):
-                    return Unit(key, (act[-1],), False)
+                if len(act) > job.min_replicas and key not in ledger.started and eligible(job):
+                    if ledger.capacity(act[-1].node) >= fits:
+                        return Unit(key, (act[-1],), False)
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
-                if act and eligible(job):
-                    return Unit(key, tuple(act), True)
+                if act and key not in ledger.started and eligible(job):
+                    if any(ledger.capacity(r.node) >= fits for r in act):
+                        return Unit(key, tuple(act), True)
         return None
 
 
@@ -74,7 +83,7 @@ def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: b
     g = claim.gpus_per_replica
     shares = ledger.shares
     c_top = ledger.top_key(claim.project)
-    c_top_ok = ledger.top_alloc.get(c_top, 0) + count * g <= _top_share(ledger, claim.project)
+    c_top_ok = ledger.top_claimed(c_top) + count * g <= _top_share(ledger, claim.project)
 
     def over(project: str) -> int:
         return ledger.alloc[project] - shares.project[project]
@@ -135,7 +144,7 @@ def _take_until_fits(
             ledger.rollback(mark)
             return None
         _, project = heapq.heappop(heap)
-        unit = order.next_unit(ledger, project, eligible)
+        unit = order.next_unit(ledger, project, eligible, fits=g)
         if unit is None or not allowed(project, unit):
             continue
         ledger.release(unit.key, list(unit.replicas), f"{reason}: {_why(ledger, project)}", cause, claim.key)
@@ -149,6 +158,9 @@ def _fill_back(ledger: Ledger, taken: list[Unit], g: int, count: int) -> list[Un
     """R6: give back every victim the claimant turns out not to need, least preferred victims first."""
     kept: list[Unit] = []
     for unit in reversed(taken):
+        if not unit.whole and not ledger.active[unit.key]:
+            kept.append(unit)  # its job is evicted whole: a worker never stays without its master
+            continue
         mark = ledger.checkpoint()
         ledger.unrelease(unit.key, list(unit.replicas))
         if ledger.avail.slots(g) < count:
