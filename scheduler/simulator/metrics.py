@@ -4,7 +4,8 @@ Contract: the simulator calls ``Recorder.observe(now, sample)`` after every batc
 sample is held constant over ``[previous now, now)`` (allocations change only at events, so the integrals
 are exact). ``Recorder.summary()`` returns plain numbers. Definitions (also printed in every report):
 
-- utilisation: allocated GPU-time / (cluster GPUs x makespan);
+- utilisation: allocated GPU-time / (cluster GPUs x makespan) (the report also gives it over the arrival
+  window, ``[0, last submission)``, which does not favour a policy whose long jobs end later);
   demand served: allocated / min(cluster, demand).
 - guarantee: ``g = min(deserved, demand)``;
   honoured = integral of min(alloc, g) / integral of g (time with g > 0).
