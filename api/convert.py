@@ -12,10 +12,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from api import schemas
-from scheduler.store.models import DepartmentRow, EventRow, JobRow, NodeRow, ProjectRow, ReplicaRow, TokenRow
+from scheduler.store.models import DepartmentRow, EventRow, NodeRow, ProjectRow, TokenRow
 
 ACTIVE = ("pending", "running")
 
@@ -57,7 +57,7 @@ def role(index: int) -> Literal["master", "worker"]:
     return "master" if index == 0 else "worker"
 
 
-def job_allocated(job: JobRow) -> int:
+def job_allocated(job: JobFields) -> int:
     return sum(r.gpus for r in job.replicas if r.desired == "run") if job.status in ACTIVE else 0
 
 
@@ -95,7 +95,73 @@ def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentP
     )
 
 
-def replica_public(row: ReplicaRow) -> schemas.ReplicaPublic:
+class ReplicaFields(Protocol):
+    """What a replica read needs: a ``ReplicaRow`` or a ``ReplicaView``."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def gpu_ids(self) -> list[int] | None: ...
+    @property
+    def desired(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+
+
+class JobFields(Protocol):
+    """What a job read needs: a ``JobRow`` or a ``JobView``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def min_replicas(self) -> int: ...
+    @property
+    def max_replicas(self) -> int: ...
+    @property
+    def gpus_per_replica(self) -> int: ...
+    @property
+    def image(self) -> str | None: ...
+    @property
+    def command(self) -> list[str]: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def interactive(self) -> bool: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def finished_at(self) -> float | None: ...
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def pending_reason(self) -> str | None: ...
+    @property
+    def queue_position(self) -> int | None: ...
+    @property
+    def message(self) -> str | None: ...
+    @property
+    def replicas(self) -> Sequence[ReplicaFields]: ...
+
+
+def replica_public(row: ReplicaFields) -> schemas.ReplicaPublic:
     return schemas.ReplicaPublic(
         index=row.index,
         role=role(row.index),
@@ -109,16 +175,16 @@ def replica_public(row: ReplicaRow) -> schemas.ReplicaPublic:
     )
 
 
-def visible_replicas(job: JobRow) -> list[ReplicaRow]:
+def visible_replicas(job: JobFields) -> list[ReplicaFields]:
     """Replicas a reader cares about: the live and wanted ones, or the final ones of a finished job."""
     if job.status in ACTIVE:
         return [r for r in job.replicas if r.desired != "done" or r.exit_code is None]
     return list(job.replicas)
 
 
-def job_public(job: JobRow) -> schemas.JobPublic:
+def job_public(job: JobFields, project: str) -> schemas.JobPublic:
     return schemas.JobPublic(
-        project=job.project.name,
+        project=project,
         name=job.name,
         status=job.status,  # type: ignore[arg-type]
         workers=job.workers,

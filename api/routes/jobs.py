@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from api import convert, schemas
 from api.auth import require_project_writer
@@ -23,7 +23,7 @@ from api.deps import Caller, Svc
 from api.routes.projects import get_project
 from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.store.models import JobRow, NodeRow, ProjectRow
-from scheduler.store.queries import ACTIVE, add_event, job_by_name
+from scheduler.store.queries import ACTIVE, add_event, job_by_name, job_views
 
 router = APIRouter(tags=["jobs"])
 
@@ -80,7 +80,7 @@ def submit_job(project: str, body: schemas.JobCreate, svc: Svc, caller: Caller) 
         job = _new_job(owner, body, svc.engine.clock())
         session.add(job)
         session.flush()
-        public = convert.job_public(job)
+        public = convert.job_public(job, project)
     svc.engine.trigger()
     return public
 
@@ -122,24 +122,16 @@ def list_jobs(
     status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
 ) -> list[schemas.JobPublic]:
     with svc.db.read() as session:
-        query = (
-            select(JobRow)
-            .join(JobRow.project)
-            .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
-            .order_by(ProjectRow.name, JobRow.created_at, JobRow.id)
-        )
         if project is not None:
             get_project(session, project)
-            query = query.where(ProjectRow.name == project)
-        if status_ is not None:
-            query = query.where(JobRow.status == status_)
-        return [convert.job_public(j) for j in session.scalars(query).all()]
+        views = job_views(session, project=project, status=status_)
+    return [convert.job_public(view, view.project_name) for view in views]
 
 
 @router.get("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)
 def read_job(project: str, name: str, svc: Svc, caller: Caller) -> schemas.JobPublic:
     with svc.db.read() as session:
-        return convert.job_public(_get_job(session, project, name))
+        return convert.job_public(_get_job(session, project, name), project)
 
 
 @router.delete("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)
@@ -156,7 +148,7 @@ def delete_job(project: str, name: str, svc: Svc, caller: Caller) -> schemas.Job
             stop_job_replicas(session, job)
             add_event(session, time=now, kind="cancel", project=project, job=name, reason=f"deleted by {who}")
         session.flush()
-        public = convert.job_public(job)
+        public = convert.job_public(job, project)
     svc.engine.trigger()
     return public
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, selectinload
@@ -103,6 +104,82 @@ def node_slots(session: Session) -> list[tuple[str, str, str, int, list[int], bo
     return [
         (node, project, job, index, list(gpu_ids or ()), desired != "run")
         for node, project, job, index, gpu_ids, desired in session.execute(query)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaView:
+    """A replica row's columns, read without the ORM (listings)."""
+
+    id: int
+    index: int
+    node: str
+    gpus: int
+    gpu_ids: list[int] | None
+    desired: str
+    status: str
+    pid: int | None
+    started_at: float | None
+    exit_code: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job row's columns with its project's name and its replicas, read without the ORM (listings)."""
+
+    project_name: str
+    name: str
+    status: str
+    workers: int
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int
+    image: str | None
+    command: list[str]
+    env: dict[str, str]
+    interactive: bool
+    priority: int
+    created_at: float
+    finished_at: float | None
+    restarts: int
+    pending_reason: str | None
+    queue_position: int | None
+    message: str | None
+    replicas: list[ReplicaView] = field(default_factory=list)
+
+
+_JOB_VIEW_COLUMNS = [f.name for f in fields(JobView) if f.name not in ("project_name", "replicas")]
+_REPLICA_VIEW_COLUMNS = [f.name for f in fields(ReplicaView)]
+
+
+def job_views(session: Session, *, project: str | None = None, status: str | None = None) -> list[JobView]:
+    """Jobs (all, or of a project, or in a status) ordered by project, age; two queries, no ORM objects.
+
+    A listing of 1,000 jobs built from ORM objects spent most of its time creating them.
+    """
+    query = (
+        select(JobRow.id, ProjectRow.name, *(getattr(JobRow, c) for c in _JOB_VIEW_COLUMNS))
+        .join(ProjectRow, JobRow.project_id == ProjectRow.id)
+        .order_by(ProjectRow.name, JobRow.created_at, JobRow.id)
+    )
+    if project is not None:
+        query = query.where(ProjectRow.name == project)
+    if status is not None:
+        query = query.where(JobRow.status == status)
+    rows = session.execute(query).all()
+    replicas: dict[int, list[ReplicaView]] = defaultdict(list)
+    ids = [row[0] for row in rows]
+    for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
+        wanted = select(ReplicaRow.job_id, *(getattr(ReplicaRow, c) for c in _REPLICA_VIEW_COLUMNS))
+        for job_id, *values in session.execute(wanted.where(ReplicaRow.job_id.in_(chunk))):
+            replicas[job_id].append(ReplicaView(*values))
+    return [
+        JobView(
+            project_name=row[1],
+            replicas=replicas[row[0]],
+            **dict(zip(_JOB_VIEW_COLUMNS, row[2:], strict=True)),
+        )
+        for row in rows
     ]
 
 
