@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
+from fastapi import Response
+from pydantic import BaseModel, TypeAdapter
+
 from api import schemas
 from scheduler.store.models import DepartmentRow, EventRow, NodeRow, ProjectRow, TokenRow
 
@@ -47,6 +50,15 @@ class Totals:
         for project_id, gpus in held:
             totals.by_project[project_id].allocated_gpus += gpus
         return totals
+
+
+def json_response(value: BaseModel | list[schemas.JobPublic]) -> Response:
+    """Serialise a read once, here: FastAPI would validate the returned models again (hot polled reads)."""
+    body = value.model_dump_json() if isinstance(value, BaseModel) else _JOB_LIST.dump_json(value)
+    return Response(body, media_type="application/json")
+
+
+_JOB_LIST = TypeAdapter(list[schemas.JobPublic])
 
 
 def when(value: float | None) -> datetime | None:
@@ -213,7 +225,7 @@ def node_public(
 ) -> schemas.NodePublic:
     """``live``: ``scheduler.store.queries.node_slots``."""
     slots = [
-        schemas.NodeSlot(
+        schemas.NodeSlot.model_construct(  # trusted: straight from the store, many per read
             project=project, job=job, index=index, role=role(index), gpu_ids=gpu_ids, releasing=releasing
         )
         for node, project, job, index, gpu_ids, releasing in live

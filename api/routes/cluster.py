@@ -7,7 +7,7 @@ whether this service instance is the one scheduling.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
@@ -21,7 +21,7 @@ router = APIRouter(tags=["cluster"])
 
 
 @router.get("/cluster", response_model=schemas.ClusterPublic)
-def read_cluster(svc: Svc, caller: Caller) -> schemas.ClusterPublic:
+def read_cluster(svc: Svc, caller: Caller) -> Response:
     with svc.db.read() as session:
         live = node_slots(session)
         nodes = [
@@ -36,7 +36,7 @@ def read_cluster(svc: Svc, caller: Caller) -> schemas.ClusterPublic:
         ).all()
         total = sum(n.gpus for n in nodes)
         allocated = sum(n.allocated_gpus for n in nodes)
-        return schemas.ClusterPublic(
+        cluster = schemas.ClusterPublic(
             total_gpus=total,
             allocated_gpus=allocated,
             free_gpus=max(0, total - allocated),
@@ -45,3 +45,4 @@ def read_cluster(svc: Svc, caller: Caller) -> schemas.ClusterPublic:
             departments=[convert.department_public(d, totals) for d in departments],
             leader=svc.engine.is_leader,
         )
+    return convert.json_response(cluster)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -110,7 +110,7 @@ def _new_job(project: ProjectRow, body: schemas.JobCreate, now: float) -> JobRow
 
 
 @router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic])
-def list_project_jobs(project: str, svc: Svc, caller: Caller) -> list[schemas.JobPublic]:
+def list_project_jobs(project: str, svc: Svc, caller: Caller) -> Response:
     return list_jobs(svc, caller, project=project)
 
 
@@ -120,12 +120,12 @@ def list_jobs(
     caller: Caller,
     project: Annotated[str | None, Query(max_length=63)] = None,
     status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
-) -> list[schemas.JobPublic]:
+) -> Response:
     with svc.db.read() as session:
         if project is not None:
             get_project(session, project)
         views = job_views(session, project=project, status=status_)
-    return [convert.job_public(view, view.project_name) for view in views]
+    return convert.json_response([convert.job_public(view, view.project_name) for view in views])
 
 
 @router.get("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)
