@@ -42,7 +42,9 @@ class Cluster:
         self.state = replace(self.state, projects=(*self.state.projects, p))
         return self
 
-    def submit(self, project: str, name: str, min: int = 1, max: int | None = None, gpus: int = 1, **kw: object) -> Cluster:  # noqa: A002
+    def submit(
+        self, project: str, name: str, min: int = 1, max: int | None = None, gpus: int = 1, **kw: object
+    ) -> Cluster:
         job = Job(project, name, min, max or min, gpus, submitted_at=self.now, **kw)  # type: ignore[arg-type]
         self.state = replace(self.state, jobs=(*self.state.jobs, job))
         return self

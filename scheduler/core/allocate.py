@@ -21,6 +21,7 @@ below its fair share first; each job takes all the replicas it can at once (ever
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 
@@ -244,7 +245,12 @@ def _hold_place(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, he
         units = preempt(ledger, order, job, k)
         if units is not None:
             ledger.place(job, k, reserve=True)
-            _record(claims, job, explain.waiting_for_release(ledger, job, k * job.gpus_per_replica, units), waiting=True)
+            _record(
+                claims,
+                job,
+                explain.waiting_for_release(ledger, job, k * job.gpus_per_replica, units),
+                waiting=True,
+            )
             return True
     return _try_drain(ledger, claims, job, head_of_line)
 
@@ -276,14 +282,17 @@ def _line_key(job: Job) -> tuple[int, float, str]:
 
 
 def _ahead_in_line(ledger: Ledger, job: Job) -> int:
-    """GPUs its project holds in jobs ahead of this one in the project's line (younger ones do not count)."""
-    mine = _line_key(job)
-    return sum(
-        r.gpus
-        for key, other in ledger.jobs.items()
-        if key[0] == job.project and _line_key(other) < mine
-        for r in ledger.active[key]
-    )
+    """GPUs its project held at the start of the cycle in jobs ahead of this one in the project's line
+    (younger ones do not count). Prefix sums per project, built once per cycle."""
+    line = ledger.line_cache.get(job.project)
+    if line is None:
+        jobs = sorted((ledger.jobs[k] for k in ledger.by_project[job.project]), key=_line_key)
+        prefix = [0]
+        for j in jobs:
+            prefix.append(prefix[-1] + sum(r.gpus for r in j.active))
+        line = ([_line_key(j) for j in jobs], prefix)
+        ledger.line_cache[job.project] = line
+    return line[1][bisect.bisect_left(line[0], _line_key(job))]
 
 
 def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
@@ -293,12 +302,13 @@ def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
     nodes = [p.node for p in ledger.place(job, fit, reserve=True)] if fit else []
     if fit == k:
         return nodes
+
     # a node with nothing free yet is still worth marking for a multi-GPU replica (fragmentation), not for
     # 1-GPU replicas, which any freed GPU serves
-    big_enough = [
-        n for n in ledger.avail.most_available() if ledger.capacity(n) >= g and (g > 1 or ledger.avail.value[n] > 0)
-    ]
-    for node in big_enough[: k - fit]:
+    def big_enough(n: str) -> bool:
+        return ledger.capacity(n) >= g
+
+    for node in ledger.avail.most_available(k - fit, big_enough, min_value=0 if g > 1 else 1):
         ledger.reserve_node(job, node)
         nodes.append(node)
     return nodes

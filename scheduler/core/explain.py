@@ -28,7 +28,7 @@ def _figures(ledger: Ledger, project: str) -> str:
 def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
     """Why ``need`` more GPUs can never go to this job right now, if they cannot."""
     g = job.gpus_per_replica
-    largest = max((n.gpus for n in ledger.state.nodes if n.schedulable), default=0)
+    largest = ledger.largest_node
     if g > largest:
         return f"no schedulable node has {g} GPUs for one replica (the largest has {largest})"
     if need <= ledger.room(job):

@@ -112,7 +112,7 @@ def divide(pool: int, claimants: Sequence[Claimant]) -> dict[str, int]:
         share = _proportional(pool, base)
     else:
         share = dict(base)
-        rest = pool - sum(share.values())
+        rest = Fraction(pool) - sum(share.values(), Fraction(0))
         weighted = [c for c in claimants if c.weight > 0]
         rest = _water_fill(share, [(c.name, c.weight, Fraction(c.cap)) for c in weighted], rest)
         unweighted = [(c.name, Fraction(1), Fraction(c.cap)) for c in claimants if c.weight == 0]

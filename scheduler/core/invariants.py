@@ -117,8 +117,11 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
         if job.interactive or any(r.releasing for r in job.replicas):
             continue
         want = _wanted(job, config, settling=_settling(job, config, now) and job.key not in resized)
-        if want == 0 or (job.key in resized and job.active and any(r.job == job.name and r.project == job.project
-                                                                     for r in plan.reservations)):
+        if want == 0 or (
+            job.key in resized
+            and job.active
+            and any(r.job == job.name and r.project == job.project for r in plan.reservations)
+        ):
             continue
         p = projects[job.project]
         room = _room(p.limit_gpus, p.deserved_gpus, p.allow_over_quota and config.borrowing, alloc[p.name])

@@ -54,6 +54,11 @@ class Ledger:
     top_reserved: dict[str, int] = field(default_factory=dict)
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _capacity: dict[str, int] = field(default_factory=dict)
+    _top: dict[str, str] = field(default_factory=dict)
+    by_project: dict[str, list[JobKey]] = field(default_factory=dict)
+    largest_node: int = 0
+    line_cache: dict[str, tuple[list[tuple[int, float, str]], list[int]]] = field(default_factory=dict)
+    failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
 
@@ -63,6 +68,7 @@ class Ledger:
         nodes = {n.name: n for n in self.state.nodes if n.schedulable}
         known = {n.name for n in self.state.nodes}
         self._capacity = {name: n.gpus for name, n in nodes.items()}
+        self.largest_node = max(self._capacity.values(), default=0)
         rank = {name: i for i, name in enumerate(sorted(nodes, key=node_sort_key))}
         held = dict.fromkeys(nodes, 0)
         rel = dict.fromkeys(nodes, 0)
@@ -73,22 +79,26 @@ class Ledger:
             if job.project not in self.projects:
                 continue
             if not self.config.elastic and job.min_replicas != job.max_replicas:
-                job = replace(job, min_replicas=job.max_replicas)
+                job = replace(job, min_replicas=job.max_replicas)  # noqa: PLW2901 (the rigid view of the job)
             self.jobs[job.key] = job
+            self.by_project.setdefault(job.project, []).append(job.key)
             # a replica on a node missing from the snapshot is lost with its node
             live = (r for r in job.replicas if not r.releasing and r.node in known)
             self.active[job.key] = sorted(live, key=lambda r: r.index)
             for r in job.replicas:
                 if r.node in held:
                     (rel if r.releasing else held)[r.node] += r.gpus
-            self._count(job, sum(r.gpus for r in self.active[job.key]))
+            self._count(job, sum(r.gpus for r in self.active[job.key]), journal=False)
         free = {n: max(nodes[n].gpus - held[n] - rel[n], 0) for n in nodes}
         self.free = NodeIndex(free, rank)
         self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
 
     # -- reading -------------------------------------------------------------------------------------
     def top_key(self, project: str) -> str:
-        return self.shares.top(self.projects[project])[0]
+        key = self._top.get(project)
+        if key is None:
+            key = self._top[project] = self.shares.top(self.projects[project])[0]
+        return key
 
     def capacity(self, node: str) -> int:
         """GPUs of a schedulable node (0 for a cordoned or missing one)."""
@@ -204,7 +214,7 @@ class Ledger:
 
         self._undo.append(undo)
 
-    def _count(self, job: Job, gpus: int) -> None:
+    def _count(self, job: Job, gpus: int, *, journal: bool = True) -> None:
         p = self.projects[job.project]
         top = self.top_key(p.name)
         self.alloc[p.name] += gpus
@@ -213,6 +223,8 @@ class Ledger:
             self.interactive[p.name] += gpus
             if p.department is not None:
                 self.dept_interactive[p.department] = self.dept_interactive.get(p.department, 0) + gpus
+        if not journal:
+            return  # building the snapshot is not a change to undo
 
         def undo() -> None:
             self.alloc[p.name] -= gpus

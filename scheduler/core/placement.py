@@ -17,6 +17,8 @@ from __future__ import annotations
 import heapq
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from itertools import islice
 
 
 def node_sort_key(name: str) -> tuple[tuple[int, int | str], ...]:
@@ -27,7 +29,7 @@ def node_sort_key(name: str) -> tuple[tuple[int, int | str], ...]:
 class NodeIndex:
     """Per-node values with a histogram (for ``slots``) and lazily cleaned buckets (for ``best_fit``)."""
 
-    __slots__ = ("_buckets", "_hist", "_rank", "value")
+    __slots__ = ("_buckets", "_hist", "_order", "_rank", "value")
 
     def __init__(self, values: dict[str, int], rank: dict[str, int]) -> None:
         self.value: dict[str, int] = {}
@@ -40,6 +42,7 @@ class NodeIndex:
             self._buckets[v].append((rank[name], name))
         for bucket in self._buckets.values():
             heapq.heapify(bucket)
+        self._order = sorted(values, key=rank.__getitem__)
 
     def set(self, name: str, v: int) -> None:
         old = self.value[name]
@@ -66,6 +69,18 @@ class NodeIndex:
                 heapq.heappop(bucket)
         return None
 
-    def most_available(self) -> list[str]:
-        """Nodes by value, largest first, ties in node order (for draining reservations)."""
-        return sorted(self.value, key=lambda n: (-self.value[n], self._rank[n]))
+    def most_available(self, count: int, keep: Callable[[str], bool], min_value: int = 0) -> list[str]:
+        """Up to ``count`` nodes with at least ``min_value`` that ``keep`` accepts, largest value first, ties
+        in node order."""
+        out: list[str] = []
+        for v in sorted((k for k, c in self._hist.items() if c and k >= min_value), reverse=True):
+            if v == 0:  # usually most nodes: walk them in node order and stop early
+                out.extend(
+                    islice((n for n in self._order if self.value[n] == 0 and keep(n)), count - len(out))
+                )
+            else:
+                valid = {name for _, name in self._buckets[v] if self.value[name] == v and keep(name)}
+                out.extend(sorted(valid, key=self._rank.__getitem__)[: count - len(out)])
+            if len(out) >= count:
+                break
+        return out

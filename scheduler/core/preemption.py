@@ -50,6 +50,7 @@ class VictimOrder:
                 else:
                     tiers.append([j.key])
             self._tiers[project] = tiers
+        self.lowest = {p: ledger.jobs[tiers[0][0]].priority for p, tiers in self._tiers.items() if tiers}
 
     def next_unit(
         self, ledger: Ledger, project: str, eligible: Callable[[Job], bool], fits: int = 0
@@ -62,20 +63,20 @@ class VictimOrder:
         for tier in self._tiers.get(project, ()):
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
-                if len(act) > job.min_replicas and key not in ledger.started and eligible(job):
-                    if ledger.capacity(act[-1].node) >= fits:
-                        return Unit(key, (act[-1],), False)
+                extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
+                if extra and ledger.capacity(act[-1].node) >= fits:
+                    return Unit(key, (act[-1],), False)
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
-                if act and key not in ledger.started and eligible(job):
-                    if any(ledger.capacity(r.node) >= fits for r in act):
-                        return Unit(key, tuple(act), True)
+                whole = act and key not in ledger.started and eligible(job)
+                if whole and any(ledger.capacity(r.node) >= fits for r in act):
+                    return Unit(key, tuple(act), True)
         return None
 
 
 def _rev(name: str) -> tuple[int, ...]:
     """Sort key that orders names descending (newest-first tie-break stays deterministic)."""
-    return tuple(-ord(c) for c in name) + (1,)
+    return (*(-ord(c) for c in name), 1)
 
 
 def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool) -> list[Unit] | None:
@@ -84,6 +85,11 @@ def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: b
     shares = ledger.shares
     c_top = ledger.top_key(claim.project)
     c_top_ok = ledger.top_claimed(c_top) + count * g <= _top_share(ledger, claim.project)
+    # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
+    # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
+    memo = (g, r2, c_top if c_top.startswith("dept:") else None, c_top_ok)
+    if count >= ledger.failed_reclaims.get(memo, 1 << 30):
+        return None
 
     def over(project: str) -> int:
         return ledger.alloc[project] - shares.project[project]
@@ -103,7 +109,21 @@ def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: b
     heap = [(-over(p), p) for p in sorted(ledger.alloc) if p != claim.project and over(p) > 0]
     heapq.heapify(heap)
     reason = f"reclaimed for {claim.project}/{claim.name}"
-    return _take_until_fits(ledger, claim, count, heap, order, eligible, allowed, over, reason, Cause.RECLAIM)
+    taken = _take_until_fits(
+        ledger,
+        claim,
+        count,
+        heap,
+        order=order,
+        eligible=eligible,
+        allowed=allowed,
+        over=over,
+        reason=reason,
+        cause=Cause.RECLAIM,
+    )
+    if taken is None:
+        ledger.failed_reclaims[memo] = min(count, ledger.failed_reclaims.get(memo, count))
+    return taken
 
 
 def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[Unit] | None:
@@ -117,10 +137,23 @@ def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[
             return False
         return job.priority < claim.priority or (claim.interactive and job.priority == claim.priority)
 
+    lowest = order.lowest.get(claim.project)
+    if lowest is None or lowest > claim.priority or (lowest == claim.priority and not claim.interactive):
+        return None  # nothing in its project ranks below it
+
     heap = [(0, claim.project)]
     reason = f"preempted for higher-priority job {claim.project}/{claim.name}"
     return _take_until_fits(
-        ledger, claim, count, heap, order, eligible, lambda p, u: True, lambda p: 1, reason, Cause.PREEMPT
+        ledger,
+        claim,
+        count,
+        heap,
+        order=order,
+        eligible=eligible,
+        allowed=lambda p, u: True,
+        over=lambda p: 1,
+        reason=reason,
+        cause=Cause.PREEMPT,
     )
 
 
@@ -129,6 +162,7 @@ def _take_until_fits(
     claim: Job,
     count: int,
     heap: list[tuple[int, str]],
+    *,
     order: VictimOrder,
     eligible: Callable[[Job], bool],
     allowed: Callable[[str, Unit], bool],

@@ -36,7 +36,7 @@ jobs_st = st.builds(
     min=st.integers(1, 3),
     extra=st.integers(0, 3),
     gpus=st.sampled_from([1, 1, 2, 4]),
-    interactive=st.booleans().map(lambda b: b and random.Random(0).random() < 1),  # noqa: ARG005
+    interactive=st.booleans().map(lambda b: b and random.Random(0).random() < 1),
     priority=st.integers(0, 2),
     arrives=st.integers(0, 5),
     lasts=st.integers(1, 6),
@@ -47,20 +47,34 @@ jobs_st = st.builds(
 def workloads(draw: st.DrawFn) -> tuple[Cluster, list[Spec], random.Random]:
     sizes = draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=5))
     cordoned = draw(st.lists(st.booleans(), min_size=len(sizes), max_size=len(sizes)))
-    node_list = tuple(Node(f"n{i}", g, schedulable=not (c and i > 0)) for i, (g, c) in enumerate(zip(sizes, cordoned)))
+    node_list = tuple(
+        Node(f"n{i}", g, schedulable=not (c and i > 0))
+        for i, (g, c) in enumerate(zip(sizes, cordoned, strict=True))
+    )
     depts = tuple(
-        Department(f"d{i}", draw(st.integers(0, 8)), draw(st.sampled_from([0.0, 1.0, 2.0])),
-                   draw(st.none() | st.integers(0, 16)), float(i))
+        Department(
+            f"d{i}",
+            draw(st.integers(0, 8)),
+            draw(st.sampled_from([0.0, 1.0, 2.0])),
+            draw(st.none() | st.integers(0, 16)),
+            float(i),
+        )
         for i in range(draw(st.integers(0, 2)))
     )
-    config = Config(settle_seconds=draw(st.sampled_from([0.0, 2.0])), elastic=draw(st.booleans()) or True)
+    config = Config(settle_seconds=draw(st.sampled_from([0.0, 2.0])))
     c = Cluster(node_list, departments=depts, config=config, slow_release=draw(st.booleans()))
     for i in range(draw(st.integers(1, 4))):
         deserved = draw(st.integers(0, 8))
         limit = draw(st.none() | st.integers(deserved, 16))
         dept = draw(st.sampled_from([None, *(d.name for d in depts)]))
-        c.project(f"p{i}", deserved, over_quota_weight=draw(st.sampled_from([0.0, 1.0, 3.0])), limit_gpus=limit,
-                  allow_over_quota=draw(st.booleans()) or True, department=dept)
+        c.project(
+            f"p{i}",
+            deserved,
+            over_quota_weight=draw(st.sampled_from([0.0, 1.0, 3.0])),
+            limit_gpus=limit,
+            allow_over_quota=draw(st.integers(0, 3)) > 0,
+            department=dept,
+        )
     specs = draw(st.lists(jobs_st, max_size=10))
     return c, specs, random.Random(draw(st.integers(0, 2**16)))
 
@@ -71,8 +85,15 @@ def _replay(c: Cluster, specs: list[Spec], rng: random.Random, steps: int = 9) -
     for step in range(steps):
         for i, s in enumerate(specs):
             if s.arrives == step:
-                c.submit(projects[s.project % len(projects)], f"j{i}", min=s.min, max=s.min + s.extra, gpus=s.gpus,
-                         interactive=s.interactive and s.extra == 0 and i % 3 == 0, priority=s.priority)
+                c.submit(
+                    projects[s.project % len(projects)],
+                    f"j{i}",
+                    min=s.min,
+                    max=s.min + s.extra,
+                    gpus=s.gpus,
+                    interactive=s.interactive and s.extra == 0 and i % 3 == 0,
+                    priority=s.priority,
+                )
         for job in c.state.jobs:
             if job.active:
                 started.setdefault(job.name, step)
@@ -95,15 +116,23 @@ def _check_determinism(c: Cluster, rng: random.Random) -> None:
     assert plan_cycle(other, c.config, now=c.now) == plan_cycle(s, c.config, now=c.now)
 
 
-@settings(max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(workloads())
-def test_invariants_hold_after_every_cycle_on_random_clusters(w: tuple[Cluster, list[Spec], random.Random]) -> None:
+def test_invariants_hold_after_every_cycle_on_random_clusters(
+    w: tuple[Cluster, list[Spec], random.Random],
+) -> None:
     _replay(*w)
 
 
 @settings(max_examples=60, deadline=None)
 @given(workloads())
-def test_rigid_and_static_baselines_keep_the_invariants_too(w: tuple[Cluster, list[Spec], random.Random]) -> None:
+def test_rigid_and_static_baselines_keep_the_invariants_too(
+    w: tuple[Cluster, list[Spec], random.Random],
+) -> None:
     c, specs, rng = w
     c.config = replace(c.config, elastic=False, borrowing=rng.random() < 0.5)
     _replay(c, specs, rng)

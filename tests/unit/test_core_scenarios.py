@@ -27,7 +27,11 @@ def test_seed_scenario_grow_shrink_workers_before_master_grow_back() -> None:
     assert plan.decisions[0].cause == Cause.RECLAIM
     assert "above its fair share of 2" in plan.decisions[0].reason
     note = plan.note("b", "j1")
-    assert note is not None and note.queue_position == 1 and "being reclaimed: 1 GPUs from project a" in note.reason
+    assert (
+        note is not None
+        and note.queue_position == 1
+        and "being reclaimed: 1 GPUs from project a" in note.reason
+    )
 
     plan = c.cycle()
     assert c.decisions(plan) == [("start", "b", "j1", [0]), ("start", "b", "j2", [0])]
@@ -61,7 +65,10 @@ def test_weights_one_to_three_split_idle_gpus_25_75() -> None:
     c = Cluster(nodes(16)).project("a", 2, over_quota_weight=1).project("b", 2, over_quota_weight=3)
     c.submit("a", "ja", min=1, max=16).submit("b", "jb", min=1, max=16)
     plan = c.cycle()
-    assert (plan.share("a").fair_share_gpus, plan.share("b").fair_share_gpus) == (5, 11)  # 2+3 and 2+9 of 12 idle
+    assert (plan.share("a").fair_share_gpus, plan.share("b").fair_share_gpus) == (
+        5,
+        11,
+    )  # 2+3 and 2+9 of 12 idle
     assert (c.alloc("a"), c.alloc("b")) == (5, 11)
 
 
@@ -114,7 +121,9 @@ def test_priority_does_not_cross_projects() -> None:
     c.run(2)
     assert (c.alloc("a"), c.alloc("b")) == (2, 1)  # urgent runs; jb would lift b above its fair share
     note = c.plans[-1].note("b", "jb")
-    assert note is not None and note.queue_position == 1 and "can only borrow GPUs that are idle" in note.reason
+    assert (
+        note is not None and note.queue_position == 1 and "can only borrow GPUs that are idle" in note.reason
+    )
 
 
 def test_department_whose_projects_oversubscribe_its_quota() -> None:
@@ -230,7 +239,9 @@ def test_lost_node_restores_the_gang_or_sends_it_back_to_pending() -> None:
     c = Cluster(nodes(4)).project("a", 4).submit("a", "rigid", min=3).submit("a", "elastic", min=1, max=1)
     c.cycle()
     lost = next(r.node for r in c.job("a", "rigid").active if r.index == 1)
-    c.state = c.state.__class__(tuple(n for n in c.state.nodes if n.name != lost), c.state.projects, c.state.jobs)
+    c.state = c.state.__class__(
+        tuple(n for n in c.state.nodes if n.name != lost), c.state.projects, c.state.jobs
+    )
     plan = plan_cycle(c.state, c.config, now=c.now)
     kinds = {(d.job, d.action) for d in plan.decisions}
     assert ("rigid", Action.EVICT) in kinds or ("rigid", Action.GROW) in kinds
@@ -263,7 +274,12 @@ def test_quotas_that_oversubscribe_the_cluster_are_scaled_down() -> None:
 
 
 def test_project_without_over_quota_stays_inside_its_quota() -> None:
-    c = Cluster(nodes(4)).project("a", 2, allow_over_quota=False).submit("a", "j", min=1, max=4).submit("a", "k", min=3)
+    c = (
+        Cluster(nodes(4))
+        .project("a", 2, allow_over_quota=False)
+        .submit("a", "j", min=1, max=4)
+        .submit("a", "k", min=3)
+    )
     plan = c.cycle()
     assert c.alloc("a") == 2
     note = plan.note("a", "k")

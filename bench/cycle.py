@@ -1,0 +1,136 @@
+"""Benchmark: one full ``plan_cycle`` on synthetic clusters of 64 to 51,200 GPUs.
+
+Cluster shape (issue 2): 8-GPU nodes, about one project per 100 GPUs, one job per 2 GPUs, a mix of elastic
+and rigid jobs, about a third of the demand pending. Half of the projects start out borrowing far beyond
+their quota and the other half have work queued, so every cycle reclaims as well as grows. Between measured
+cycles the plan is applied and 2 % of the running jobs finish while as many new ones arrive, so the work does
+not fade away.
+
+    python bench/cycle.py                      # the table, all sizes
+    python bench/cycle.py --gpus 10240 --json  # one JSON object
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler.core import ClusterState, Config, Job, Node, Project, apply_plan, plan_cycle
+
+SIZES = (64, 1024, 10240, 51200)
+SIZES_GPR = (1, 1, 1, 2, 2, 4, 8)
+
+
+def synthetic(gpus: int, seed: int = 1) -> ClusterState:
+    rng = random.Random(seed)
+    nodes = tuple(Node(f"node-{i}", 8) for i in range(gpus // 8))
+    n_projects = max(2, gpus // 100)
+    deserved = gpus // n_projects
+    projects = tuple(
+        Project(f"p{i}", deserved, over_quota_weight=rng.choice([1.0, 1.0, 2.0, 3.0]), created_at=float(i))
+        for i in range(n_projects)
+    )
+    jobs = [_job(rng, f"p{_skewed(rng, n_projects)}", f"j{i}", float(i)) for i in range(gpus // 2)]
+    return _place_greedy(ClusterState(nodes, projects, ()), jobs)
+
+
+def _skewed(rng: random.Random, n: int) -> int:
+    """Even projects get three times the jobs: they end up borrowing, the odd ones queued."""
+    return rng.randrange(n // 2) * 2 if rng.random() < 0.75 or n < 2 else rng.randrange(n // 2) * 2 + 1
+
+
+def _job(rng: random.Random, project: str, name: str, t: float) -> Job:
+    g = rng.choice(SIZES_GPR)
+    if rng.random() < 0.5:
+        lo = rng.randint(1, 2)
+        return Job(project, name, lo, lo + rng.randint(1, 3), g, submitted_at=t, priority=rng.randint(0, 1))
+    n = rng.randint(1, 2)
+    return Job(project, name, n, n, g, submitted_at=t, priority=rng.randint(0, 1))
+
+
+def _place_greedy(state: ClusterState, jobs: list[Job]) -> ClusterState:
+    """Start jobs in submission order until about two thirds of the demand runs; the rest is pending."""
+    plan_state = replace(state, jobs=tuple(jobs))
+    config = Config(settle_seconds=0)
+    plan = plan_cycle(plan_state, config, now=0.0)
+    return apply_plan(plan_state, plan, now=-100.0)
+
+
+def churn(state: ClusterState, rng: random.Random, step: int) -> ClusterState:
+    running = [j for j in state.jobs if j.active]
+    done = {j.key for j in rng.sample(running, max(1, len(running) // 50))} if running else set()
+    kept = [j for j in state.jobs if j.key not in done]
+    fresh = [
+        _job(rng, rng.choice(state.projects).name, f"n{step}-{i}", 1000.0 + step) for i in range(len(done))
+    ]
+    return replace(state, jobs=tuple(kept + fresh))
+
+
+def measure(gpus: int, cycles: int, seed: int = 1) -> dict[str, float | int]:
+    rng = random.Random(seed)
+    state = synthetic(gpus, seed)
+    config = Config(settle_seconds=0)
+    times: list[float] = []
+    decisions = 0
+    pending_gpus = sum(j.min_replicas * j.gpus_per_replica for j in state.jobs if not j.active)
+    for step in range(cycles):
+        t0 = time.perf_counter()
+        plan = plan_cycle(state, config, now=float(step))
+        times.append((time.perf_counter() - t0) * 1000)
+        decisions += len(plan.decisions)
+        state = churn(apply_plan(state, plan, now=float(step)), rng, step)
+    times.sort()
+    return {
+        "gpus": gpus,
+        "nodes": gpus // 8,
+        "projects": len(state.projects),
+        "jobs": len(state.jobs),
+        "pending_gpus_at_start": pending_gpus,
+        "cycles": cycles,
+        "decisions_per_cycle": round(decisions / cycles, 1),
+        "p50_ms": round(statistics.median(times), 2),
+        "p95_ms": round(times[min(len(times) - 1, int(0.95 * len(times)))], 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", type=int, action="append", help="cluster size (repeatable); default: all sizes")
+    ap.add_argument("--cycles", type=int, default=20, help="measured cycles per size (default 20)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object per size")
+    args = ap.parse_args(argv)
+    if args.cycles < 1 or any(g < 8 for g in args.gpus or ()):
+        ap.error("--cycles must be >= 1 and --gpus >= 8")
+    rows = [measure(g, args.cycles) for g in (args.gpus or SIZES)]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    print(
+        f"plan_cycle on synthetic clusters, {args.cycles} cycles per size (8-GPU nodes, 2 % churn per cycle)"
+    )
+    print(
+        f"{'GPUs':>7} {'projects':>8} {'jobs':>7} {'decisions':>9} {'p50 ms':>9} {'p95 ms':>9} {'x GPUs':>7} {'x p50':>7}"
+    )
+    prev: dict[str, float | int] | None = None
+    for row in rows:
+        gx = f"{row['gpus'] / prev['gpus']:.0f}" if prev else "-"
+        tx = f"{row['p50_ms'] / prev['p50_ms']:.1f}" if prev else "-"
+        print(
+            f"{row['gpus']:>7} {row['projects']:>8} {row['jobs']:>7} {row['decisions_per_cycle']:>9} "
+            f"{row['p50_ms']:>9} {row['p95_ms']:>9} {gx:>7} {tx:>7}"
+        )
+        prev = row
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
