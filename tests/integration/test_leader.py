@@ -34,16 +34,16 @@ def test_advisory_lock_hands_over_when_the_leader_connection_dies(pg_url: str) -
     db_a, db_b = Database(pg_url), Database(pg_url)
     upgrade(db_a)
     nodes = (Node("node-0", 4),)
-    leader = Engine(db_a, FakeExecutor(nodes), EngineSettings(), leadership=AdvisoryLockLeadership(db_a))
+    lock = AdvisoryLockLeadership(db_a)
+    leader = Engine(db_a, FakeExecutor(nodes), EngineSettings(), leadership=lock)
     standby = Engine(db_b, FakeExecutor(nodes), EngineSettings(), leadership=AdvisoryLockLeadership(db_b))
     try:
         assert leader.tick() is not None and leader.is_leader
         assert standby.tick() is None and standby.role == "standby"
+        assert lock._conn is not None
+        backend = lock._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
         with db_b.engine.connect() as conn:  # the leader "dies": its session is killed server-side
-            conn.exec_driver_sql(
-                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND pid <> pg_backend_pid()"
-            )
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(backend or 0)})")
             conn.commit()
         assert standby.tick() is not None and standby.is_leader
         assert leader.tick() is None and leader.role == "standby"
