@@ -27,7 +27,7 @@ def list_events(
     svc: Svc,
     caller: Caller,
     since: datetime | None = None,
-    after_id: Annotated[int | None, Query(ge=0)] = None,
+    after_id: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     project: Annotated[str | None, Query(max_length=63)] = None,
     job: Annotated[str | None, Query(max_length=63)] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 500,

@@ -6,7 +6,9 @@ submit and delete jobs of its project and read everything; it cannot manage proj
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Response, status
 from sqlalchemy import select
 
 from api import convert, schemas
@@ -47,7 +49,9 @@ def list_tokens(project: str, svc: Svc, caller: Caller) -> list[schemas.TokenPub
 
 
 @router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_token(project: str, token_id: int, svc: Svc, caller: Caller) -> Response:
+def delete_token(
+    project: str, token_id: Annotated[int, Path(ge=1, le=2**62)], svc: Svc, caller: Caller
+) -> Response:
     require_admin(caller)
     with svc.db.write() as session:
         owner = get_project(session, project)

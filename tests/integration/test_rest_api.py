@@ -164,6 +164,9 @@ def test_bad_projects_and_requests(admin: TideClient, svc: RunningService) -> No
     assert streamed.status_code == 413 and "too large" in streamed.json()["detail"]
     broken = httpx.post(f"{svc.url}/api/v1/projects", content=b"{not json", headers=headers)
     assert broken.status_code == 422
+    huge = 10**30  # beyond what the database's integers hold: refused, not a 500
+    assert httpx.get(f"{svc.url}/api/v1/events?after_id={huge}", headers=headers).status_code == 422
+    assert httpx.delete(f"{svc.url}/api/v1/projects/a/tokens/{huge}", headers=headers).status_code == 422
 
 
 def test_unchanged_reads_cost_a_304(admin: TideClient, svc: RunningService) -> None:
