@@ -300,8 +300,6 @@ def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
     g = job.gpus_per_replica
     fit = min(ledger.avail.slots(g), k)
     nodes = [p.node for p in ledger.place(job, fit, reserve=True)] if fit else []
-    if fit == k:
-        return nodes
 
     # a node with nothing free yet is still worth marking for a multi-GPU replica (fragmentation), not for
     # 1-GPU replicas, which any freed GPU serves

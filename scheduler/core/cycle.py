@@ -76,10 +76,8 @@ def _notes(ledger: Ledger, claims: Claims) -> tuple[JobNote, ...]:
         elif any(r.releasing for r in job.replicas):
             n = sum(r.releasing for r in job.replicas)
             reason = f"waiting for {n} stopping replicas to exit before it is resized again"
-        elif not act and key in ledger.released:
+        elif not act:  # every pending job is a claim with an outcome unless it was a victim this cycle
             reason = f"back to pending: {ledger.released[key].reason}"
-        elif not act:
-            reason = "waiting to be considered next cycle"
         else:
             reason = explain.running_below_max(ledger, job)
         notes.append(JobNote(key[0], key[1], reason, position.get(key)))

@@ -50,17 +50,18 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
     return f"department {p.department} has no room left for {need} GPUs (its limit, or its interactive quota)"
 
 
+_LENT = " (GPUs above fair share are lent until another project claims them)"
+
+
 def started(ledger: Ledger, job: Job, k: int) -> str:
-    return f"started {k} replicas on idle GPUs; project {job.project} holds {_figures(ledger, job.project)}"
+    lent = _LENT if ledger.alloc[job.project] > ledger.shares.project[job.project] else ""
+    return f"started {k} replicas on idle GPUs; project {job.project} holds {_figures(ledger, job.project)}{lent}"
 
 
 def grown(ledger: Ledger, job: Job, k: int, *, owed: bool) -> str:
     if owed or ledger.alloc[job.project] <= ledger.shares.project[job.project]:
         return f"grew by {k} replicas towards its fair share; project {job.project} holds {_figures(ledger, job.project)}"
-    return (
-        f"grew by {k} replicas into idle GPUs; project {job.project} holds {_figures(ledger, job.project)}"
-        " (GPUs above fair share are lent until another project claims them)"
-    )
+    return f"grew by {k} replicas into idle GPUs; project {job.project} holds {_figures(ledger, job.project)}{_LENT}"
 
 
 def waiting_for_release(ledger: Ledger, job: Job, need: int, units: Sequence[_HasVictim]) -> str:
@@ -103,8 +104,6 @@ def running_below_max(ledger: Ledger, job: Job) -> str:
     """Why a running elastic job is not at ``max_replicas`` after this cycle."""
     act, p = len(ledger.active[job.key]), job.project
     head = f"running {act} of max {job.max_replicas} replicas"
-    if not ledger.config.elastic:
-        return f"{head}; elastic growth is off"
     if job.key in ledger.released:
         return f"{head}; shrunk: {ledger.released[job.key].reason}"
     if ledger.settling(job):

@@ -110,7 +110,7 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
         idle[r.node] -= r.gpus
     alloc = _alloc(after)
     projects = {p.name: p for p in after.projects}
-    depts = _dept_room(after)
+    depts = _dept_room(after, config)
     resized = {(d.project, d.job) for d in plan.decisions} | {(r.project, r.job) for r in plan.reservations}
     out: list[str] = []
     for job in after.jobs:
@@ -152,14 +152,16 @@ def _room(limit: int | None, deserved: int, may_borrow: bool, alloc: int) -> int
     return min(caps) if caps else 1 << 30
 
 
-def _dept_room(state: ClusterState) -> dict[str, int]:
-    """GPUs each department with a limit may still take."""
+def _dept_room(state: ClusterState, config: Config) -> dict[str, int]:
+    """GPUs each capped department (a limit, or no borrowing) may still take."""
     alloc = _alloc(state)
-    return {
-        d.name: d.limit_gpus - sum(alloc[p.name] for p in state.projects if p.department == d.name)
-        for d in state.departments
-        if d.limit_gpus is not None
-    }
+    room: dict[str, int] = {}
+    for d in state.departments:
+        caps = [d.limit_gpus] if d.limit_gpus is not None else []
+        caps += [] if config.borrowing else [d.deserved_gpus]
+        if caps:
+            room[d.name] = min(caps) - sum(alloc[p.name] for p in state.projects if p.department == d.name)
+    return room
 
 
 def _may_take(state: ClusterState, job: Job, gpus: int, config: Config) -> bool:
@@ -167,7 +169,7 @@ def _may_take(state: ClusterState, job: Job, gpus: int, config: Config) -> bool:
     p = next(p for p in state.projects if p.name == job.project)
     alloc, inter = _alloc(state)[p.name], _alloc(state, interactive=True)[p.name]
     room = _room(p.limit_gpus, p.deserved_gpus, p.allow_over_quota and config.borrowing, alloc)
-    room = min(room, _dept_room(state).get(p.department or "", room))
+    room = min(room, _dept_room(state, config).get(p.department or "", room))
     if job.interactive:
         room = min(room, p.deserved_gpus - inter, _dept_interactive_room(state, p.department))
     return gpus <= room

@@ -104,9 +104,6 @@ class Ledger:
         """GPUs of a schedulable node (0 for a cordoned or missing one)."""
         return self._capacity.get(node, 0)
 
-    def rel(self, node: str) -> int:
-        return self.avail.value[node] - self.free.value[node]
-
     def room(self, job: Job) -> int:
         """GPUs the job's project may still take: limits (R11), quota without borrowing, R3 for interactive."""
         p = self.projects[job.project]
@@ -120,6 +117,8 @@ class Ledger:
         if dept is not None:
             if dept.limit_gpus is not None:
                 caps.append(dept.limit_gpus - self.top_alloc[self.top_key(p.name)])
+            if not self.config.borrowing:
+                caps.append(dept.deserved_gpus - self.top_alloc[self.top_key(p.name)])
             if job.interactive:
                 caps.append(dept.deserved_gpus - self.dept_interactive.get(dept.name, 0))
         return min(caps) if caps else 1 << 30

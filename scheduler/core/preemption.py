@@ -91,17 +91,18 @@ def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: b
     if count >= ledger.failed_reclaims.get(memo, 1 << 30):
         return None
 
+    # a victim is measured by what it holds plus what is already promised to it this cycle
     def over(project: str) -> int:
-        return ledger.alloc[project] - shares.project[project]
+        return ledger.claimed(project) - shares.project[project]
 
     def allowed(project: str, unit: Unit) -> bool:
-        if not _keeps_share(ledger.alloc[project], shares.project[project], unit.gpus, r2=r2):
+        if not _keeps_share(ledger.claimed(project), shares.project[project], unit.gpus, r2=r2):
             return False
         v_top = ledger.top_key(project)
         if v_top == c_top:
             return True
-        top_alloc = ledger.top_alloc.get(v_top, 0)
-        return c_top_ok and _keeps_share(top_alloc, _top_share(ledger, project), unit.gpus, r2=r2)
+        top_held = ledger.top_claimed(v_top)
+        return c_top_ok and _keeps_share(top_held, _top_share(ledger, project), unit.gpus, r2=r2)
 
     def eligible(job: Job) -> bool:
         return job.key != claim.key and (r2 or not ledger.settling(job))
@@ -132,9 +133,7 @@ def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[
     An interactive claimant (inside its quota, R3) also outranks training jobs of equal priority.
     """
 
-    def eligible(job: Job) -> bool:
-        if job.key == claim.key:
-            return False
+    def eligible(job: Job) -> bool:  # the claimant is pending, so never among the running candidates
         return job.priority < claim.priority or (claim.interactive and job.priority == claim.priority)
 
     lowest = order.lowest.get(claim.project)
@@ -173,13 +172,18 @@ def _take_until_fits(
     g = claim.gpus_per_replica
     mark = ledger.checkpoint()
     taken: list[Unit] = []
+    too_big: set[JobKey] = set()  # jobs whose next unit may not be taken: try the project's smaller ones
     while ledger.avail.slots(g) < count:
         if not heap:
             ledger.rollback(mark)
             return None
         _, project = heapq.heappop(heap)
-        unit = order.next_unit(ledger, project, eligible, fits=g)
-        if unit is None or not allowed(project, unit):
+        unit = order.next_unit(ledger, project, lambda j: j.key not in too_big and eligible(j), fits=g)
+        if unit is None:
+            continue
+        if not allowed(project, unit):
+            too_big.add(unit.key)
+            heapq.heappush(heap, (-over(project), project))
             continue
         ledger.release(unit.key, list(unit.replicas), f"{reason}: {_why(ledger, project)}", cause, claim.key)
         taken.append(unit)

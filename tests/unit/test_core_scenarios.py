@@ -5,9 +5,11 @@ Every ``Cluster.cycle()`` also checks all invariants (tests/corebuild.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from corebuild import Cluster, nodes
 
-from scheduler.core import Action, Cause, Config, Department, Node, Project, plan_cycle
+from scheduler.core import Action, Cause, Config, Department, Job, Node, Project, Replica, plan_cycle
 from scheduler.core.fairshare import fair_shares
 
 
@@ -314,3 +316,101 @@ def test_placement_packs_the_fullest_node_first() -> None:
     c.submit("a", "second", min=1, gpus=1)
     c.cycle()
     assert {r.node for r in c.job("a", "second").active} == {r.node for r in c.job("a", "first").active}
+
+
+def test_owed_claims_wait_out_settling_victims_and_hold_a_node_meanwhile() -> None:
+    """b is at its guarantee but below its fair share: it may reclaim, but not replicas still settling;
+    its 2-GPU job holds a node as it drains instead (and b's elastic job waits to grow)."""
+    c = Cluster(nodes(3, gpus=2), config=Config(settle_seconds=3)).project("a", 1).project("b", 1)
+    c.submit("a", "el", min=1, max=6)
+    c.cycle()
+    c.submit("b", "eb", min=1, max=3)
+    assert c.decisions(c.cycle()) == [("shrink", "a", "el", [5])]  # R2 for b's first GPU ignores settle
+    assert c.decisions(c.cycle()) == [("start", "b", "eb", [0])]
+    c.submit("b", "pair", min=1, gpus=2)
+    plan = c.cycle()
+    assert plan.decisions == ()
+    note = plan.note("b", "pair")
+    assert note is not None and "nodes held for it as they drain" in note.reason
+    eb = plan.note("b", "eb")
+    assert eb is not None and eb.queue_position is None and "settling after a resize" in eb.reason
+
+
+def test_growth_needs_a_whole_node_when_idle_gpus_are_scattered() -> None:
+    """b may grow to its fair share of 4, but the two idle GPUs sit on different nodes and a is within its
+    share: nothing to take, so b's job waits (explained) rather than evicting anyone."""
+    c = Cluster(nodes(3, gpus=2)).project("a", 2, over_quota_weight=0).project("b", 2)
+    c.state = replace(
+        c.state,
+        jobs=(
+            Job("a", "x1", 1, 1, replicas=(Replica(0, "node-1", 1),)),
+            Job("a", "x2", 1, 1, replicas=(Replica(0, "node-2", 1),)),
+            Job("b", "el", 1, 2, 2, replicas=(Replica(0, "node-3", 2),)),
+        ),
+    )
+    plan = c.cycle()
+    assert plan.decisions == () and plan.share("b").fair_share_gpus == 4
+    note = plan.note("b", "el")
+    assert note is not None and "grows when GPUs are idle" in note.reason
+
+
+def test_idle_gpus_nobody_can_use_are_lent_beyond_fair_share() -> None:
+    """b's 8-GPU replica fits no 4-GPU node, so a borrows b's share too (R4), marked as lent."""
+    c = Cluster(nodes(2, gpus=4)).project("a", 4).project("b", 4)
+    c.submit("b", "huge", gpus=8).submit("a", "el", min=1, max=8)
+    plan = c.cycle()
+    assert c.alloc("a") == 8 and plan.share("a").fair_share_gpus == 4
+    assert "lent until another project claims them" in plan.decisions[0].reason
+
+
+def test_pending_job_over_the_limit_says_so() -> None:
+    c = Cluster(nodes(4)).project("a", 1, limit_gpus=2).submit("a", "one", min=2).submit("a", "two", min=1)
+    note = c.cycle().note("a", "two")
+    assert note is not None and "project a is at its limit: 2 + 1 GPUs > limit 2" in note.reason
+
+
+def test_reclaim_inside_a_department_and_across_departments() -> None:
+    """x and y share department d; x reclaims from its sibling y first (same department), and z (outside)
+    reclaims from d only while d is above its own share."""
+    d = Department("d", deserved_gpus=4)
+    c = Cluster(nodes(8), departments=(d,))
+    c.project("x", 2, department="d").project("y", 2, department="d").project("z", 4)
+    c.submit("y", "hog", min=1, max=8)
+    c.cycle()
+    assert c.alloc("y") == 8
+    c.submit("x", "jx", min=2).submit("z", "jz", min=4)
+    plan = c.cycle()
+    assert c.decisions(plan) == [("shrink", "y", "hog", [7, 6, 5, 4, 3, 2])]
+    assert {r.project for r in plan.reservations} == {"x", "z"}
+    c.run(2)
+    assert (c.alloc("x"), c.alloc("y"), c.alloc("z")) == (2, 2, 4)
+
+
+def test_interactive_jobs_stay_inside_their_departments_quota() -> None:
+    d = Department("d", deserved_gpus=1)
+    c = Cluster(nodes(4), departments=(d,)).project("x", 2, department="d").project("y", 2, department="d")
+    c.submit("x", "nb", interactive=True).submit("y", "nb", interactive=True)
+    plan = c.cycle()
+    assert c.alloc("x") + c.alloc("y") == 1
+    note = plan.note("y", "nb")
+    assert note is not None and "department d has no room left" in note.reason
+
+
+def test_static_partitioning_caps_departments_at_their_quota_too() -> None:
+    d = Department("d", deserved_gpus=2)
+    config = Config(settle_seconds=0, borrowing=False)
+    c = Cluster(nodes(8), departments=(d,), config=config).project("x", 4, department="d")
+    c.submit("x", "el", min=1, max=8)
+    plan = c.cycle()
+    assert plan.department_shares[0].fair_share_gpus == 2 and c.alloc("x") == 2
+
+
+def test_running_jobs_grow_into_idle_gpus_beyond_fair_share() -> None:
+    c = Cluster(nodes(2, gpus=4)).project("a", 4).project("b", 4)
+    c.submit("a", "el", min=1, max=6).submit("a", "el2", min=1, max=2).submit("b", "x", min=1, gpus=4)
+    c.cycle()
+    c.finish("b", "x").submit("b", "huge", gpus=8)  # b's share stays 4, but nothing of b can use it
+    plan = c.cycle()
+    grows = [d for d in plan.decisions if d.action == Action.GROW]
+    assert grows and all("lent until another project claims them" in d.reason for d in grows)
+    assert c.alloc("a") == 8
