@@ -189,7 +189,7 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
             continue
         if ledger.free.slots(g) >= count:
             ledger.place(job, count, reserve=False)
-            claims.start_reasons[job.key] = explain.grown(ledger, job, count, owed=True)
+            _explain_start(ledger, claims, job, owed=True)
             return
         units = _make_room(ledger, order, job, count, entitled=True, allow_preempt=False, r2=r2)
         if units is not None:
@@ -339,13 +339,18 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         k = min(job.max_replicas - len(ledger.active[job.key]), ledger.room(job) // g, ledger.free.slots(g))
         if k > 0:
             ledger.place(job, k, reserve=False)
-            total = len(ledger.started[job.key])
-            if any(not r.releasing for r in job.replicas):
-                claims.start_reasons[job.key] = explain.grown(ledger, job, total, owed=False)
-            else:
-                claims.start_reasons[job.key] = explain.started(ledger, job, total)
+            _explain_start(ledger, claims, job, owed=False)
         if queues[project]:
             heapq.heappush(heap, (_gap(ledger, project), project))
+
+
+def _explain_start(ledger: Ledger, claims: Claims, job: Job, *, owed: bool) -> None:
+    """The reason of the job's one start or grow decision this cycle, for all the replicas it got."""
+    total = len(ledger.started[job.key])
+    if any(not r.releasing for r in job.replicas):
+        claims.start_reasons[job.key] = explain.grown(ledger, job, total, owed=owed)
+    else:
+        claims.start_reasons[job.key] = explain.started(ledger, job, total)
 
 
 def _stopping(job: Job) -> bool:

@@ -20,7 +20,9 @@ def seed() -> Cluster:
 def test_seed_scenario_grow_shrink_workers_before_master_grow_back() -> None:
     """The seed scenario: a grows to 4, b's work makes a shrink to 2 by losing replicas 3 and 2, b runs, a regrows."""
     c = seed().submit("a", "train", min=2, max=4)
-    assert c.decisions(c.cycle()) == [("start", "a", "train", [0, 1, 2, 3])]
+    plan = c.cycle()
+    assert c.decisions(plan) == [("start", "a", "train", [0, 1, 2, 3])]
+    assert plan.decisions[0].reason == "started 4 replicas on idle GPUs; project a holds 4 of fair share 4"
     master_node = next(r.node for r in c.job("a", "train").active if r.index == 0)
 
     c.submit("b", "j1").submit("b", "j2")
