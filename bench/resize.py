@@ -179,6 +179,27 @@ class Agent:
         self.proc.wait(timeout=10)
 
 
+def kill_tagged(tag: str) -> int:
+    """SIGKILL every process whose environment holds ``TIDE_BENCH_TAG=<tag>...``.
+
+    torchrun starts each worker in a session of its own, so killing an agent's process group misses its
+    workers, and a worker whose agent was killed is re-parented away; the tag it inherited still finds it.
+    """
+    needle, killed = f"TIDE_BENCH_TAG={tag}".encode(), 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            env = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if any(var.startswith(needle) for var in env.split(b"\0")):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
 def wait_exit(agents: list[Agent], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while any(a.alive() for a in agents):
@@ -246,6 +267,10 @@ class TorchrunJob:
         self.generation = 0
         self.spawned = 0
         self.stop_s: float | None = None  # last resize: SIGTERM -> every old agent exited (coordinated)
+        self.tag = f"{cfg.workdir.name}/{name}/"  # ends with "/": no strategy's tag prefixes another's
+
+    def tagged(self, env: dict[str, str]) -> dict[str, str]:
+        return {**env, "TIDE_BENCH_TAG": f"{self.tag}g{self.generation}/"}
 
     def argv(self) -> list[str]:
         return [str(SCRIPT), "--steps", "10000000", "--ckpt-every", str(self.cfg.ckpt_every),
@@ -255,7 +280,7 @@ class TorchrunJob:
         self.spawned += 1
         logfile = self.logs / f"g{self.generation}-r{index}-{self.spawned}.log"
         cmd = [sys.executable, "-m", "torch.distributed.run", *self.argv()]
-        return Agent(cmd, {**os.environ, **env}, logfile)
+        return Agent(cmd, {**os.environ, **self.tagged(env)}, logfile)
 
     def prepare(self, n: int) -> None:
         # Reap agents let go by an earlier resize (outside the timed window).
@@ -271,6 +296,8 @@ class TorchrunJob:
         wait_exit(everyone, 10)
         for a in everyone:
             a.kill()
+        if stray := kill_tagged(self.tag):
+            log(f"{self.name}: killed {stray} stray process(es)")
         self.agents.clear()
         self.retired.clear()
 
@@ -304,7 +331,9 @@ class Coordinated(TorchrunJob):
         if not stopped:
             log(f"{self.name}: agents still alive after {self.cfg.grace_s} s grace, killing them")
         for a in old:
-            a.kill()  # also reaps workers an agent may have left behind
+            a.kill()
+        if not stopped:  # workers of a killed agent outlive it (own session): find them by their tag
+            kill_tagged(f"{self.tag}g{self.generation}/")
         self.start(n)
 
 
@@ -339,7 +368,7 @@ class CoordinatedWarm(Coordinated):
         self.agents = {}
         for i in range(n):
             agent, _ = self.pool.pop(0)
-            spec = {"env": self.env(i, n, port), "argv": self.argv()}
+            spec = {"env": self.tagged(self.env(i, n, port)), "argv": self.argv()}
             assert agent.stdin is not None
             agent.stdin.write((json.dumps(spec) + "\n").encode())
             agent.stdin.flush()
@@ -543,7 +572,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="shrinks and grows per strategy")
     p.add_argument("--strategies", default=",".join(STRATEGIES))
     p.add_argument("--chosen", default="coordinated-fork", help="the strategy reported as Tide's")
-    p.add_argument("--timeout", type=float, default=75.0, help="seconds a resize may take before it fails")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds a resize may take before it fails")
     p.add_argument("--grace", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     p.add_argument("--step-time", type=float, default=0.05)
     p.add_argument("--ckpt-every", type=int, default=10)

@@ -8,6 +8,7 @@ replicas is exercised by real torchrun too; phase 2 resumes in one standalone ag
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -60,24 +62,38 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 class Agents:
-    """torchrun agents in their own sessions, so a failing test still kills every worker."""
+    """torchrun agents started by this test, and every process they start.
+
+    torchrun puts each worker in a session of its own, so killing an agent's group misses its workers; all
+    of them inherit ``TIDE_TEST_TAG`` from the agent, and ``kill_all`` finds them by it in ``/proc``.
+    """
 
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.tag = f"TIDE_TEST_TAG={uuid.uuid4().hex}".encode()
 
     def start(self, argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         with open(log, "wb") as out:
             p = subprocess.Popen(
-                argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env={**os.environ, **env, "TIDE_TEST_TAG": self.tag.split(b"=")[1].decode()},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.procs.append(p)
         return p
 
     def kill_all(self) -> None:
         for p in self.procs:
-            if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait(timeout=10)
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if self.tag in (proc / "environ").read_bytes().split(b"\0"):
+                        os.kill(int(proc.name), signal.SIGKILL)
 
 
 @pytest.fixture
