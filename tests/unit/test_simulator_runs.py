@@ -61,17 +61,15 @@ def test_same_trace_and_seed_give_the_same_report(tmp_path: Path) -> None:
 
 
 CORE_BUG = (
-    "core bug found by this replay (reported to the lead): a project below its guarantee with an owed "
-    "pending job gets nothing while GPUs go to others (check_invariants: 'is below its guarantee ... owed')"
+    "core bug found by this replay (reported to the lead): with whole-job preemption a reclaim evicts from a "
+    "project that is not above its fair share (check_invariants: 'reclaim took from team1, which is not above')"
 )
 
 
 @pytest.mark.parametrize(
     "policy",
     [
-        pytest.param(
-            "tide", marks=pytest.mark.xfail(raises=InvariantViolation, strict=True, reason=CORE_BUG)
-        ),
+        "tide",
         pytest.param(
             "whole-job", marks=pytest.mark.xfail(raises=InvariantViolation, strict=True, reason=CORE_BUG)
         ),
