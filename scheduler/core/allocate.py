@@ -26,6 +26,7 @@ import heapq
 from dataclasses import dataclass
 
 from scheduler.core import explain
+from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job
 from scheduler.core.plan import Cause
@@ -134,7 +135,7 @@ def _queues(ledger: Ledger) -> dict[str, list[Job]]:
             continue
         queues.setdefault(job.project, []).append(job)
     for jobs in queues.values():
-        jobs.sort(key=lambda j: (-j.priority, bool(ledger.active[j.key]), j.submitted_at, j.name))
+        jobs.sort(key=lambda j: (*_line_key(j)[:2], bool(ledger.active[j.key]), *_line_key(j)[2:]))
     return queues
 
 
@@ -164,6 +165,8 @@ def _serve_start(
     if units is not None:
         ledger.place(job, k, reserve=True)
         _record(claims, job, explain.waiting_for_release(ledger, job, k * g, units), waiting=True)
+        return
+    if entitled and _consolidate(ledger, claims, job, k):
         return
     if _try_drain(ledger, claims, job, head_of_line):
         return
@@ -196,6 +199,20 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
             ledger.place(job, count, reserve=True)
             _record(claims, job, explain.waiting_for_release(ledger, job, count * g, units), waiting=True)
             return
+        if r2 and _consolidate(ledger, claims, job, count):
+            return
+
+
+def _consolidate(ledger: Ledger, claims: Claims, job: Job, count: int) -> bool:
+    """Last resort for a claim owed its guarantee (R2): move small replicas to make whole nodes."""
+    if ledger.claimed(job.project) >= ledger.shares.guarantee[job.project]:
+        return False
+    moved = consolidate(ledger, job, count)
+    if moved is None:
+        return False
+    reason = explain.consolidating(ledger, job, count * job.gpus_per_replica, moved)
+    _record(claims, job, reason, waiting=True)
+    return True
 
 
 def _make_room(
@@ -277,8 +294,10 @@ def _try_drain(ledger: Ledger, claims: Claims, job: Job, head_of_line: set[str])
     return True
 
 
-def _line_key(job: Job) -> tuple[int, float, str]:
-    return (-job.priority, job.submitted_at, job.name)
+def _line_key(job: Job) -> tuple[int, bool, float, str]:
+    """A project's line: highest priority first; at equal priority interactive jobs (which may preempt
+    training ones, R10) before training jobs, so the jobs they preempted cannot take the GPUs back first."""
+    return (-job.priority, not job.interactive, job.submitted_at, job.name)
 
 
 def _ahead_in_line(ledger: Ledger, job: Job) -> int:

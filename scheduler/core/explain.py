@@ -78,6 +78,13 @@ def waiting_for_release(ledger: Ledger, job: Job, need: int, units: Sequence[_Ha
     return f"{head}; being reclaimed: {taken}"
 
 
+def consolidating(ledger: Ledger, job: Job, need: int, moved: Sequence[object]) -> str:
+    return (
+        f"waiting for {need} GPUs owed to project {job.project} ({_figures(ledger, job.project)}); "
+        f"{len(moved)} replicas of other jobs are moving to other nodes to make room on one node"
+    )
+
+
 def draining(ledger: Ledger, job: Job, nodes: Sequence[str]) -> str:
     g = job.gpus_per_replica
     held = ", ".join(nodes) if nodes else "none yet"

@@ -55,9 +55,10 @@ class Ledger:
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _capacity: dict[str, int] = field(default_factory=dict)
     _top: dict[str, str] = field(default_factory=dict)
+    _on_node: dict[str, list[JobKey]] = field(default_factory=dict)
     by_project: dict[str, list[JobKey]] = field(default_factory=dict)
     largest_node: int = 0
-    line_cache: dict[str, tuple[list[tuple[int, float, str]], list[int]]] = field(default_factory=dict)
+    line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
     failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
@@ -85,6 +86,8 @@ class Ledger:
             # a replica on a node missing from the snapshot is lost with its node
             live = (r for r in job.replicas if not r.releasing and r.node in known)
             self.active[job.key] = sorted(live, key=lambda r: r.index)
+            for node in sorted({r.node for r in self.active[job.key]}):
+                self._on_node.setdefault(node, []).append(job.key)
             for r in job.replicas:
                 if r.node in held:
                     (rel if r.releasing else held)[r.node] += r.gpus
@@ -110,9 +113,10 @@ class Ledger:
         caps = []
         if p.limit_gpus is not None:
             caps.append(p.limit_gpus - self.alloc[p.name])
-        if not p.allow_over_quota or not self.config.borrowing or job.interactive:
-            used = self.interactive[p.name] if job.interactive else self.alloc[p.name]
-            caps.append(p.deserved_gpus - used)
+        if not p.allow_over_quota or not self.config.borrowing:
+            caps.append(p.deserved_gpus - self.alloc[p.name])
+        if job.interactive:
+            caps.append(p.deserved_gpus - self.interactive[p.name])
         dept = self.departments.get(p.department or "")
         if dept is not None:
             if dept.limit_gpus is not None:
@@ -157,6 +161,16 @@ class Ledger:
         else:
             self._start(job, out)
         return out
+
+    def reserve_on(self, job: Job, node: str, gpus: int) -> None:
+        """Hold ``gpus`` free or releasing GPUs of ``node`` for ``job``."""
+        if gpus > 0:
+            self._take(node, gpus)
+            self._reserve(Reservation(job.project, job.name, node, gpus))
+
+    def on_node(self, node: str) -> list[JobKey]:
+        """Jobs that had an active replica on ``node`` in the snapshot, in a stable order."""
+        return self._on_node.get(node, [])
 
     def reserve_node(self, job: Job, node: str) -> None:
         """Hold back what a node has towards one replica of ``job`` (a draining reservation)."""

@@ -30,6 +30,7 @@ class Cause(StrEnum):
     LIMIT = "limit"  # R11: the project is above its limit (e.g. the limit was lowered)
     QUOTA = "quota"  # R3: an interactive job above the deserved quota (e.g. the quota was lowered)
     NODE = "node"  # the node went away or was cordoned below the job's needs
+    CONSOLIDATE = "consolidate"  # moved to another node to make a whole node for a guaranteed claim
 
 
 @dataclass(frozen=True, slots=True)

@@ -416,3 +416,86 @@ def test_running_jobs_grow_into_idle_gpus_beyond_fair_share() -> None:
     grows = [d for d in plan.decisions if d.action == Action.GROW]
     assert grows and all("lent until another project claims them" in d.reason for d in grows)
     assert c.alloc("a") == 8
+
+
+def test_scattered_idle_gpus_are_consolidated_for_a_guarantee() -> None:
+    """a is owed 8 more GPUs (one 8-GPU replica); b is at its fair share with 1-GPU jobs spread 6 + 2, so 8
+    GPUs are idle but on no single node. b's two jobs on the emptier node move; b keeps its 8 GPUs."""
+    c = Cluster(nodes(3, gpus=8), config=Config(settle_seconds=5)).project("a", 16).project("b", 8)
+    small = tuple(
+        Job(
+            "b",
+            f"b{i}",
+            1,
+            1,
+            replicas=(Replica(0, "node-2" if i < 6 else "node-3", 1),),
+            last_resized_at=-10,
+        )
+        for i in range(8)
+    )
+    grow = Job("a", "grow", 1, 2, 8, replicas=(Replica(0, "node-1", 8),), last_resized_at=-10)
+    c.state = replace(c.state, jobs=(grow, *small))
+    plan = c.cycle()
+    assert c.decisions(plan) == [("evict", "b", "b6", [0]), ("evict", "b", "b7", [0])]
+    assert {d.cause for d in plan.decisions} == {Cause.CONSOLIDATE}
+    note = plan.note("a", "grow")
+    assert note is not None and "moving to other nodes" in note.reason
+    plan = c.cycle()
+    assert sorted(c.decisions(plan)) == [
+        ("grow", "a", "grow", [1]),
+        ("start", "b", "b6", [0]),
+        ("start", "b", "b7", [0]),
+    ]
+    assert (c.alloc("a"), c.alloc("b")) == (16, 8)
+
+
+def test_consolidation_never_moves_settling_or_interactive_replicas() -> None:
+    c = Cluster(nodes(2, gpus=4)).project("a", 4).project("b", 4)
+    c.config = Config(settle_seconds=100)
+    c.state = replace(
+        c.state,
+        jobs=(
+            Job("b", "nb", 1, 1, interactive=True, replicas=(Replica(0, "node-1", 1),)),
+            Job("b", "fresh", 1, 1, replicas=(Replica(0, "node-2", 1),), last_resized_at=0),
+            Job("a", "big", 1, 1, 4),
+        ),
+    )
+    plan = c.cycle()
+    assert plan.decisions == ()
+    note = plan.note("a", "big")
+    assert note is not None and "drain" in note.reason
+
+
+def _b_spread(per_node: dict[str, int]) -> tuple[Job, ...]:
+    return tuple(
+        Job("b", f"{node}-{i}", 1, 1, replicas=(Replica(0, node, 1),), last_resized_at=-10)
+        for node, n in per_node.items()
+        for i in range(n)
+    )
+
+
+def test_consolidation_moves_only_what_the_claim_needs() -> None:
+    c = Cluster(nodes(3, gpus=8)).project("a", 12).project("b", 12)
+    base = Job("a", "base", 1, 1, 8, replicas=(Replica(0, "node-1", 8),), last_resized_at=-10)
+    c.state = replace(c.state, jobs=(base, *_b_spread({"node-2": 5, "node-3": 7}), Job("a", "more", 1, 1, 4)))
+    plan = c.cycle()
+    assert c.decisions(plan) == [("evict", "b", "node-2-0", [0])]  # one move frees 4 GPUs on node-2
+
+
+def test_consolidation_tries_the_next_node_when_replicas_cannot_move() -> None:
+    """a is owed a pair of 3-GPU replicas: one fits node-3 at once. Making room on node-2 would mean moving
+    b's 2-GPU replicas, which fit nowhere else; so c's 1-GPU replicas leave node-3 for node-2 instead."""
+    c = Cluster((Node("node-1", 7), Node("node-2", 8), Node("node-3", 9)))
+    c.project("a", 13).project("b", 6).project("c", 5)
+    base = Job("a", "base", 1, 1, 7, replicas=(Replica(0, "node-1", 7),), last_resized_at=-10)
+    b_jobs = tuple(
+        Job("b", f"b{i}", 1, 1, 2, replicas=(Replica(0, "node-2", 2),), last_resized_at=-10) for i in range(3)
+    )
+    c_jobs = tuple(replace(j, project="c") for j in _b_spread({"node-3": 5}))
+    c.state = replace(c.state, jobs=(base, *b_jobs, *c_jobs, Job("a", "pair", 2, 2, 3, submitted_at=1)))
+    plan = c.cycle()
+    assert [(d.project, d.action.value, d.cause) for d in plan.decisions] == [
+        ("c", "evict", Cause.CONSOLIDATE)
+    ] * 2
+    c.cycle()
+    assert c.alloc("a") == 13 and c.alloc("b") == 6 and c.alloc("c") == 5

@@ -1,0 +1,87 @@
+"""Consolidation: make a whole node for a claim owed its guarantee (R2) when idle GPUs are scattered.
+
+Contract: ``consolidate(ledger, claim, count)`` runs after reclaim has failed. For each replica still
+missing it picks the node closest to fitting one (most GPUs free or being released, big enough), holds what
+that node has for the claimant, and moves small preemptible replicas off it: each is stopped and GPUs are
+held for it on a free node elsewhere, so it restarts there next cycle. A moved job's project keeps its GPU
+count (GPUs released = GPUs held), so no project drops below its fair share (R7); it moves only jobs that
+are not settling and not interactive (R3), and never a master without its whole job (R5). On failure the
+ledger is rolled back and ``None`` is returned; on success the replicas moved.
+
+KAI-Scheduler's consolidation action does the same (victims must all be re-placed); here it serves only the
+guarantee, as the last resort before a drain reservation.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.model import Job, Replica
+from scheduler.core.plan import Cause
+
+CANDIDATE_NODES = 8  # nodes tried per missing replica: bounds the search on big clusters
+
+
+def consolidate(ledger: Ledger, claim: Job, count: int) -> list[Replica] | None:
+    g = claim.gpus_per_replica
+    mark = ledger.checkpoint()
+    fit = min(ledger.avail.slots(g), count)
+    if fit:
+        ledger.place(claim, fit, reserve=True)
+    moved: list[Replica] = []
+    for _ in range(count - fit):
+        step = _free_one_node(ledger, claim)
+        if step is None:
+            ledger.rollback(mark)
+            return None
+        moved += step
+    return moved
+
+
+def _free_one_node(ledger: Ledger, claim: Job) -> list[Replica] | None:
+    g = claim.gpus_per_replica
+
+    def candidate(node: str) -> bool:
+        return ledger.capacity(node) >= g and ledger.avail.value[node] < g
+
+    for node in ledger.avail.most_available(CANDIDATE_NODES, candidate):
+        mark = ledger.checkpoint()
+        moved = _move_off(ledger, claim, node)
+        if moved is not None:
+            return moved
+        ledger.rollback(mark)
+    return None
+
+
+def _move_off(ledger: Ledger, claim: Job, node: str) -> list[Replica] | None:
+    g = claim.gpus_per_replica
+    held = ledger.avail.value[node]
+    ledger.reserve_on(claim, node, held)
+    moved: list[Replica] = []
+    for key, replica in _movable(ledger, node, g):
+        if held >= g:
+            break
+        dest = ledger.free.best_fit(replica.gpus)
+        if dest is None:
+            continue
+        why = f"moved off {node} to make a whole node for {claim.project}/{claim.name}, owed its guarantee"
+        ledger.release(key, [replica], why, Cause.CONSOLIDATE, claim.key)
+        ledger.reserve_on(ledger.jobs[key], dest, replica.gpus)
+        ledger.reserve_on(claim, node, min(replica.gpus, g - held))
+        held += replica.gpus
+        moved.append(replica)
+    return moved if held >= g else None
+
+
+def _movable(ledger: Ledger, node: str, g: int) -> list[tuple[JobKey, Replica]]:
+    """Replicas on ``node`` that may move: preemptible, not settling, not resized this cycle, smaller than
+    the claimant's, and either an elastic extra or a one-replica job (so no master leaves its workers)."""
+    out: list[tuple[JobKey, Replica]] = []
+    for key in ledger.on_node(node):
+        job, act = ledger.jobs[key], ledger.active[key]
+        if job.interactive or ledger.settling(job) or key in ledger.started or key in ledger.released:
+            continue
+        extras = act[job.min_replicas :] if len(act) > job.min_replicas else []
+        choices = extras if extras else (act if len(act) == 1 else [])
+        out += [(key, r) for r in choices if r.node == node and r.gpus < g]
+    out.sort(key=lambda kr: (-kr[1].gpus, kr[0], -kr[1].index))
+    return out
