@@ -318,7 +318,7 @@ def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
     """Hold what fits now and the nodes closest to fitting the rest, so they drain for this job."""
     g = job.gpus_per_replica
     fit = min(ledger.avail.slots(g), k)
-    nodes = [p.node for p in ledger.place(job, fit, reserve=True)] if fit else []
+    nodes = [p.node for p in ledger.place(job, fit, reserve=True, firm=False)] if fit else []
 
     # a node with nothing free yet is still worth marking for a multi-GPU replica (fragmentation), not for
     # 1-GPU replicas, which any freed GPU serves

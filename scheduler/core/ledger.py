@@ -139,8 +139,9 @@ class Ledger:
         while len(self._undo) > mark:
             self._undo.pop()()
 
-    def place(self, job: Job, count: int, *, reserve: bool) -> list[Placement]:
-        """Best-fit ``count`` replicas (R12). ``reserve``: on free+releasing GPUs, held back, not started."""
+    def place(self, job: Job, count: int, *, reserve: bool, firm: bool = True) -> list[Placement]:
+        """Best-fit ``count`` replicas (R12). ``reserve``: on free+releasing GPUs, held back, not started;
+        ``firm``: the job will start there (not a speculative drain hold), so the GPUs count as its project's."""
         g = job.gpus_per_replica
         index = self.avail if reserve else self.free
         taken = {r.index for r in self.active[job.key]} | {p.index for p in self.started.get(job.key, [])}
@@ -157,7 +158,7 @@ class Ledger:
             self._take(node, g)
         if reserve:
             for pl in out:
-                self._reserve(Reservation(job.project, job.name, pl.node, pl.gpus))
+                self._reserve(Reservation(job.project, job.name, pl.node, pl.gpus), firm=firm)
         else:
             self._start(job, out)
         return out
@@ -176,7 +177,7 @@ class Ledger:
         """Hold back what a node has towards one replica of ``job`` (a draining reservation)."""
         g = min(self.avail.value[node], job.gpus_per_replica)
         self._take(node, g)
-        self._reserve(Reservation(job.project, job.name, node, g))  # 0 GPUs still marks the node as draining
+        self._reserve(Reservation(job.project, job.name, node, g), firm=False)  # 0 GPUs still marks a drain
 
     def release(
         self, key: JobKey, replicas: list[Replica], reason: str, cause: Cause, for_job: JobKey | None
@@ -287,21 +288,23 @@ class Ledger:
         self._undo.append(undo)
 
     def claimed(self, project: str) -> int:
-        """GPUs the project holds plus those reserved for it this cycle: what R7 measures a claimant by."""
+        """GPUs the project holds plus those firmly reserved for it this cycle: what R7 measures it by."""
         return self.alloc[project] + self.reserved.get(project, 0)
 
     def top_claimed(self, top: str) -> int:
         return self.top_alloc.get(top, 0) + self.top_reserved.get(top, 0)
 
-    def _reserve(self, r: Reservation) -> None:
+    def _reserve(self, r: Reservation, *, firm: bool = True) -> None:
+        """Hold GPUs; firm holds count as the project's (``claimed``), drain holds do not."""
         top = self.top_key(r.project)
+        gpus = r.gpus if firm else 0
         self.reservations.append(r)
-        self.reserved[r.project] = self.reserved.get(r.project, 0) + r.gpus
-        self.top_reserved[top] = self.top_reserved.get(top, 0) + r.gpus
+        self.reserved[r.project] = self.reserved.get(r.project, 0) + gpus
+        self.top_reserved[top] = self.top_reserved.get(top, 0) + gpus
 
         def undo() -> None:
             self.reservations.pop()
-            self.reserved[r.project] -= r.gpus
-            self.top_reserved[top] -= r.gpus
+            self.reserved[r.project] -= gpus
+            self.top_reserved[top] -= gpus
 
         self._undo.append(undo)
