@@ -78,12 +78,18 @@ except SignalException:
     os._exit(143)
 """
 
-# As WARM_AGENT, and its workers are forked from it (torchrun's function entrypoint, start method
-# "fork") so they do not import torch either; the script still runs unchanged, as __main__, via runpy.
+# As WARM_AGENT, and its workers do not import torch either: they are forked (torchrun's function
+# entrypoint, start method "forkserver") from a fork server started, single-threaded, before the agent
+# starts any thread, with this file preloaded. Forking the agent itself ("fork") deadlocked: its
+# keep-alive thread may hold a store lock at fork time (seen: a worker hung in teardown, 1 run in 5).
+# It is a module (``tide_warm_launcher``, written next to the job) because the fork server preloads
+# modules by name and ``script`` must be importable there; Python 3.11's forkserver does not preload
+# ``__main__`` (it never receives the main path). The training script runs unchanged, via runpy.
 WARM_FORK_AGENT = """
-import json, os, runpy, signal, sys
+import json, multiprocessing, os, runpy, signal, sys
 import torch, torch.nn, torch.distributed
 import torch.distributed.run as run
+from multiprocessing import forkserver
 from torch.distributed.elastic.multiprocessing import api as mp_api
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.launcher.api import elastic_launch
@@ -99,7 +105,8 @@ def _close_releasing_finished(self, death_sig, timeout=30):
     _close(self, death_sig, timeout)
 mp_api.MultiprocessContext._close = _close_releasing_finished
 
-def script(path, *argv):
+def script(env, path, *argv):
+    os.environ.update(env)  # the fork server predates the replica's env; RANK etc. are already set
     sys.argv = [path, *argv]
     try:
         runpy.run_path(path, run_name="__main__")
@@ -109,20 +116,24 @@ def script(path, *argv):
             sys.stdout.flush(); sys.stderr.flush()
             os._exit(code)
 
-print(json.dumps({"event": "warm-ready", "pid": os.getpid()}), flush=True)
-spec = json.loads(sys.stdin.readline() or "null")
-if spec is None:
-    sys.exit(0)
-os.environ.update(spec["env"])
-args = run.parse_args(spec["argv"])
-config, _, _ = run.config_from_args(args)
-config.start_method = "fork"
-try:
-    elastic_launch(config, script)(args.training_script, *args.training_script_args)
-except SignalException:
-    # Stopped by the executor: the workers are gone (closed above); skip interpreter teardown.
-    sys.stdout.flush(); sys.stderr.flush()
-    os._exit(143)
+def main():
+    multiprocessing.set_forkserver_preload([__name__])
+    forkserver.ensure_running()
+    print(json.dumps({"event": "warm-ready", "pid": os.getpid()}), flush=True)
+    spec = json.loads(sys.stdin.readline() or "null")
+    if spec is None:
+        sys.exit(0)
+    os.environ.update(spec["env"])
+    args = run.parse_args(spec["argv"])
+    config, _, _ = run.config_from_args(args)
+    config.start_method = "forkserver"
+    try:
+        elastic_launch(config, script)(spec["env"], args.training_script, *args.training_script_args)
+    except SignalException:
+        # Stopped by the executor: the workers are gone (closed above); skip interpreter teardown.
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(143)
+
 """
 
 Record = dict[str, Any]
@@ -343,13 +354,18 @@ class CoordinatedWarm(Coordinated):
     def __init__(self, name: str, cfg: Settings, fork_workers: bool = False) -> None:
         super().__init__(name, cfg)
         self.pool: list[tuple[Agent, Path]] = []
-        self.code = WARM_FORK_AGENT if fork_workers else WARM_AGENT
+        if fork_workers:
+            (self.root / "tide_warm_launcher.py").write_text(WARM_FORK_AGENT)
+            self.cmd = [sys.executable, "-c", "import tide_warm_launcher as m; m.main()"]
+        else:
+            self.cmd = [sys.executable, "-c", WARM_AGENT]
 
     def _fill(self, n: int) -> None:
         while len(self.pool) < n:
             self.spawned += 1
             logfile = self.logs / f"warm-{self.spawned}.log"
-            agent = Agent([sys.executable, "-c", self.code], dict(os.environ), logfile, stdin=subprocess.PIPE)
+            env = {**os.environ, "TIDE_BENCH_TAG": f"{self.tag}pool/", "PYTHONPATH": str(self.root)}
+            agent = Agent(self.cmd, env, logfile, stdin=subprocess.PIPE)
             self.pool.append((agent, logfile))
         deadline = time.monotonic() + self.cfg.timeout_s
         while not all(b"warm-ready" in f.read_bytes() for _, f in self.pool):
