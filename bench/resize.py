@@ -23,6 +23,8 @@ Strategies (each is a ``Job``: ``start(n)``, ``prepare(n)`` outside the timed wi
   configured by ``scheduler.executors.torchrun.replica_env``.
 * ``coordinated-warm``: the same, with agents taken from a pool of processes that already imported
   ``torch.distributed.run`` (an executor-side optimisation; the pool is refilled outside the timed window).
+* ``coordinated-fork``: the same, with pre-started launchers that also fork the workers from a preloaded,
+  single-threaded fork server, so no process in the timed window imports torch (``WARM_FORK_AGENT``).
 * ``native-tuned``: torchrun's own membership change (SIGTERM the highest-index agents to shrink, start new
   agents to grow; ``--nnodes=2:4``) with the settings of ``replica_env`` (keep-alive 1 s x 3, last call 3 s,
   own worker store).
@@ -292,6 +294,12 @@ class TorchrunJob:
         logfile = self.logs / f"g{self.generation}-r{index}-{self.spawned}.log"
         cmd = [sys.executable, "-m", "torch.distributed.run", *self.argv()]
         return Agent(cmd, {**os.environ, **self.tagged(env)}, logfile)
+
+    def start(self, n: int) -> None:
+        raise NotImplementedError
+
+    def resize(self, n: int) -> None:
+        raise NotImplementedError
 
     def prepare(self, n: int) -> None:
         # Reap agents let go by an earlier resize (outside the timed window).
