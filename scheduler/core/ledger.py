@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from scheduler.core.fairshare import Shares
 from scheduler.core.model import ClusterState, Config, Department, Job, Project, Replica
@@ -20,6 +21,7 @@ from scheduler.core.placement import NodeIndex, node_sort_key
 from scheduler.core.plan import Cause, Placement, Reservation
 
 JobKey = tuple[str, str]
+_by_index = attrgetter("index")
 
 
 @dataclass(slots=True)
@@ -76,22 +78,28 @@ class Ledger:
         for p in self.projects:
             self.alloc[p] = 0
             self.interactive[p] = 0
+            self.top_alloc[self.top_key(p)] = 0
         for job in self.state.jobs:
             if job.project not in self.projects:
                 continue
             if not self.config.elastic and job.min_replicas != job.max_replicas:
                 job = replace(job, min_replicas=job.max_replicas)  # noqa: PLW2901 (the rigid view of the job)
-            self.jobs[job.key] = job
-            self.by_project.setdefault(job.project, []).append(job.key)
+            key = (job.project, job.name)
+            self.jobs[key] = job
+            self.by_project.setdefault(job.project, []).append(key)
             # a replica on a node missing from the snapshot is lost with its node
-            live = (r for r in job.replicas if not r.releasing and r.node in known)
-            self.active[job.key] = sorted(live, key=lambda r: r.index)
-            for node in sorted({r.node for r in self.active[job.key]}):
-                self._on_node.setdefault(node, []).append(job.key)
+            live = [r for r in job.replicas if not r.releasing and r.node in known]
+            if len(live) > 1:
+                live.sort(key=_by_index)
+            self.active[key] = live
+            gpus = 0
             for r in job.replicas:
                 if r.node in held:
                     (rel if r.releasing else held)[r.node] += r.gpus
-            self._count(job, sum(r.gpus for r in self.active[job.key]), journal=False)
+            for r in live:
+                gpus += r.gpus
+            if gpus:
+                self._count(job, gpus, journal=False)
         free = {n: max(nodes[n].gpus - held[n] - rel[n], 0) for n in nodes}
         self.free = NodeIndex(free, rank)
         self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
@@ -170,7 +178,12 @@ class Ledger:
             self._reserve(Reservation(job.project, job.name, node, gpus))
 
     def on_node(self, node: str) -> list[JobKey]:
-        """Jobs that had an active replica on ``node`` in the snapshot, in a stable order."""
+        """Jobs that had an active replica on ``node`` in the snapshot, in a stable order (built on first use:
+        only consolidation needs it)."""
+        if not self._on_node:
+            for key, job in self.jobs.items():
+                for n in sorted({r.node for r in job.replicas if not r.releasing}):
+                    self._on_node.setdefault(n, []).append(key)
         return self._on_node.get(node, [])
 
     def reserve_node(self, job: Job, node: str) -> None:
