@@ -40,6 +40,7 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/cycle.py
+	$(PY) bench/resize.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage
