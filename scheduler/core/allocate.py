@@ -135,7 +135,9 @@ def _queues(ledger: Ledger) -> dict[str, list[Job]]:
             continue
         queues.setdefault(job.project, []).append(job)
     for jobs in queues.values():
-        jobs.sort(key=lambda j: (*_line_key(j)[:2], bool(ledger.active[j.key]), *_line_key(j)[2:]))
+        jobs.sort(
+            key=lambda j: (-j.priority, not j.interactive, bool(ledger.active[j.key]), j.submitted_at, j.name)
+        )
     return queues
 
 

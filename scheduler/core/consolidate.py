@@ -23,6 +23,8 @@ CANDIDATE_NODES = 8  # nodes tried per missing replica: bounds the search on big
 
 def consolidate(ledger: Ledger, claim: Job, count: int) -> list[Replica] | None:
     g = claim.gpus_per_replica
+    if count >= ledger.failed_consolidations.get(g, 1 << 30):
+        return None  # free GPUs only dwindle within a cycle: what failed for fewer fails for more
     mark = ledger.checkpoint()
     fit = min(ledger.avail.slots(g), count)
     if fit:
@@ -32,6 +34,7 @@ def consolidate(ledger: Ledger, claim: Job, count: int) -> list[Replica] | None:
         step = _free_one_node(ledger, claim)
         if step is None:
             ledger.rollback(mark)
+            ledger.failed_consolidations[g] = min(count, ledger.failed_consolidations.get(g, count))
             return None
         moved += step
     return moved

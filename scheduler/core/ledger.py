@@ -61,6 +61,7 @@ class Ledger:
     by_project: dict[str, list[JobKey]] = field(default_factory=dict)
     largest_node: int = 0
     line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
+    failed_consolidations: dict[int, int] = field(default_factory=dict)
     failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)

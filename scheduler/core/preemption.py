@@ -42,7 +42,8 @@ class VictimOrder:
                 by_project.setdefault(job.project, []).append(job)
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
-            jobs.sort(key=lambda j: (j.priority, -j.submitted_at, _rev(j.name)))
+            jobs.sort(key=_name, reverse=True)  # stable sorts: names descending break the ties below
+            jobs.sort(key=lambda j: (j.priority, -j.submitted_at))
             tiers: list[list[JobKey]] = []
             for j in jobs:
                 if tiers and ledger.jobs[tiers[-1][0]].priority == j.priority:
@@ -74,9 +75,8 @@ class VictimOrder:
         return None
 
 
-def _rev(name: str) -> tuple[int, ...]:
-    """Sort key that orders names descending (newest-first tie-break stays deterministic)."""
-    return (*(-ord(c) for c in name), 1)
+def _name(job: Job) -> str:
+    return job.name
 
 
 def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool) -> list[Unit] | None:
