@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import serve
+from api.cli import admin, config, jobs, serve
 
 app = typer.Typer(
     name="tide",
@@ -24,7 +24,7 @@ def _root() -> None:
     """Tide: quota-aware elastic GPU scheduling for distributed PyTorch jobs."""
 
 
-COMMAND_MODULES = (serve,)
+COMMAND_MODULES = (serve, config, jobs, admin)
 for _module in COMMAND_MODULES:
     _module.register(app)
 

@@ -1,0 +1,266 @@
+"""Admin and cluster commands: ``project``, ``department``, ``cluster``, ``events``, ``token create``.
+
+Contract: HTTP only (``api.cli.context.session``); every read takes ``--json``; tables fit 80 columns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from api import schemas
+from api.cli import context
+from api.cli.jobs import Json, Token, Url
+
+project_app = typer.Typer(help="Projects: quotas, weights, limits.", no_args_is_help=True)
+department_app = typer.Typer(help="Departments: parents of projects.", no_args_is_help=True)
+token_app = typer.Typer(help="Project tokens.", no_args_is_help=True)
+
+Deserved = Annotated[int | None, typer.Option("--deserved", "-q", help="Guaranteed GPUs (quota).")]
+Weight = Annotated[float | None, typer.Option("--weight", help="Over-quota weight.")]
+Limit = Annotated[int | None, typer.Option("--limit", help="Hard cap on GPUs.")]
+Dept = Annotated[str | None, typer.Option("--department", "-d", help="Parent department.")]
+
+
+def _body(**values: object) -> dict[str, object]:
+    names = {"weight": "over_quota_weight", "limit": "limit_gpus", "deserved": "deserved_gpus"}
+    return {names.get(key, key): value for key, value in values.items() if value is not None}
+
+
+def _projects_table(projects: list[schemas.ProjectPublic]) -> Table:
+    table = Table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", "JOBS R/P", box=None)
+    for p in projects:
+        limit = "-" if p.limit_gpus is None else str(p.limit_gpus)
+        table.add_row(
+            p.name,
+            p.department or "-",
+            str(p.deserved_gpus),
+            str(p.fair_share_gpus),
+            str(p.allocated_gpus),
+            str(p.over_quota_gpus),
+            limit,
+            f"{p.running_jobs}/{p.pending_jobs}",
+        )
+    return table
+
+
+@project_app.command("list")
+def project_list(as_json: Json = False, url: Url = None, token: Token = None) -> None:
+    """List projects with quota, fair share and allocation.
+
+    Example: tide project list
+    """
+    with context.session(url, token) as client:
+        projects = client.projects()
+    if as_json:
+        context.dump_json(projects)
+    elif not projects:
+        context.console().print("No projects. Create one: tide project create NAME --deserved 2")
+    else:
+        context.console().print(_projects_table(projects))
+
+
+@project_app.command("create")
+def project_create(
+    *,
+    name: Annotated[str, typer.Argument(help="Project name.")],
+    deserved: Deserved = 0,
+    weight: Weight = None,
+    limit: Limit = None,
+    department: Dept = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Create a project.
+
+    Example: tide project create team-a --deserved 2 --weight 1
+    """
+    body = _body(name=name, deserved=deserved, weight=weight, limit=limit, department=department)
+    with context.session(url, token) as client:
+        p = client.create_project(body)
+    typer.echo(f"Created project {p.name}: deserved {p.deserved_gpus} GPU(s), weight {p.over_quota_weight}.")
+
+
+@project_app.command("update")
+def project_update(
+    *,
+    name: Annotated[str, typer.Argument(help="Project name.")],
+    deserved: Deserved = None,
+    weight: Weight = None,
+    limit: Limit = None,
+    department: Dept = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Change a project's quota, weight, limit or department.
+
+    Example: tide project update team-a --deserved 4
+    """
+    body = _body(deserved=deserved, weight=weight, limit=limit, department=department)
+    if not body:
+        context.fail("nothing to change: give --deserved, --weight, --limit or --department", 2)
+    with context.session(url, token) as client:
+        p = client.update_project(name, body)
+    limit_text = "none" if p.limit_gpus is None else str(p.limit_gpus)
+    typer.echo(
+        f"Updated project {p.name}: deserved {p.deserved_gpus}, weight {p.over_quota_weight}, limit {limit_text}."
+    )
+
+
+@project_app.command("delete")
+def project_delete(
+    name: Annotated[str, typer.Argument(help="Project name.")], url: Url = None, token: Token = None
+) -> None:
+    """Delete a project (refused while it has active jobs).
+
+    Example: tide project delete team-a
+    """
+    with context.session(url, token) as client:
+        client.delete_project(name)
+    typer.echo(f"Deleted project {name}.")
+
+
+@department_app.command("list")
+def department_list(as_json: Json = False, url: Url = None, token: Token = None) -> None:
+    """List departments.
+
+    Example: tide department list
+    """
+    with context.session(url, token) as client:
+        departments = client.departments()
+    if as_json:
+        context.dump_json(departments)
+        return
+    table = Table("DEPARTMENT", "DESERVED", "FAIR", "ALLOC", "LIMIT", "PROJECTS", box=None)
+    for d in departments:
+        limit = "-" if d.limit_gpus is None else str(d.limit_gpus)
+        table.add_row(
+            d.name,
+            str(d.deserved_gpus),
+            str(d.fair_share_gpus),
+            str(d.allocated_gpus),
+            limit,
+            ",".join(d.projects),
+        )
+    context.console().print(table if departments else "No departments.")
+
+
+@department_app.command("create")
+def department_create(
+    *,
+    name: Annotated[str, typer.Argument(help="Department name.")],
+    deserved: Deserved = 0,
+    weight: Weight = None,
+    limit: Limit = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Create a department.
+
+    Example: tide department create research --deserved 8
+    """
+    with context.session(url, token) as client:
+        d = client.create_department(_body(name=name, deserved=deserved, weight=weight, limit=limit))
+    typer.echo(f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s).")
+
+
+@department_app.command("delete")
+def department_delete(
+    name: Annotated[str, typer.Argument(help="Department name.")], url: Url = None, token: Token = None
+) -> None:
+    """Delete a department.
+
+    Example: tide department delete research
+    """
+    with context.session(url, token) as client:
+        client.delete_department(name)
+    typer.echo(f"Deleted department {name}.")
+
+
+def cluster(as_json: Json = False, url: Url = None, token: Token = None) -> None:
+    """Show GPUs per project (deserved, fair share, allocated, over quota) and per node.
+
+    Example: tide cluster
+    """
+    with context.session(url, token) as client:
+        state = client.cluster()
+    if as_json:
+        context.dump_json(state)
+        return
+    out = context.console()
+    out.print(f"GPUs: {state.total_gpus} total, {state.allocated_gpus} allocated, {state.free_gpus} free")
+    if state.projects:
+        out.print(_projects_table(state.projects))
+    nodes = Table("NODE", "GPUS", "ALLOC", "SCHED", "REPLICAS", box=None)
+    for node in state.nodes:
+        slots = " ".join(
+            f"{s.project}/{s.job}#{s.index}" + ("(releasing)" if s.releasing else "") for s in node.slots
+        )
+        nodes.add_row(
+            node.name, str(node.gpus), str(node.allocated_gpus), "yes" if node.schedulable else "no", slots
+        )
+    out.print(nodes)
+
+
+def _print_events(events: list[schemas.EventPublic]) -> None:
+    out = context.console()
+    for e in events:
+        replicas = ",".join(map(str, e.replicas))
+        out.print(f"{e.time:%H:%M:%S}  {e.kind:<6} {e.project}/{e.job} [{replicas}]  {e.reason}")
+
+
+def events(
+    *,
+    project: Annotated[str | None, typer.Option("--project", "-p", help="Only this project.")] = None,
+    job: Annotated[str | None, typer.Option("--job", help="Only this job.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many recent events.")] = 50,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")] = False,
+    as_json: Json = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Show scheduling decisions (start, grow, shrink, evict, finish, ...) with their reasons.
+
+    Example: tide events -p team-a --follow
+    """
+    with context.session(url, token) as client:
+        found = client.events(project=project, job=job, limit=limit)
+        if as_json:
+            context.dump_json(found)
+            return
+        _print_events(found)
+        last = max((e.id for e in found), default=0)
+        while follow:
+            time.sleep(1)
+            found = client.events(project=project, job=job, after_id=last)
+            _print_events(found)
+            last = max((e.id for e in found), default=last)
+
+
+@token_app.command("create")
+def token_create(
+    project: Annotated[str, typer.Argument(help="Project the token acts for.")],
+    name: Annotated[str, typer.Option("--name", help="A label for the token.")] = "default",
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Create a project token (admin only); the secret is shown once.
+
+    Example: tide token create team-a --name ci
+    """
+    with context.session(url, token) as client:
+        created = client.create_token(project, name)
+    typer.echo(f"Token {created.name} for project {created.project} (shown once, keep it):")
+    typer.echo(created.token or "")
+    typer.echo(f"Use it: tide login URL --token {created.token}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(project_app, name="project")
+    app.add_typer(department_app, name="department")
+    app.command("cluster")(cluster)
+    app.command("events")(events)
+    app.add_typer(token_app, name="token")

@@ -1,0 +1,239 @@
+"""Job commands, shaped like Run:ai's: ``submit-dist pytorch``, ``list``, ``describe job``, ``logs``,
+``delete job``.
+
+Contract: each talks to the service over HTTP (``api.cli.context.session``); reads take ``--json``. A job is
+found by name in ``-p PROJECT`` (else the default project, else any project); an unknown name exits 3 and
+suggests close names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from api import schemas
+from api.cli import context
+from api.client import TideClient
+
+Url = Annotated[str | None, typer.Option("--url", help="Server URL (else TIDE_URL, config, local server).")]
+Token = Annotated[str | None, typer.Option("--token", help="Bearer token (else TIDE_TOKEN, config).")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Project = Annotated[str | None, typer.Option("--project", "-p", help="Project (else the default one).")]
+
+submit_app = typer.Typer(help="Submit a distributed job.", no_args_is_help=True)
+describe_app = typer.Typer(help="Describe a resource.", no_args_is_help=True)
+delete_app = typer.Typer(help="Delete a resource.", no_args_is_help=True)
+
+
+def age(created: datetime, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    seconds = max(0, int((now - created.replace(tzinfo=created.tzinfo or UTC)).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            context.fail(f"-e expects KEY=VALUE, got {pair!r}", context.EXIT_BAD_INPUT)
+        env[key] = value
+    return env
+
+
+@submit_app.command("pytorch", context_settings={"allow_interspersed_args": False})
+def submit_pytorch(
+    *,
+    args: Annotated[
+        list[str] | None, typer.Argument(help="The command each replica runs (after --).")
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="Job name (DNS-1123).")] = "",
+    project: Project = None,
+    workers: Annotated[int, typer.Option("--workers", help="Workers besides the master.")] = 0,
+    min_replicas: Annotated[int | None, typer.Option("--min-replicas", help="Elastic minimum.")] = None,
+    max_replicas: Annotated[int | None, typer.Option("--max-replicas", help="Elastic maximum.")] = None,
+    gpu: Annotated[int, typer.Option("--gpu", "-g", help="GPUs per replica.")] = 1,
+    image: Annotated[str | None, typer.Option("--image", "-i", help="Container image.")] = None,
+    environment: Annotated[list[str] | None, typer.Option("--environment", "-e", help="KEY=VALUE.")] = None,
+    interactive: Annotated[bool, typer.Option("--interactive", help="Never preempted; quota only.")] = False,
+    priority: Annotated[int, typer.Option("--priority", help="Order inside the project.")] = 0,
+    command: Annotated[bool, typer.Option("--command", help="Accepted for Run:ai habits (no-op).")] = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Submit an elastic distributed PyTorch job (master + workers).
+
+    Example: tide submit-dist pytorch --name train -p team-a --workers 3 --min-replicas 2 -g 1 -- python train.py
+    """
+    if not name:
+        context.fail("--name is required", context.EXIT_BAD_INPUT)
+    if not args:
+        context.fail("give the command after --, e.g. `-- python train.py`", context.EXIT_BAD_INPUT)
+    chosen = context.default_project(project)
+    body: dict[str, object] = {"name": name, "workers": workers, "gpus_per_replica": gpu, "command": args}
+    body |= {"env": _env(environment or []), "interactive": interactive, "priority": priority}
+    for key, value in (("min_replicas", min_replicas), ("max_replicas", max_replicas), ("image", image)):
+        if value is not None:
+            body[key] = value
+    with context.session(url, token) as client:
+        job = client.submit(chosen, body)
+    out = context.console()
+    out.print(
+        f"Submitted job {job.name} to project {job.project}: {job.min_replicas}..{job.max_replicas} "
+        f"replicas of {job.gpus_per_replica} GPU(s), status {job.status}."
+    )
+    out.print(f"Follow it:  tide describe job {job.name} -p {job.project}")
+    out.print(f"            tide logs {job.name} -p {job.project} --follow")
+
+
+def list_jobs(
+    project: Project = None,
+    status: Annotated[str | None, typer.Option("--status", help="pending, running, ...")] = None,
+    as_json: Json = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """List jobs: replicas now/min/max, GPUs, age, and why a job waits.
+
+    Example: tide list -p team-a
+    """
+    with context.session(url, token) as client:
+        jobs = client.jobs(project, status)
+    if as_json:
+        context.dump_json(jobs)
+        return
+    if not jobs:
+        context.console().print("No jobs.")
+        return
+    table = Table("PROJECT", "NAME", "STATUS", "REPLICAS", "GPUS", "AGE", "REASON", box=None)
+    for job in jobs:
+        reason = job.pending_reason or job.message or ""
+        table.add_row(
+            job.project,
+            job.name,
+            job.status,
+            f"{job.replicas_now}/{job.min_replicas}/{job.max_replicas}",
+            str(job.allocated_gpus),
+            age(job.created_at),
+            reason,
+        )
+    context.console().print(table)
+
+
+def find_job(client: TideClient, name: str, project: str | None) -> schemas.JobPublic:
+    """The job called ``name`` (active first, else the newest); exits 3 with suggestions when none."""
+    chosen = project or context.load_config().get("project")
+    jobs = client.jobs(str(chosen) if chosen else None)
+    matches = [job for job in jobs if job.name == name]
+    if not matches:
+        close = difflib.get_close_matches(name, sorted({job.name for job in jobs}), n=3)
+        where = f" in project {chosen}" if chosen else ""
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        context.fail(f"no job {name!r}{where}{hint}", context.EXIT_NOT_FOUND)
+    matches.sort(key=lambda job: (job.status in ("pending", "running"), job.created_at), reverse=True)
+    return client.job(matches[0].project, matches[0].name)
+
+
+@describe_app.command("job")
+def describe_job(
+    name: Annotated[str, typer.Argument(help="Job name.")],
+    project: Project = None,
+    as_json: Json = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Show a job: replicas (role, node, GPUs, status), why it waits or shrank, its events.
+
+    Example: tide describe job train -p team-a
+    """
+    with context.session(url, token) as client:
+        job = find_job(client, name, project)
+        events = client.events(project=job.project, job=job.name, limit=20)
+    if as_json:
+        context.dump_json(job)
+        return
+    out = context.console()
+    out.print(f"Job:        {job.project}/{job.name}")
+    out.print(f"Status:     {job.status}  (age {age(job.created_at)}, restarts {job.restarts})")
+    out.print(
+        f"Replicas:   {job.replicas_now} now, {job.min_replicas}..{job.max_replicas} wanted, "
+        f"{job.gpus_per_replica} GPU(s) each, {job.allocated_gpus} GPU(s) allocated"
+    )
+    kind = "interactive" if job.interactive else "training (preemptible)"
+    out.print(f"Kind:       {kind}, priority {job.priority}")
+    out.print(f"Command:    {' '.join(job.command)}")
+    if job.pending_reason:
+        place = f" (place in line: {job.queue_position})" if job.queue_position is not None else ""
+        out.print(f"Why:        {job.pending_reason}{place}")
+    if job.message:
+        out.print(f"Message:    {job.message}")
+    if job.replicas:
+        table = Table("INDEX", "ROLE", "NODE", "GPUS", "STATUS", "EXIT", box=None)
+        for rep in job.replicas:
+            ids = ",".join(map(str, rep.gpu_ids)) if rep.gpu_ids else str(rep.gpus)
+            exit_code = "" if rep.exit_code is None else str(rep.exit_code)
+            table.add_row(str(rep.index), rep.role, rep.node, ids, rep.status, exit_code)
+        out.print(table)
+    if events:
+        out.print("Events:")
+        for event in events:
+            out.print(f"  {age(event.time)} ago  {event.kind:<7} {event.reason}")
+
+
+def logs(
+    *,
+    name: Annotated[str, typer.Argument(help="Job name.")],
+    project: Project = None,
+    replica: Annotated[int, typer.Option("--replica", help="Replica index (0 = master).")] = 0,
+    tail: Annotated[int | None, typer.Option("--tail", help="Only the last N lines.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")] = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Print a replica's output.
+
+    Example: tide logs train -p team-a --replica 1 --tail 50 --follow
+    """
+    with context.session(url, token) as client:
+        job = find_job(client, name, project)
+        typer.echo(client.logs(job.project, job.name, replica, tail), nl=False)
+        text = client.logs(job.project, job.name, replica) if follow else ""
+        while follow and job.status in ("pending", "running"):
+            time.sleep(1)
+            full = client.logs(job.project, job.name, replica)
+            typer.echo(full[len(text) :] if full.startswith(text) else full, nl=False)
+            text = full
+            job = client.job(job.project, job.name)
+
+
+@delete_app.command("job")
+def delete_job(
+    name: Annotated[str, typer.Argument(help="Job name.")],
+    project: Project = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Cancel a job (graceful stop, then forced; master last).
+
+    Example: tide delete job train -p team-a
+    """
+    with context.session(url, token) as client:
+        job = find_job(client, name, project)
+        done = client.delete_job(job.project, job.name)
+    context.console().print(f"Deleted job {done.project}/{done.name} (status {done.status}).")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(submit_app, name="submit-dist")
+    app.command("list")(list_jobs)
+    app.add_typer(describe_app, name="describe")
+    app.command("logs")(logs)
+    app.add_typer(delete_app, name="delete")

@@ -1,0 +1,233 @@
+"""Every ``tide`` command a researcher types, through the real app in process (``ASGIBridge``).
+
+Output is checked for content; exit codes follow docs/cli.md (0 ok, 2 bad input, 3 not found, 4
+unreachable, 5 auth).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from servicekit import ADMIN, settings_for, wait_for
+from typer.testing import CliRunner
+
+from api.app import create_app
+from api.cli import context
+from api.cli.main import app
+from api.testing import ASGIBridge, local_client
+
+runner = CliRunner()
+
+
+def tide(*args: str) -> Result:
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture
+def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ASGIBridge]:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("TIDE_DATA_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("TIDE_TOKEN", ADMIN)
+    for name in ("TIDE_URL", "TIDE_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    bridge = ASGIBridge(create_app(settings_for(tmp_path, None)))
+    context.use_client_factory(lambda target: local_client(bridge, target.token))
+    try:
+        yield bridge
+    finally:
+        context.use_client_factory(None)
+        bridge.close()
+
+
+def _seed() -> None:
+    assert tide("project", "create", "team-a", "--deserved", "2").exit_code == 0
+    assert tide("project", "create", "team-b", "--deserved", "2").exit_code == 0
+
+
+@pytest.mark.usefixtures("bridge")
+def test_projects_and_departments_round_trip() -> None:
+    created = tide("department", "create", "research", "--deserved", "4")
+    assert created.exit_code == 0, created.output
+    assert "Created department research" in created.output
+    result = tide("project", "create", "team-a", "--deserved", "2", "-d", "research")
+    assert result.exit_code == 0, result.output
+    assert "Created project team-a: deserved 2" in result.output
+    listed = tide("project", "list")
+    assert "team-a" in listed.output and "research" in listed.output
+    as_json = json.loads(tide("project", "list", "--json").output)
+    assert as_json[0]["name"] == "team-a" and as_json[0]["deserved_gpus"] == 2
+    updated = tide("project", "update", "team-a", "--deserved", "3", "--limit", "4")
+    assert "deserved 3" in updated.output and "limit 4" in updated.output
+    assert "team-a" in tide("department", "list").output
+    assert json.loads(tide("department", "list", "--json").output)[0]["projects"] == ["team-a"]
+    assert tide("project", "update", "team-a").exit_code == 2
+    assert "Deleted project team-a" in tide("project", "delete", "team-a").output
+    assert "Deleted department research" in tide("department", "delete", "research").output
+    assert "No projects" in tide("project", "list").output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_server_errors_are_shown_as_written_with_exit_codes() -> None:
+    _seed()
+    duplicate = tide("project", "create", "team-a", "--deserved", "1")
+    assert duplicate.exit_code == 2
+    assert "already exists" in duplicate.output or "team-a" in duplicate.output
+    assert "Traceback" not in duplicate.output
+    missing = tide("project", "delete", "nope")
+    assert missing.exit_code == 3 and "nope" in missing.output
+    bad = tide("project", "create", "Bad_Name", "--deserved", "1")
+    assert bad.exit_code == 2 and "tide:" in bad.output
+    wrong = tide("project", "list", "--token", "wrong")
+    assert wrong.exit_code == 5 and "tide login" in wrong.output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_submit_list_describe_delete() -> None:
+    _seed()
+    submitted = tide(
+        "submit-dist", "pytorch", "--name", "train", "-p", "team-a", "--workers", "3",
+        "--min-replicas", "2", "--max-replicas", "4", "-g", "1", "-e", "LR=0.1",
+        "--", "python", "train.py", "--epochs", "3",
+    )  # fmt: skip
+    assert submitted.exit_code == 0, submitted.output
+    assert "Submitted job train to project team-a: 2..4 replicas" in submitted.output
+    assert "tide logs train -p team-a --follow" in submitted.output
+    wait_for(lambda: "4/2/4" in tide("list").output, what="train to run at 4 replicas")
+    listed = tide("list", "-p", "team-a")
+    assert "team-a" in listed.output and "train" in listed.output and "running" in listed.output
+    jobs = json.loads(tide("list", "--json").output)
+    assert jobs[0]["name"] == "train" and jobs[0]["allocated_gpus"] == 4
+    described = tide("describe", "job", "train")
+    assert described.exit_code == 0, described.output
+    assert "team-a/train" in described.output and "python train.py --epochs 3" in described.output
+    assert "master" in described.output and "worker" in described.output
+    assert "start" in described.output
+    assert json.loads(tide("describe", "job", "train", "--json").output)["env_names"] == ["LR"]
+    deleted = tide("delete", "job", "train")
+    assert deleted.exit_code == 0 and "Deleted job team-a/train" in deleted.output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_a_shrink_is_explained_in_list_describe_and_events() -> None:
+    _seed()
+    tide("submit-dist", "pytorch", "--name", "a", "-p", "team-a", "--workers", "3", "--min-replicas", "1",
+         "--", "sleep", "100")  # fmt: skip
+    wait_for(lambda: "4/1/4" in tide("list").output, what="a to take the cluster")
+    tide("submit-dist", "pytorch", "--name", "b", "-p", "team-b", "--workers", "1", "--", "sleep", "100")
+    wait_for(lambda: "2/2/2" in tide("list").output, what="b to get its quota")
+    events = tide("events")
+    assert "shrink" in events.output and "team-a/a" in events.output
+    assert any(e["kind"] == "shrink" for e in json.loads(tide("events", "--json").output))
+    cluster = tide("cluster")
+    assert "GPUs: 4 total, 4 allocated, 0 free" in cluster.output
+    assert "team-b" in cluster.output and "node" in cluster.output.lower()
+    assert json.loads(tide("cluster", "--json").output)["total_gpus"] == 4
+
+
+@pytest.mark.usefixtures("bridge")
+def test_unknown_job_suggests_close_names_and_bad_input_is_refused() -> None:
+    _seed()
+    tide("submit-dist", "pytorch", "--name", "train-big", "-p", "team-a", "--", "sleep", "100")
+    unknown = tide("describe", "job", "train-bgi")
+    assert unknown.exit_code == 3
+    assert "did you mean train-big" in unknown.output
+    assert tide("logs", "nope").exit_code == 3
+    no_args = tide("submit-dist", "pytorch", "--name", "x", "-p", "team-a")
+    assert no_args.exit_code == 2 and "after --" in no_args.output
+    bad_env = tide("submit-dist", "pytorch", "--name", "x", "-p", "team-a", "-e", "NOEQUALS", "--", "true")
+    assert bad_env.exit_code == 2 and "KEY=VALUE" in bad_env.output
+    too_big = tide("submit-dist", "pytorch", "--name", "x", "-p", "team-a", "-g", "9", "--", "true")
+    assert too_big.exit_code == 2 and "tide:" in too_big.output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_logs_of_a_replica() -> None:
+    _seed()
+    tide("submit-dist", "pytorch", "--name", "train", "-p", "team-a", "--workers", "1", "--", "sleep", "100")
+    wait_for(lambda: "2/2/2" in tide("list").output, what="train to run")
+    master = tide("logs", "train", "--tail", "5")
+    assert master.exit_code == 0, master.output
+    assert "replica 0 of team-a/train" in master.output
+    worker = tide("logs", "train", "-p", "team-a", "--replica", "1")
+    assert "replica 1 of team-a/train" in worker.output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_login_config_and_default_project(tmp_path: Path) -> None:
+    _seed()
+    set_default = tide("config", "project", "team-b")
+    assert "Default project: team-b" in set_default.output
+    tide("submit-dist", "pytorch", "--name", "mine", "--", "sleep", "100")
+    assert json.loads(tide("list", "--json").output)[0]["project"] == "team-b"
+    login = tide("login", "http://tide.local", "--token", ADMIN)
+    assert login.exit_code == 0, login.output
+    path = tmp_path / "config" / "tide" / "config.json"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    saved = json.loads(path.read_text())
+    assert saved == {"project": "team-b", "url": "http://tide.local", "token": ADMIN}
+    shown = tide("config", "show")
+    assert ADMIN not in shown.output and "team-b" in shown.output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_token_create_gives_a_working_project_token() -> None:
+    _seed()
+    created = tide("token", "create", "team-a", "--name", "ci")
+    assert created.exit_code == 0, created.output
+    secret = created.output.splitlines()[1]
+    assert secret.startswith("tide_p_")
+    assert "team-a" in tide("project", "list", "--token", secret).output
+    refused = tide("project", "create", "c", "--deserved", "1", "--token", secret)
+    assert refused.exit_code == 5
+
+
+def test_server_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "server.json").write_text(json.dumps({"url": "http://127.0.0.1:9"}))
+    (data / "admin-token").write_text("local-admin\n")
+    monkeypatch.setenv("TIDE_DATA_DIR", str(data))
+    for name in ("TIDE_URL", "TIDE_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    local = context.resolve(None, None)
+    assert (local.url, local.token) == ("http://127.0.0.1:9", "local-admin")
+    context.save_config({"url": "http://cfg:1", "token": "cfg-token"})
+    assert context.resolve(None, None).token == "cfg-token"
+    monkeypatch.setenv("TIDE_URL", "http://env:2")
+    monkeypatch.setenv("TIDE_TOKEN", "env-token")
+    assert (context.resolve(None, None).url, context.resolve(None, None).token) == (
+        "http://env:2",
+        "env-token",
+    )
+    assert context.resolve("http://flag:3", "flag-token") == context.Target(
+        "http://flag:3", "flag-token", "--url"
+    )
+
+
+def test_unreachable_server_says_where_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("TIDE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("TIDE_URL", raising=False)
+    result = tide("list", "--url", "http://127.0.0.1:9")
+    assert result.exit_code == 4
+    assert "cannot reach the Tide server at http://127.0.0.1:9 (from --url)" in result.output
+    assert "tide serve" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["submit-dist", "pytorch"], ["list"], ["describe", "job"], ["logs"], ["delete", "job"],
+     ["project", "create"], ["department", "create"], ["cluster"], ["events"], ["token", "create"],
+     ["login"], ["config", "project"]],
+)  # fmt: skip
+def test_every_command_has_help_with_an_example(command: list[str]) -> None:
+    result = tide(*command, "--help")
+    assert result.exit_code == 0
+    assert "Example: tide" in result.output
