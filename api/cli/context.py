@@ -106,7 +106,7 @@ def use_client_factory(factory: ClientFactory | None) -> None:
 
 def console(err: bool = False) -> Console:
     no_colour = bool(os.environ.get("NO_COLOR")) or not (sys.stderr if err else sys.stdout).isatty()
-    return Console(stderr=err, no_color=no_colour, highlight=False)
+    return Console(stderr=err, no_color=no_colour, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int) -> None:

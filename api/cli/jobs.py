@@ -176,7 +176,7 @@ def describe_job(
     if job.message:
         out.print(f"Message:    {job.message}")
     if job.replicas:
-        table = Table("INDEX", "ROLE", "NODE", "GPUS", "STATUS", "EXIT", box=None)
+        table = Table("INDEX", "ROLE", "NODE", "GPU IDS", "STATUS", "EXIT", box=None)
         for rep in job.replicas:
             ids = ",".join(map(str, rep.gpu_ids)) if rep.gpu_ids else str(rep.gpus)
             exit_code = "" if rep.exit_code is None else str(rep.exit_code)
