@@ -1,18 +1,15 @@
-"""Core problems the simulator found, kept as strict xfails: each turns into a failure once the core is fixed.
+"""Regression tests for core problems the simulator found (fixed in the core by 315bdb7).
 
-Remove the ``xfail`` mark when it does. Details: docs/simulator.md, "Problems found in the core".
+Details: docs/simulator.md, "Problems found in the core".
 """
 
 from __future__ import annotations
-
-import pytest
 
 from scheduler.core import Action, ClusterState, Config, Job, Node, Project, Replica, plan_cycle
 from scheduler.simulator import SimulationSettings, run_simulation
 from scheduler.simulator.trace import SyntheticSpec
 
 
-@pytest.mark.xfail(strict=True, reason="core: R2 not served when the owed GPUs are idle but fragmented")
 def test_fragmented_idle_gpus_do_not_block_the_guarantee() -> None:
     """a (16 deserved) runs 1 of 2 8-GPU replicas; b (8 deserved) holds 8 one-GPU jobs spread 6 + 2 over
     two nodes, leaving 2 + 6 idle. a is below min(deserved, demand) = 16, b is at its fair share (8), so no
@@ -29,7 +26,6 @@ def test_fragmented_idle_gpus_do_not_block_the_guarantee() -> None:
     assert grows or plan.reservations, "a is below its guarantee and gets no action at all"
 
 
-@pytest.mark.xfail(strict=True, reason="core: preemption for interactive claimants that then do not start")
 def test_interactive_jobs_do_not_make_training_jobs_churn() -> None:
     """Static partitioning, 5 % interactive jobs: every cycle team0 evicts two training jobs 'for' two
     interactive jobs, which do not start; the GPUs go to two other training jobs, and the next cycle swaps

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.simulator import SimulationSettings, main, run_simulation
-from scheduler.simulator.replay import InvariantViolation, SimOptions
+from scheduler.simulator.replay import SimOptions
 from scheduler.simulator.trace import SyntheticSpec, load_philly, pollux_slice, synthetic
 from scheduler.simulator.workload import WorkloadOptions
 
@@ -60,22 +60,7 @@ def test_same_trace_and_seed_give_the_same_report(tmp_path: Path) -> None:
     assert {p.name for p in first.files} == {"report.md", "utilisation.png", "allocation.png", "jct.png"}
 
 
-CORE_BUG = (
-    "core bug found by this replay (reported to the lead): with whole-job preemption a reclaim evicts from a "
-    "project that is not above its fair share (check_invariants: 'reclaim took from team1, which is not above')"
-)
-
-
-@pytest.mark.parametrize(
-    "policy",
-    [
-        "tide",
-        pytest.param(
-            "whole-job", marks=pytest.mark.xfail(raises=InvariantViolation, strict=True, reason=CORE_BUG)
-        ),
-        "static",
-    ],
-)
+@pytest.mark.parametrize("policy", ["tide", "whole-job", "static"])
 def test_every_policy_keeps_the_invariants_at_every_cycle(policy: str) -> None:
     """A contended synthetic workload; check_invariants runs after every simulated cycle and raises."""
     busy = replace(SMALL, arrivals_per_hour=240)
