@@ -139,6 +139,10 @@ def session(url: str | None = None, token: str | None = None) -> Iterator[TideCl
             "`tide login URL --token T`.",
             EXIT_UNREACHABLE,
         )
+    except httpx.InvalidURL as error:
+        fail(f"bad server URL {target.url!r} (from {target.source}): {error}", EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
     finally:
         client.close()
 

@@ -11,6 +11,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import Result
@@ -18,7 +19,7 @@ from servicekit import ADMIN, settings_for, wait_for
 from typer.testing import CliRunner
 
 from api.app import create_app
-from api.cli import context
+from api.cli import admin, context, jobs
 from api.cli.main import app
 from api.testing import ASGIBridge, local_client
 
@@ -231,3 +232,36 @@ def test_every_command_has_help_with_an_example(command: list[str]) -> None:
     result = tide(*command, "--help")
     assert result.exit_code == 0
     assert "Example: tide" in result.output
+
+
+def test_events_follow_prints_new_decisions_and_stops_quietly_on_ctrl_c(
+    bridge: ASGIBridge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed()
+    client = local_client(bridge, ADMIN)
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 1:
+            client.submit("team-b", {"name": "late", "command": ["sleep", "100"]})
+            wait_for(lambda: client.job("team-b", "late").status == "running", what="late to start")
+        else:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(admin, "time", SimpleNamespace(sleep=nap))
+    followed = tide("events", "--follow")
+    assert followed.exit_code == 130
+    assert "start  team-b/late [0]" in followed.output and "Traceback" not in followed.output
+
+
+def test_logs_follow_stops_when_the_job_ends(bridge: ASGIBridge, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seed()
+    client = local_client(bridge, ADMIN)
+    tide("submit-dist", "pytorch", "--name", "short", "-p", "team-a", "--interactive", "--", "sleep", "100")
+    wait_for(lambda: client.job("team-a", "short").status == "running", what="short to run")
+    assert json.loads(tide("describe", "job", "short", "--json").output)["interactive"] is True
+    monkeypatch.setattr(jobs, "time", SimpleNamespace(sleep=lambda _: client.delete_job("team-a", "short")))
+    followed = tide("logs", "short", "--follow")
+    assert followed.exit_code == 0, followed.output
+    assert followed.output.count("replica 0 of team-a/short") == 1
