@@ -167,6 +167,28 @@ def department_create(
     typer.echo(f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s).")
 
 
+@department_app.command("update")
+def department_update(
+    name: Annotated[str, typer.Argument(help="Department name.")],
+    *,
+    deserved: Deserved = None,
+    weight: Weight = None,
+    limit: Limit = None,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Change a department's quota, weight or limit.
+
+    Example: tide department update research --deserved 12
+    """
+    body = _body(deserved=deserved, weight=weight, limit=limit)
+    if not body:
+        context.fail("nothing to change: give --deserved, --weight or --limit", context.EXIT_BAD_INPUT)
+    with context.session(url, token) as client:
+        d = client.update_department(name, body)
+    typer.echo(f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}.")
+
+
 @department_app.command("delete")
 def department_delete(
     name: Annotated[str, typer.Argument(help="Department name.")], url: Url = None, token: Token = None

@@ -141,6 +141,8 @@ def session(url: str | None = None, token: str | None = None) -> Iterator[TideCl
         )
     except httpx.InvalidURL as error:
         fail(f"bad server URL {target.url!r} (from {target.source}): {error}", EXIT_BAD_INPUT)
+    except ValueError as error:  # a 2xx body that is not what the API documents (a proxy, another app)
+        fail(f"the answer from {target.url} is not Tide's API: {error}", EXIT_SERVER)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finally:

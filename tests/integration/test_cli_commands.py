@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import httpx
 import pytest
 from click.testing import Result
 from servicekit import ADMIN, settings_for, wait_for
@@ -21,6 +22,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.cli import admin, context, jobs
 from api.cli.main import app
+from api.client import TideClient
 from api.testing import ASGIBridge, local_client
 
 runner = CliRunner()
@@ -66,6 +68,7 @@ def test_projects_and_departments_round_trip() -> None:
     updated = tide("project", "update", "team-a", "--deserved", "3", "--limit", "4")
     assert "deserved 3" in updated.output and "limit 4" in updated.output
     assert "team-a" in tide("department", "list").output
+    assert "deserved 6" in tide("department", "update", "research", "--deserved", "6").output
     assert json.loads(tide("department", "list", "--json").output)[0]["projects"] == ["team-a"]
     assert tide("project", "update", "team-a").exit_code == 2
     assert "Deleted project team-a" in tide("project", "delete", "team-a").output
@@ -225,7 +228,8 @@ def test_unreachable_server_says_where_it_looked(tmp_path: Path, monkeypatch: py
 @pytest.mark.parametrize(
     "command",
     [["submit-dist", "pytorch"], ["list"], ["describe", "job"], ["logs"], ["delete", "job"],
-     ["project", "create"], ["department", "create"], ["cluster"], ["events"], ["token", "create"],
+     ["project", "create"], ["project", "update"], ["project", "delete"], ["project", "list"],
+     ["department", "create"], ["department", "update"], ["department", "list"], ["department", "delete"], ["cluster"], ["events"], ["token", "create"],
      ["login"], ["config", "project"]],
 )  # fmt: skip
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:
@@ -265,3 +269,23 @@ def test_logs_follow_stops_when_the_job_ends(bridge: ASGIBridge, monkeypatch: py
     followed = tide("logs", "short", "--follow")
     assert followed.exit_code == 0, followed.output
     assert followed.output.count("replica 0 of team-a/short") == 1
+
+
+def test_an_answer_that_is_not_tides_api_is_an_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+    def not_tide(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"hello": "world"})
+
+    transport = httpx.MockTransport(not_tide)
+    context.use_client_factory(
+        lambda target: TideClient(http=httpx.Client(transport=transport, base_url=target.url))
+    )
+    try:
+        result = tide("cluster", "--url", "http://elsewhere:1")
+    finally:
+        context.use_client_factory(None)
+    assert result.exit_code == 1
+    assert "not Tide's API" in result.output and "Traceback" not in result.output
