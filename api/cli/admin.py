@@ -280,6 +280,28 @@ def token_create(
     typer.echo(f"Use it: tide login URL --token {created.token}")
 
 
+@token_app.command("list")
+def token_list(
+    project: Annotated[str, typer.Argument(help="Project.")],
+    as_json: Json = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """List a project's tokens (admin; secrets are never shown again).
+
+    Example: tide token list team-a
+    """
+    with context.session(url, token) as client:
+        tokens = client.tokens(project)
+    if as_json:
+        context.dump_json(tokens)
+        return
+    table = Table("ID", "NAME", "CREATED", box=None)
+    for t in tokens:
+        table.add_row(str(t.id), t.name, f"{t.created_at:%Y-%m-%d %H:%M}")
+    context.console().print(table if tokens else f"No tokens for project {project}.")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(project_app, name="project")
     app.add_typer(department_app, name="department")

@@ -189,6 +189,9 @@ def test_token_create_gives_a_working_project_token() -> None:
     assert "team-a" in tide("project", "list", "--token", secret).output
     refused = tide("project", "create", "c", "--deserved", "1", "--token", secret)
     assert refused.exit_code == 5
+    listed = tide("token", "list", "team-a")
+    assert "ci" in listed.output and secret not in listed.output
+    assert json.loads(tide("token", "list", "team-a", "--json").output)[0]["token"] is None
 
 
 def test_server_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,7 +232,7 @@ def test_unreachable_server_says_where_it_looked(tmp_path: Path, monkeypatch: py
     "command",
     [["submit-dist", "pytorch"], ["list"], ["describe", "job"], ["logs"], ["delete", "job"],
      ["project", "create"], ["project", "update"], ["project", "delete"], ["project", "list"],
-     ["department", "create"], ["department", "update"], ["department", "list"], ["department", "delete"], ["cluster"], ["events"], ["token", "create"],
+     ["department", "create"], ["department", "update"], ["department", "list"], ["department", "delete"], ["cluster"], ["events"], ["token", "create"], ["token", "list"],
      ["login"], ["config", "project"]],
 )  # fmt: skip
 def test_every_command_has_help_with_an_example(command: list[str]) -> None:
