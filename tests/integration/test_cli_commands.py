@@ -118,7 +118,8 @@ def test_submit_list_describe_delete() -> None:
 
 
 @pytest.mark.usefixtures("bridge")
-def test_a_shrink_is_explained_in_list_describe_and_events() -> None:
+def test_a_shrink_is_explained_in_list_describe_and_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
     _seed()
     tide("submit-dist", "pytorch", "--name", "a", "-p", "team-a", "--workers", "3", "--min-replicas", "1",
          "--", "sleep", "100")  # fmt: skip
@@ -132,6 +133,10 @@ def test_a_shrink_is_explained_in_list_describe_and_events() -> None:
     assert "GPUs: 4 total, 4 allocated, 0 free" in cluster.output
     assert "team-b" in cluster.output and "node" in cluster.output.lower()
     assert json.loads(tide("cluster", "--json").output)["total_gpus"] == 4
+    for table in (tide("list"), cluster, tide("project", "list")):
+        assert "\x1b[" not in table.output  # no colour when not a terminal
+        assert max(len(line) for line in table.output.splitlines()) <= 80, table.output
+    assert "fair share" in tide("list").output  # a long reason wraps inside its column
 
 
 @pytest.mark.usefixtures("bridge")
