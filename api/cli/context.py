@@ -79,7 +79,10 @@ def resolve(url: str | None, token: str | None) -> Target:
     elif config.get("url"):
         url, source = str(config["url"]), f"the config file {config_path()}"
     else:
-        local_url, local_token = local_server()
+        try:
+            local_url, local_token = local_server()
+        except (OSError, ValueError):  # another user's server, a half-written server.json
+            local_url, local_token = "http://127.0.0.1:8000", None
         data = default_data_dir()
         source = f"the local server's data dir {data}"
         return Target(local_url, token or env_token or config.get("token") or local_token, source)

@@ -210,6 +210,10 @@ def test_server_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         monkeypatch.delenv(name, raising=False)
     local = context.resolve(None, None)
     assert (local.url, local.token) == ("http://127.0.0.1:9", "local-admin")
+    (data / "server.json").write_text("{half")
+    assert context.resolve(None, None) == context.Target(
+        "http://127.0.0.1:8000", None, f"the local server's data dir {data}"
+    )
     context.save_config({"url": "http://cfg:1", "token": "cfg-token"})
     assert context.resolve(None, None).token == "cfg-token"
     monkeypatch.setenv("TIDE_URL", "http://env:2")
