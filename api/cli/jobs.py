@@ -66,6 +66,7 @@ def submit_pytorch(
     interactive: Annotated[bool, typer.Option("--interactive", help="Never preempted; quota only.")] = False,
     priority: Annotated[int, typer.Option("--priority", help="Order inside the project.")] = 0,
     command: Annotated[bool, typer.Option("--command", help="Accepted for Run:ai habits (no-op).")] = False,
+    wait: Annotated[float, typer.Option("--wait", help="Wait up to this many seconds for it to run.")] = 0,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -90,8 +91,28 @@ def submit_pytorch(
         f"Submitted job {job.name} to project {job.project}: {job.min_replicas}..{job.max_replicas} "
         f"replicas of {job.gpus_per_replica} GPU(s), status {job.status}."
     )
+    if wait > 0:
+        job = _wait_running(job, wait, url, token)
     out.print(f"Follow it:  tide describe job {job.name} -p {job.project}")
     out.print(f"            tide logs {job.name} -p {job.project} --follow")
+
+
+def _wait_running(
+    job: schemas.JobPublic, seconds: float, url: str | None, token: str | None
+) -> schemas.JobPublic:
+    out = context.console()
+    deadline = time.monotonic() + seconds
+    with context.session(url, token) as client, out.status(f"waiting for {job.name} to start..."):
+        while job.status == "pending" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            job = client.job(job.project, job.name)
+    if job.status == "pending":
+        out.print(f"Still pending after {seconds:g} s: {job.pending_reason or 'no reason given yet'}")
+    else:
+        out.print(
+            f"Job {job.name} is {job.status} with {job.replicas_now} replica(s), {job.allocated_gpus} GPU(s)."
+        )
+    return job
 
 
 def list_jobs(

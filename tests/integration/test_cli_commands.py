@@ -301,3 +301,16 @@ def test_an_answer_that_is_not_tides_api_is_an_error_not_a_traceback(
         context.use_client_factory(None)
     assert result.exit_code == 1
     assert "not Tide's API" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_submit_can_wait_until_the_job_runs_or_say_why_not() -> None:
+    _seed()
+    waited = tide("submit-dist", "pytorch", "--name", "w", "-p", "team-a", "--workers", "1", "--wait", "10",
+                  "--", "sleep", "100")  # fmt: skip
+    assert waited.exit_code == 0, waited.output
+    assert "Job w is running with 2 replica(s), 2 GPU(s)." in waited.output
+    blocked = tide("submit-dist", "pytorch", "--name", "big", "-p", "team-a", "--workers", "3", "--interactive",
+                   "--wait", "0.5", "--", "sleep", "100")  # fmt: skip
+    assert blocked.exit_code == 0, blocked.output
+    assert "Still pending after 0.5 s:" in blocked.output
