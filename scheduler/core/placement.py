@@ -44,6 +44,11 @@ class NodeIndex:
             heapq.heapify(bucket)
         self._order = sorted(values, key=rank.__getitem__)
 
+    @property
+    def nodes(self) -> list[str]:
+        """Every node, in node order."""
+        return self._order
+
     def set(self, name: str, v: int) -> None:
         old = self.value[name]
         if old == v:

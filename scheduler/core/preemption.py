@@ -122,9 +122,92 @@ def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: b
         reason=reason,
         cause=Cause.RECLAIM,
     )
+    if taken is None and count == 1 and g > 1:
+        taken = _reclaim_one_node(ledger, claim, allowed=allowed, eligible=eligible, over=over, reason=reason)
     if taken is None:
         ledger.failed_reclaims[memo] = min(count, ledger.failed_reclaims.get(memo, count))
     return taken
+
+
+def _reclaim_one_node(
+    ledger: Ledger,
+    claim: Job,
+    *,
+    allowed: Callable[[str, Unit], bool],
+    eligible: Callable[[Job], bool],
+    over: Callable[[str], int],
+    reason: str,
+) -> list[Unit] | None:
+    """R5-R7 for one replica too big for victims scattered across nodes: on each node big enough, take
+    what the rules allow there, in R5 order, and keep the node that needs the fewest GPUs evicted."""
+    g = claim.gpus_per_replica
+    best: tuple[int, str] | None = None
+    for node in ledger.avail.nodes:
+        if ledger.capacity(node) < g:
+            continue
+        units = _units_on(ledger, node, claim, eligible, over)
+        if ledger.avail.value[node] + sum(r.gpus for u in units for r in u.replicas if r.node == node) < g:
+            continue
+        mark = ledger.checkpoint()
+        taken = _take_on(ledger, node, claim, units, allowed=allowed, reason=reason)
+        ledger.rollback(mark)
+        cost = sum(u.gpus for u in taken) if taken is not None else None
+        if cost is not None and (best is None or cost < best[0]):
+            best = (cost, node)
+    if best is None:
+        return None
+    units = _units_on(ledger, best[1], claim, eligible, over)
+    return _take_on(ledger, best[1], claim, units, allowed=allowed, reason=reason)
+
+
+def _units_on(
+    ledger: Ledger, node: str, claim: Job, eligible: Callable[[Job], bool], over: Callable[[str], int]
+) -> list[Unit]:
+    """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
+    whole jobs; newest job first."""
+    keyed: list[tuple[tuple[int, int, float, str, int], Unit]] = []
+    for key in ledger.on_node(node):
+        job, act = ledger.jobs[key], ledger.active[key]
+        if (
+            not act
+            or not job.preemptible
+            or key in ledger.started
+            or not eligible(job)
+            or over(job.project) <= 0
+        ):
+            continue
+        for r in act[job.min_replicas :]:
+            if r.node == node:
+                keyed.append(
+                    ((job.priority, 0, -job.submitted_at, job.name, -r.index), Unit(key, (r,), False))
+                )
+        keyed.append(((job.priority, 1, -job.submitted_at, job.name, 0), Unit(key, tuple(act), True)))
+    keyed.sort(key=lambda ku: ku[0])
+    return [u for _, u in keyed]
+
+
+def _take_on(
+    ledger: Ledger,
+    node: str,
+    claim: Job,
+    units: list[Unit],
+    *,
+    allowed: Callable[[str, Unit], bool],
+    reason: str,
+) -> list[Unit] | None:
+    taken: list[Unit] = []
+    for unit in units:
+        if ledger.avail.value[node] >= claim.gpus_per_replica:
+            break
+        # a whole job's unit is what is left of it after its extras here went (its master always is)
+        left = [r for r in unit.replicas if r in ledger.active[unit.key]]
+        unit = Unit(unit.key, tuple(left), unit.whole)  # noqa: PLW2901
+        if not allowed(unit.key[0], unit):
+            continue
+        why = f"{reason}: {_why(ledger, unit.key[0])} (on {node}, to make room for one replica)"
+        ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
+        taken.append(unit)
+    return taken if ledger.avail.value[node] >= claim.gpus_per_replica else None
 
 
 def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[Unit] | None:

@@ -28,7 +28,7 @@ from scheduler.core import (
 from scheduler.core.fairshare import fair_shares
 from scheduler.core.invariants import check_invariants
 from scheduler.core.ledger import Ledger
-from scheduler.core.preemption import VictimOrder, reclaim
+from scheduler.core.preemption import Unit, VictimOrder, _take_on, reclaim
 
 CFG = Config(settle_seconds=0)
 
@@ -239,3 +239,14 @@ def test_reclaim_skips_a_unit_too_big_to_take_and_takes_a_smaller_one() -> None:
 def test_pending_interactive_job_owed_its_quota_is_checked() -> None:
     state = _state(Job("a", "nb", 1, 1, interactive=True))
     assert any("project a is below its guarantee" in v for v in check_invariants(state, _plan(), CFG, now=0))
+
+
+def test_node_targeted_reclaim_takes_nothing_the_rules_forbid() -> None:
+    state = ClusterState(
+        nodes(1, gpus=2), (Project("a", 1), Project("b", 1)), (_running("b", "x", (0, "node-1")),)
+    )
+    ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
+    units = [Unit(("b", "x"), tuple(ledger.active[("b", "x")]), True)]
+    claim = Job("a", "big", 1, 1, 2)
+    assert _take_on(ledger, "node-1", claim, units, allowed=lambda p, u: False, reason="test") is None
+    assert ledger.released == {}

@@ -499,3 +499,45 @@ def test_consolidation_tries_the_next_node_when_replicas_cannot_move() -> None:
     ] * 2
     c.cycle()
     assert c.alloc("a") == 13 and c.alloc("b") == 6 and c.alloc("c") == 5
+
+
+def test_reclaim_targets_one_node_when_the_surplus_is_scattered() -> None:
+    """a is owed one 4-GPU replica. b is 4 GPUs above its share, but taking its workers in plain R5 order
+    (7, 6, 5, 4) would leave 1-2 free GPUs on each node; Tide instead takes the workers that share node-3."""
+    c = Cluster((*nodes(3, gpus=4), Node("tiny", 2))).project("a", 10).project("b", 4)
+    where = {
+        0: "node-1",
+        7: "node-1",
+        5: "node-2",
+        6: "node-2",
+        1: "node-3",
+        2: "node-3",
+        3: "node-3",
+        4: "node-3",
+    }
+    el = Job(
+        "b",
+        "el",
+        1,
+        8,
+        replicas=tuple(Replica(i, n, 1) for i, n in sorted(where.items())),
+        last_resized_at=-10,
+    )
+    small = tuple(
+        Job(
+            "a",
+            f"s{i}",
+            1,
+            1,
+            replicas=(Replica(0, "node-1" if i < 2 else "node-2", 1),),
+            last_resized_at=-10,
+        )
+        for i in range(4)
+    )
+    tiny = Job("a", "t", 1, 1, 2, replicas=(Replica(0, "tiny", 2),), last_resized_at=-10)
+    c.state = replace(c.state, jobs=(el, *small, tiny, Job("a", "big", 1, 1, 4, submitted_at=1)))
+    plan = c.cycle()
+    assert c.decisions(plan) == [("shrink", "b", "el", [4, 3, 2, 1])]
+    assert {(r.project, r.node) for r in plan.reservations if r.gpus} == {("a", "node-3")}
+    c.cycle()
+    assert c.alloc("a") == 10 and c.alloc("b") == 4
