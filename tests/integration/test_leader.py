@@ -45,6 +45,14 @@ def test_advisory_lock_hands_over_when_the_leader_connection_dies(pg_url: str) -
         with db_b.engine.connect() as conn:  # the leader "dies": its session is killed server-side
             conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(backend or 0)})")
             conn.commit()
+            alive = f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(backend or 0)}"
+
+            def gone() -> bool:  # pg_terminate_backend only signals: wait until that session has ended
+                count = conn.exec_driver_sql(alive).scalar()
+                conn.commit()
+                return count == 0
+
+            wait_for(gone, timeout=10, what="the leader's session to end")
         assert standby.tick() is not None and standby.is_leader
         assert leader.tick() is None and leader.role == "standby"
     finally:
