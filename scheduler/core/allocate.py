@@ -15,6 +15,11 @@ Line order: first every claim that keeps its project within its fair share ("owe
 their guarantee first, then the lowest allocated/fair-share ratio, then the oldest project; inside a project,
 highest priority, starts before growth, oldest job. Projects are re-ranked after every claim.
 
+A blocked start that is not owed gets one chance per cycle, in the owed phase (preempt lower priority in its
+project, else hold nodes draining): if that fails it is not tried again in the borrowing phase, which only
+records why it waits. (Trying again could only use GPUs released by that cycle's reclaims beyond what their
+claimants needed; they are idle in the next cycle anyway. This halves the work per pending job.)
+
 ``grow_idle`` then lends what is still idle to elastic jobs below ``max_replicas``, the project furthest
 below its fair share first; each job takes all the replicas it can at once (every resize restarts workers).
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.core import explain
 from scheduler.core.consolidate import consolidate
@@ -48,13 +53,15 @@ class Claims:
     outcomes: dict[JobKey, Outcome]
     start_reasons: dict[JobKey, str]
     line: list[JobKey]
+    # blocked starts whose one chance (preempt, drain) failed in the owed phase
+    held_in_vain: set[JobKey] = field(default_factory=set)
 
 
 def restore_gangs(ledger: Ledger, claims: Claims) -> None:
     """A running job below ``min_replicas`` (a node was lost) gets its replicas back now, or goes back to
     pending whole, so that no gang sits below its minimum holding GPUs (R8)."""
-    for key in sorted(ledger.jobs):
-        job, act = ledger.jobs[key], ledger.active[key]
+    for key, job in ledger.jobs.items():  # in key order
+        act = ledger.active[key]
         if not act or len(act) >= job.min_replicas:
             continue
         missing = job.min_replicas - len(act)
@@ -83,8 +90,10 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
         queue = queues[project]
         while queue and not _owed(ledger, queue[0]):
             job = queue.pop(0)
-            if _blocked_start(ledger, job) and _hold_place(ledger, order, claims, job, head_of_line):
-                continue  # it keeps its place in its project's line: younger jobs do not take its GPUs
+            if _blocked_start(ledger, job):
+                if _hold_place(ledger, order, claims, job, head_of_line):
+                    continue  # it keeps its place in its project's line: younger jobs do not take its GPUs
+                claims.held_in_vain.add(job.key)
             borrowers.setdefault(project, []).append(job)  # its turn comes in the borrowing phase
         if not queue:
             continue
@@ -129,7 +138,7 @@ def _queues(ledger: Ledger) -> dict[str, list[Job]]:
         act = ledger.active[key]
         if key in ledger.released or key in ledger.started:
             continue  # touched already this cycle (limits, restores)
-        if _stopping(job):
+        if key in ledger.stopping:
             continue  # resized again only once its stopping replicas have exited (no index reused)
         if act and (len(act) >= job.max_replicas or not ledger.config.elastic):
             continue
@@ -157,6 +166,9 @@ def _serve_start(
     blocked = explain.blocked_by_caps(ledger, job, k * g)
     if blocked:
         _record(claims, job, blocked, waiting=True)
+        return
+    if job.key in claims.held_in_vain:
+        _record(claims, job, explain.pending(ledger, job, k * g, entitled=False), waiting=True)
         return
     if ledger.free.slots(g) >= k:
         ledger.place(job, k, reserve=False)
@@ -309,8 +321,9 @@ def _ahead_in_line(ledger: Ledger, job: Job) -> int:
     if line is None:
         jobs = sorted((ledger.jobs[k] for k in ledger.by_project[job.project]), key=_line_key)
         prefix = [0]
+        held = ledger.held_gpus
         for j in jobs:
-            prefix.append(prefix[-1] + sum(r.gpus for r in j.active))
+            prefix.append(prefix[-1] + held.get((j.project, j.name), 0))
         line = ([_line_key(j) for j in jobs], prefix)
         ledger.line_cache[job.project] = line
     return line[1][bisect.bisect_left(line[0], _line_key(job))]
@@ -346,7 +359,7 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         act = ledger.active[key]
         if not act or len(act) >= job.max_replicas or key in ledger.released or key in claims.outcomes:
             continue
-        if ledger.settling(job) or not ledger.config.elastic or _stopping(job):
+        if ledger.settling(job) or not ledger.config.elastic or key in ledger.stopping:
             continue
         queues.setdefault(job.project, []).append(job)
     for jobs in queues.values():
@@ -372,10 +385,6 @@ def _explain_start(ledger: Ledger, claims: Claims, job: Job, *, owed: bool) -> N
         claims.start_reasons[job.key] = explain.grown(ledger, job, total, owed=owed)
     else:
         claims.start_reasons[job.key] = explain.started(ledger, job, total)
-
-
-def _stopping(job: Job) -> bool:
-    return any(r.releasing for r in job.replicas)
 
 
 def _gap(ledger: Ledger, project: str) -> tuple[int, float, str]:

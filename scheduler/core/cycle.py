@@ -16,6 +16,7 @@ tuples in the snapshot. A cycle is a short numbered pipeline, least disruptive s
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 from scheduler.core import explain
@@ -28,6 +29,19 @@ from scheduler.core.preemption import VictimOrder, enforce_limits
 
 
 def plan_cycle(state: ClusterState, config: Config, *, now: float) -> Plan:
+    # A cycle allocates a few objects per job and frees them all at its end; the cyclic garbage collector
+    # would walk the whole heap (the snapshot included) several times meanwhile: 20 % of a 51,200-GPU cycle.
+    # So it is paused for the cycle and collects afterwards as usual; the plan does not depend on it.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _plan(state, config, now)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _plan(state: ClusterState, config: Config, now: float) -> Plan:
     shares = fair_shares(state, config)  # 1
     ledger = Ledger(state, shares, config, now)
     claims = Claims(outcomes={}, start_reasons={}, line=[])
@@ -67,13 +81,13 @@ def _decisions(ledger: Ledger, claims: Claims) -> tuple[Decision, ...]:
 def _notes(ledger: Ledger, claims: Claims) -> tuple[JobNote, ...]:
     position = {key: i + 1 for i, key in enumerate(k for k in claims.line if claims.outcomes[k].waiting)}
     notes: list[JobNote] = []
-    for key in sorted(ledger.jobs):
-        job, act = ledger.jobs[key], ledger.active[key]
+    for key, job in ledger.jobs.items():  # in key order
+        act = ledger.active[key]
         if act and len(act) >= job.max_replicas:
             continue
         if key in claims.outcomes:
             reason = claims.outcomes[key].reason
-        elif any(r.releasing for r in job.replicas):
+        elif key in ledger.stopping:
             n = sum(r.releasing for r in job.replicas)
             reason = f"waiting for {n} stopping replicas to exit before it is resized again"
         elif not act:  # every pending job is a claim with an outcome unless it was a victim this cycle

@@ -22,6 +22,7 @@ from scheduler.core.plan import Cause, Placement, Reservation
 
 JobKey = tuple[str, str]
 _by_index = attrgetter("index")
+_job_key = attrgetter("project", "name")
 
 
 @dataclass(slots=True)
@@ -63,6 +64,8 @@ class Ledger:
     line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
     failed_consolidations: dict[int, int] = field(default_factory=dict)
     failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
+    stopping: set[JobKey] = field(default_factory=set)
+    held_gpus: dict[JobKey, int] = field(default_factory=dict)
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
 
@@ -74,36 +77,67 @@ class Ledger:
         self._capacity = {name: n.gpus for name, n in nodes.items()}
         self.largest_node = max(self._capacity.values(), default=0)
         rank = {name: i for i, name in enumerate(sorted(nodes, key=node_sort_key))}
-        held = dict.fromkeys(nodes, 0)
+        held_on = dict.fromkeys(nodes, 0)
         rel = dict.fromkeys(nodes, 0)
+        self._load_jobs(known, held_on, rel)
+        free = {n: max(nodes[n].gpus - held_on[n] - rel[n], 0) for n in nodes}
+        self.free = NodeIndex(free, rank)
+        self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
+
+    def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
+        """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""
         for p in self.projects:
             self.alloc[p] = 0
             self.interactive[p] = 0
-            self.top_alloc[self.top_key(p)] = 0
-        for job in self.state.jobs:
-            if job.project not in self.projects:
+        projects, alloc, interactive, stopping, held_gpus = (
+            self.projects,
+            self.alloc,
+            self.interactive,
+            self.stopping,
+            self.held_gpus,
+        )
+        # sorted once: every later walk over ``jobs`` is in key order, whatever the snapshot's order
+        for job in sorted(self.state.jobs, key=_job_key):
+            p = job.project
+            if p not in projects:
                 continue
             if not self.config.elastic and job.min_replicas != job.max_replicas:
                 job = replace(job, min_replicas=job.max_replicas)  # noqa: PLW2901 (the rigid view of the job)
-            key = (job.project, job.name)
+            key = (p, job.name)
             self.jobs[key] = job
-            self.by_project.setdefault(job.project, []).append(key)
+            self.by_project.setdefault(p, []).append(key)
+            if not job.replicas:
+                self.active[key] = []
+                continue
             # a replica on a node missing from the snapshot is lost with its node
-            live = [r for r in job.replicas if not r.releasing and r.node in known]
+            live = []
+            gpus = held = 0
+            for r in job.replicas:
+                if r.releasing:
+                    stopping.add(key)
+                    if r.node in rel:
+                        rel[r.node] += r.gpus
+                    continue
+                held += r.gpus
+                if r.node in known:
+                    live.append(r)
+                    gpus += r.gpus
+                if r.node in held_on:
+                    held_on[r.node] += r.gpus
             if len(live) > 1:
                 live.sort(key=_by_index)
             self.active[key] = live
-            gpus = 0
-            for r in job.replicas:
-                if r.node in held:
-                    (rel if r.releasing else held)[r.node] += r.gpus
-            for r in live:
-                gpus += r.gpus
+            held_gpus[key] = held
             if gpus:
-                self._count(job, gpus, journal=False)
-        free = {n: max(nodes[n].gpus - held[n] - rel[n], 0) for n in nodes}
-        self.free = NodeIndex(free, rank)
-        self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
+                alloc[p] += gpus
+                if job.interactive:
+                    interactive[p] += gpus
+        for p, project in projects.items():
+            top = self.top_key(p)
+            self.top_alloc[top] = self.top_alloc.get(top, 0) + alloc[p]
+            if interactive[p] and project.department is not None:
+                d = project.department
+                self.dept_interactive[d] = self.dept_interactive.get(d, 0) + interactive[p]
 
     # -- reading -------------------------------------------------------------------------------------
     def top_key(self, project: str) -> str:
@@ -242,7 +276,7 @@ class Ledger:
 
         self._undo.append(undo)
 
-    def _count(self, job: Job, gpus: int, *, journal: bool = True) -> None:
+    def _count(self, job: Job, gpus: int) -> None:
         p = self.projects[job.project]
         top = self.top_key(p.name)
         self.alloc[p.name] += gpus
@@ -251,8 +285,6 @@ class Ledger:
             self.interactive[p.name] += gpus
             if p.department is not None:
                 self.dept_interactive[p.department] = self.dept_interactive.get(p.department, 0) + gpus
-        if not journal:
-            return  # building the snapshot is not a change to undo
 
         def undo() -> None:
             self.alloc[p.name] -= gpus

@@ -18,23 +18,26 @@ import heapq
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from functools import lru_cache
 from itertools import islice
 
 
+@lru_cache(maxsize=1 << 17)
 def node_sort_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """Natural order, so node-2 sorts before node-10."""
+    """Natural order, so node-2 sorts before node-10 (cached: node names repeat from cycle to cycle)."""
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
 
 
 class NodeIndex:
     """Per-node values with a histogram (for ``slots``) and lazily cleaned buckets (for ``best_fit``)."""
 
-    __slots__ = ("_buckets", "_hist", "_order", "_rank", "value")
+    __slots__ = ("_buckets", "_hist", "_order", "_rank", "_slots", "value")
 
     def __init__(self, values: dict[str, int], rank: dict[str, int]) -> None:
         self.value: dict[str, int] = {}
         self._rank = rank
         self._hist: dict[int, int] = defaultdict(int)
+        self._slots: dict[int, int] = {}  # slots(g) until the next change
         self._buckets: dict[int, list[tuple[int, str]]] = defaultdict(list)
         for name, v in values.items():
             self.value[name] = v
@@ -54,12 +57,16 @@ class NodeIndex:
         if old == v:
             return
         self.value[name] = v
+        self._slots.clear()
         self._hist[old] -= 1
         self._hist[v] += 1
         heapq.heappush(self._buckets[v], (self._rank[name], name))
 
     def slots(self, g: int) -> int:
-        return sum(count * (v // g) for v, count in self._hist.items() if v >= g and count)
+        n = self._slots.get(g)
+        if n is None:
+            n = self._slots[g] = sum(count * (v // g) for v, count in self._hist.items() if v >= g and count)
+        return n
 
     def total(self) -> int:
         return sum(v * count for v, count in self._hist.items())
