@@ -129,7 +129,8 @@ def _answers(url: str) -> bool:
 def tide(tmp_path: Path) -> Iterator[Tide]:
     port = _free_port()
     data_dir = tmp_path / "data"
-    env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": TOKEN}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDE_")}  # no outside settings leak in
+    env |= {"TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": TOKEN}
     argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
     argv += ["--executor", "local", "--nodes", "4", "--gpus-per-node", "1", "--cycle-period", "0.1"]
     argv += ["--grace-period", "30", "--settle-time", "0"]

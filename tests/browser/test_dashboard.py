@@ -115,6 +115,12 @@ def test_dashboard_follows_the_seed_scenario(tide: Any, page: tuple[Page, Any], 
     tab.click("#large-type")
     expect(tab.locator("#detail")).to_be_hidden()
     stages.seen("wall-display-large-type", None)
+    tab.click("#large-type")
+    tab.set_viewport_size({"width": 1280, "height": 720})
+    stages.seen("laptop-1280", None, full_page=False)
+    tab.set_viewport_size({"width": 390, "height": 844})
+    assert tab.evaluate("document.documentElement.scrollWidth") <= 390, "the page scrolls sideways on a phone"
+    stages.seen("phone-390", None)
 
     assert console.errors == []
     assert max(stages.lags.values()) < SHOW_WITHIN_MS / 1000
@@ -156,6 +162,9 @@ def b_submits_and_a_shrinks(client: TideClient, stages: Stages) -> None:
         since,
         lambda: expect(gpus(tab, project="a", state="releasing")).to_have_count(2, **MS),
         lambda: expect(gpus(tab, state="releasing").first).to_contain_text("being reclaimed"),
+        lambda: expect(tab.locator('.project[data-project="a"] [data-role="releasing"]')).to_have_text(
+            "⟲ 2 releasing"
+        ),
         lambda: expect(job_row(tab, "b/one", "status")).to_have_text("◌ pending", **MS),
         lambda: expect(job_row(tab, "b/one", "why")).to_contain_text(
             "Waiting for 1 GPUs; project b holds 0 of fair share 2"
@@ -210,6 +219,7 @@ def b_finishes_and_a_grows_back(client: TideClient, stages: Stages) -> None:
 def job_detail_and_logs(stages: Stages) -> None:
     tab = stages.page
     tab.click('#job-rows a[href="#job/a/elastic"]')
+    tab.evaluate("window.scrollTo(0, 0)")
     detail = tab.locator("#detail")
     expect(detail.locator('[data-role="replicas"] tbody tr')).to_have_count(4)
     expect(detail.locator('tr[data-replica="0"]')).to_contain_text("★ master")

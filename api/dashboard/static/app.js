@@ -35,7 +35,7 @@ function drawAll() {
   const pending = state.jobs.filter((j) => j.status === "pending").length;
   replace(
     byId("summary"),
-    `${plural(c.total_gpus, "GPU")} on ${plural(c.nodes.length, "node")}: ${c.allocated_gpus} in use${reclaiming(c)}, ${c.free_gpus} free · ` +
+    `${plural(c.total_gpus, "GPU")} on ${plural(c.nodes.length, "node")}: ${c.allocated_gpus} in use${releasing(c)}, ${c.free_gpus} free · ` +
       `${plural(c.projects.length, "project")} · ${running} running, ${pending} pending ${pending === 1 && running === 0 ? "job" : "jobs"}`,
   );
   projects.render(c, palette);
@@ -45,7 +45,7 @@ function drawAll() {
   renderNow(state.events, state.jobs, palette);
 }
 
-function reclaiming(cluster) {
+function releasing(cluster) {
   const gpus = cluster.nodes.reduce((n, node) => n + node.slots.filter((s) => s.releasing).reduce((k, s) => k + s.gpu_ids.length, 0), 0);
   return gpus ? ` (${gpus} being released)` : "";
 }
@@ -146,6 +146,7 @@ function boot() {
     if (!state.polling) event.preventDefault(); // nothing to show without a token
   });
   for (const id of ["filter-project", "filter-status"]) byId(id).addEventListener("change", drawJobs);
+  byId("job-filters").addEventListener("submit", (event) => event.preventDefault());
   window.addEventListener("hashchange", () => {
     state.view = detail.route(location.hash);
     detail.forget();

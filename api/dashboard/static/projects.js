@@ -2,16 +2,20 @@
 // department: GPUs held within the deserved quota (solid), held over quota (hatched, labelled), pending
 // GPUs (dashed outline), the quota (solid line, label above) and the fair share (dotted line, label below),
 // all on one scale (the cluster's GPUs) so bars compare; then the figures in words and one sentence on
-// where the project stands.
+// where the project stands. GPUs still held by replicas told to stop show as a "releasing" segment (outlined
+// dashed, as in the GPU map) after what the project holds.
 
 import { byId, h, plural, replace } from "./dom.js";
 import { projectStanding } from "./words.js";
 
 export function render(cluster, palette) {
+  const releasing = releasingByProject(cluster);
   const scale = Math.max(
     1,
     cluster.total_gpus,
-    ...cluster.projects.map((p) => Math.max(p.allocated_gpus + p.pending_gpus, p.deserved_gpus, p.fair_share_gpus)),
+    ...cluster.projects.map((p) =>
+      Math.max(p.allocated_gpus + (releasing.get(p.name) ?? 0) + p.pending_gpus, p.deserved_gpus, p.fair_share_gpus),
+    ),
   );
   replace(byId("project-legend"), legend());
   const groups = groupByDepartment(cluster);
@@ -27,7 +31,7 @@ export function render(cluster, palette) {
         { class: "dept", dataset: { department: department?.name ?? "" } },
         groups.length > 1 || department ? h("h3", {}, department ? `Department ${department.name}` : "No department") : null,
         department ? h("p", { class: "dept-figures" }, departmentFigures(department)) : null,
-        projects.map((p) => projectRow(p, scale, palette)),
+        projects.map((p) => projectRow(p, releasing.get(p.name) ?? 0, scale, palette)),
       ),
     ),
   );
@@ -42,12 +46,23 @@ function groupByDepartment(cluster) {
   return groups;
 }
 
+// GPUs still held by replicas told to stop (physical, from the nodes): shown beside what the project holds.
+function releasingByProject(cluster) {
+  const byProject = new Map();
+  for (const node of cluster.nodes) {
+    for (const slot of node.slots) {
+      if (slot.releasing) byProject.set(slot.project, (byProject.get(slot.project) ?? 0) + slot.gpu_ids.length);
+    }
+  }
+  return byProject;
+}
+
 function departmentFigures(d) {
   const limit = d.limit_gpus === null ? "" : ` · limit ${d.limit_gpus}`;
   return `quota ${d.deserved_gpus} · fair share ${d.fair_share_gpus} · holds ${d.allocated_gpus} · pending ${d.pending_gpus}${limit}`;
 }
 
-function projectRow(p, scale, palette) {
+function projectRow(p, releasing, scale, palette) {
   const standing = projectStanding(p);
   const limit = p.limit_gpus === null ? "" : ` · limit ${p.limit_gpus}`;
   return h(
@@ -63,14 +78,15 @@ function projectRow(p, scale, palette) {
         `holds ${p.allocated_gpus} GPUs · quota ${p.deserved_gpus} · fair share ${p.fair_share_gpus}`,
         p.over_quota_gpus > 0 ? ` · ${p.over_quota_gpus} over quota` : "",
         ` · pending ${plural(p.pending_gpus, "GPU")}${limit}`,
+        releasing ? ` · ${releasing} being released` : "",
       ),
     ),
-    bar(p, scale, palette),
+    bar(p, releasing, scale, palette),
     h("p", { class: standing.owed ? "explain owed" : "explain" }, standing.text),
   );
 }
 
-function bar(p, scale, palette) {
+function bar(p, releasing, scale, palette) {
   const pct = (n) => `${(100 * n) / scale}%`;
   const inQuota = Math.min(p.allocated_gpus, p.deserved_gpus);
   const over = p.allocated_gpus - inQuota;
@@ -82,6 +98,10 @@ function bar(p, scale, palette) {
   if (over > 0) {
     const paint = palette.paint(p.name, "seg seg-over hatch");
     segments.push(h("div", { ...paint, style: { ...paint.style, width: pct(over) }, title: `${over} GPUs over quota`, dataset: { role: "over-quota" } }, h("span", {}, `+${over} over quota`)));
+  }
+  if (releasing > 0) {
+    const paint = palette.paint(p.name, "seg seg-releasing");
+    segments.push(h("div", { ...paint, style: { ...paint.style, width: pct(releasing) }, title: `${releasing} GPUs still held by replicas that were told to stop`, dataset: { role: "releasing" } }, h("span", {}, `⟲ ${releasing} releasing`)));
   }
   if (p.pending_gpus > 0) {
     segments.push(h("div", { class: "seg seg-pending", style: { width: pct(p.pending_gpus) }, title: `${p.pending_gpus} GPUs pending`, dataset: { role: "pending" } }, h("span", {}, `${p.pending_gpus} pending`)));

@@ -1,7 +1,7 @@
 // The Timeline and the "What the scheduler just did" panel. Contract: renderTimeline(events) lists the
 // latest decisions newest first, grouped by the second they were made in, each as a
 // headline in plain words, the scheduler's reason, and its cause. renderNow(events, jobs) shows the latest
-// decisions (the newest moment and those within 10 s before it) in large type and, below it, every job that waits or runs short of its wanted size with its
+// decisions (the newest moment and those up to 3 s before it) in large type and, below it, every job that waits or runs short of its wanted size with its
 // reason and place in line: what happened, and who is waiting and why.
 
 import { ago, byId, clock, h, replace } from "./dom.js";
@@ -38,19 +38,23 @@ export function eventItem(event, palette, kind) {
   );
 }
 
-// The latest burst: moments within BURST_S of the newest one (a submit of two jobs is two moments), at most 4.
-const BURST_S = 10;
+// The latest burst: the newest moment and those up to BURST_S before it (b submitting two jobs is two
+// cycles, a fraction of a second apart), at most BURST_EVENTS decisions; the Timeline has the rest.
+const BURST_S = 3;
+const BURST_EVENTS = 4;
 
 export function renderNow(events, jobs, palette) {
   const groups = moments(events);
   const body = [];
   if (groups.length === 0) body.push(h("p", { class: "muted" }, "No decision yet."));
-  const newest = groups.length ? new Date(groups[0].time).getTime() : 0;
-  const burst = groups.filter((g) => newest - new Date(g.time).getTime() <= BURST_S * 1000).slice(0, 4);
-  for (const group of burst) {
+  let room = BURST_EVENTS;
+  for (const group of groups) {
+    if (room <= 0 || groups[0].second - group.second > BURST_S) break;
+    const shown = group.events.slice(-room);
+    room -= shown.length;
     body.push(
       h("p", { class: "now-when" }, `${clock(group.time)} · `, h("span", { dataset: { ago: group.time } }, ago(group.time))),
-      h("ul", { class: "story" }, group.events.map((event) => h("li", {}, eventItem(event, palette, "event-now")))),
+      h("ul", { class: "story" }, shown.map((event) => h("li", {}, eventItem(event, palette, "event-now")))),
     );
   }
   const short = jobs
