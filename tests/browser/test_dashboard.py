@@ -141,6 +141,9 @@ def a_borrows_every_gpu(client: TideClient, stages: Stages, release: Path) -> No
             "+2 over quota"
         ),
         lambda: expect(tab.locator("#now-body")).to_contain_text("a/elastic started with 4 replicas"),
+        lambda: expect(tab.locator('.dept[data-department="research"] h3')).to_have_text(
+            "Department research"
+        ),
     )
 
 

@@ -42,6 +42,7 @@ export function eventItem(event, palette, kind) {
 // cycles, a fraction of a second apart), at most BURST_EVENTS decisions; the Timeline has the rest.
 const BURST_S = 3;
 const BURST_EVENTS = 4;
+const WAITING_SHOWN = 8; // the Jobs table has the rest
 
 export function renderNow(events, jobs, palette) {
   const groups = moments(events);
@@ -69,7 +70,7 @@ export function renderNow(events, jobs, palette) {
         h(
           "ul",
           {},
-          short.map((j) =>
+          short.slice(0, WAITING_SHOWN).map((j) =>
             h(
               "li",
               { dataset: { job: `${j.project}/${j.name}` } },
@@ -79,6 +80,7 @@ export function renderNow(events, jobs, palette) {
               reason(j.pending_reason),
             ),
           ),
+          short.length > WAITING_SHOWN ? h("li", { class: "muted" }, `and ${short.length - WAITING_SHOWN} more: see Jobs`) : null,
         ),
       ),
     );
