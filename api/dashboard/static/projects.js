@@ -88,6 +88,7 @@ function projectRow(p, releasing, scale, palette) {
 
 function bar(p, releasing, scale, palette) {
   const pct = (n) => `${(100 * n) / scale}%`;
+  const label = (n, long, short) => (n / scale >= 0.25 ? long : short); // a narrow segment gets the short one
   const inQuota = Math.min(p.allocated_gpus, p.deserved_gpus);
   const over = p.allocated_gpus - inQuota;
   const segments = [];
@@ -97,14 +98,14 @@ function bar(p, releasing, scale, palette) {
   }
   if (over > 0) {
     const paint = palette.paint(p.name, "seg seg-over hatch");
-    segments.push(h("div", { ...paint, style: { ...paint.style, width: pct(over) }, title: `${over} GPUs over quota`, dataset: { role: "over-quota" } }, h("span", {}, `+${over} over quota`)));
+    segments.push(h("div", { ...paint, style: { ...paint.style, width: pct(over) }, title: `${over} GPUs over quota`, dataset: { role: "over-quota" } }, h("span", {}, label(over, `+${over} over quota`, `+${over}`))));
   }
   if (releasing > 0) {
     const paint = palette.paint(p.name, "seg seg-releasing");
-    segments.push(h("div", { ...paint, style: { ...paint.style, width: pct(releasing) }, title: `${releasing} GPUs still held by replicas that were told to stop`, dataset: { role: "releasing" } }, h("span", {}, `⟲ ${releasing} releasing`)));
+    segments.push(h("div", { ...paint, style: { ...paint.style, width: pct(releasing) }, title: `${releasing} GPUs still held by replicas that were told to stop`, dataset: { role: "releasing" } }, h("span", {}, label(releasing, `⟲ ${releasing} releasing`, `⟲${releasing}`))));
   }
   if (p.pending_gpus > 0) {
-    segments.push(h("div", { class: "seg seg-pending", style: { width: pct(p.pending_gpus) }, title: `${p.pending_gpus} GPUs pending`, dataset: { role: "pending" } }, h("span", {}, `${p.pending_gpus} pending`)));
+    segments.push(h("div", { class: "seg seg-pending", style: { width: pct(p.pending_gpus) }, title: `${p.pending_gpus} GPUs pending`, dataset: { role: "pending" } }, h("span", {}, label(p.pending_gpus, `${p.pending_gpus} pending`, String(p.pending_gpus)))));
   }
   return h(
     "div",

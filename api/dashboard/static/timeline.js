@@ -39,9 +39,9 @@ export function eventItem(event, palette, kind) {
 }
 
 // The latest burst: the newest moment and those up to BURST_S before it (b submitting two jobs is two
-// cycles, a fraction of a second apart), at most BURST_EVENTS decisions; the Timeline has the rest.
+// cycles, a fraction of a second apart), at most BURST_EVENTS decisions (the rest are counted; the Timeline has them).
 const BURST_S = 3;
-const BURST_EVENTS = 4;
+const BURST_EVENTS = 6;
 const WAITING_SHOWN = 8; // the Jobs table has the rest
 
 export function renderNow(events, jobs, palette) {
@@ -49,15 +49,22 @@ export function renderNow(events, jobs, palette) {
   const body = [];
   if (groups.length === 0) body.push(h("p", { class: "muted" }, "No decision yet."));
   let room = BURST_EVENTS;
+  let left = 0;
   for (const group of groups) {
-    if (room <= 0 || groups[0].second - group.second > BURST_S) break;
-    const shown = group.events.slice(-room);
+    if (groups[0].second - group.second > BURST_S) break;
+    if (room <= 0) {
+      left += group.events.length;
+      continue;
+    }
+    const shown = group.events.slice(0, room); // in decision order: what was freed, then what started
     room -= shown.length;
+    left += group.events.length - shown.length;
     body.push(
       h("p", { class: "now-when" }, `${clock(group.time)} · `, h("span", { dataset: { ago: group.time } }, ago(group.time))),
       h("ul", { class: "story" }, shown.map((event) => h("li", {}, eventItem(event, palette, "event-now")))),
     );
   }
+  if (left) body.push(h("p", { class: "muted" }, `…and ${left} more at the same time: see the Timeline.`));
   const short = jobs
     .filter((j) => (j.status === "pending" || j.status === "running") && j.pending_reason)
     .sort((a, b) => (a.queue_position ?? 1e9) - (b.queue_position ?? 1e9));

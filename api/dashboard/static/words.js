@@ -90,13 +90,17 @@ export function projectStanding(p) {
   const held = p.allocated_gpus;
   const owed = Math.min(p.deserved_gpus, held + p.pending_gpus) - held;
   if (owed > 0 && p.pending_gpus > 0) {
-    return { text: `Below its guarantee: owed ${plural(owed, "more GPU")} within its quota of ${p.deserved_gpus}; the scheduler takes them back from projects above their fair share.`, owed: true };
+    const waiting = `${p.pending_gpus} ${p.pending_gpus === 1 ? "GPU" : "GPUs"}`;
+    return { text: `Below its quota: holds ${held} of its ${p.deserved_gpus} guaranteed GPUs while jobs needing ${waiting} wait (why: see Jobs).`, owed: true };
   }
   if (held > p.fair_share_gpus && held > p.deserved_gpus) {
     return { text: `Borrowing ${plural(held - p.deserved_gpus, "GPU")} over its quota; ${plural(held - p.fair_share_gpus, "GPU")} above its fair share ${held - p.fair_share_gpus === 1 ? "is" : "are"} lent and reclaimed first when another project needs ${held - p.fair_share_gpus === 1 ? "it" : "them"}.`, owed: false };
   }
   if (held > p.deserved_gpus) {
     return { text: `Borrowing ${plural(held - p.deserved_gpus, "idle GPU")} over its quota, within its fair share of ${p.fair_share_gpus}.`, owed: false };
+  }
+  if (p.pending_gpus > 0 && held >= p.deserved_gpus) {
+    return { text: `Its quota is in use (${held} of ${p.deserved_gpus} GPUs); jobs needing ${plural(p.pending_gpus, "GPU")} wait for idle GPUs to borrow.`, owed: false };
   }
   if (held === 0 && p.pending_gpus === 0) return { text: "Nothing running or waiting.", owed: false };
   return { text: `Within its quota (${held} of ${p.deserved_gpus} GPUs in use): guaranteed, no other project can reclaim them.`, owed: false };
