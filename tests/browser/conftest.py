@@ -3,8 +3,8 @@
 ``chromium`` makes sure ``/usr/bin/chromium`` exists, installing Debian's package when it does not (the tests
 run as root on the project's machines); it never runs ``playwright install``, which downloads a browser build
 from outside the package registries. When Chromium or Playwright cannot be had, the tests skip with the
-reason, unless ``CI`` is set: then they fail loudly. ``tide`` runs ``tide serve`` as a subprocess on a free
-port with the local executor on 4 nodes of 1 GPU; ``page`` opens a fresh browser context and records
+reason, unless ``CI`` is set: then they fail loudly. ``serve`` runs ``tide serve`` as a subprocess on a free
+port with the local executor (``tide``: on 4 nodes of 1 GPU); ``page`` opens a fresh browser context and records
 console errors and page errors; ``shots`` is the directory screenshots go to (``test-output/browser/`` at
 the repository root, or ``$TIDE_TEST_OUTPUT``), printed so a person can look at them.
 """
@@ -17,7 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,31 +126,46 @@ def _answers(url: str) -> bool:
 
 
 @pytest.fixture
-def tide(tmp_path: Path) -> Iterator[Tide]:
-    port = _free_port()
-    data_dir = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDE_")}  # no outside settings leak in
-    env |= {"TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": TOKEN}
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
-    argv += ["--executor", "local", "--nodes", "4", "--gpus-per-node", "1", "--cycle-period", "0.1"]
-    argv += ["--grace-period", "30", "--settle-time", "0"]
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-    server = Tide(url=f"http://127.0.0.1:{port}", data_dir=data_dir, process=process)
-    try:
+def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
+    """Start ``tide serve`` (local executor) with ``nodes`` of ``gpus`` GPUs; stopped after the test."""
+    started: list[Tide] = []
+
+    def start(nodes: int = 4, gpus: int = 1) -> Tide:
+        port = _free_port()
+        data_dir = tmp_path / f"data-{len(started)}"
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("TIDE_")
+        }  # no outside settings leak in
+        env |= {"TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": TOKEN}
+        argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
+        argv += ["--executor", "local", "--nodes", str(nodes), "--gpus-per-node", str(gpus)]
+        argv += ["--cycle-period", "0.1", "--grace-period", "30", "--settle-time", "0"]
+        log = tmp_path / f"serve-{len(started)}.log"
+        with log.open("w") as out:
+            process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        server = Tide(url=f"http://127.0.0.1:{port}", data_dir=data_dir, process=process)
+        started.append(server)
         wait_for(lambda: _answers(server.url) or process.poll() is not None, timeout=60, what="tide serve")
-        assert process.poll() is None, (tmp_path / "serve.log").read_text()
-        yield server
-    finally:
+        assert process.poll() is None, log.read_text()
+        return server
+
+    yield start
+    for server in started:
         for client in server.clients:
             client.close()
-        process.send_signal(signal.SIGTERM)
+        server.process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=20)
+            server.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-        kill_leftovers(data_dir)
+            server.process.kill()
+            server.process.wait()
+        kill_leftovers(server.data_dir)
+
+
+@pytest.fixture
+def tide(serve: Callable[..., Tide]) -> Tide:
+    """The seed scenario's cluster: 4 nodes of 1 GPU."""
+    return serve(nodes=4, gpus=1)
 
 
 @dataclass

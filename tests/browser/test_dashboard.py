@@ -11,6 +11,7 @@ A screenshot of each stage goes to the ``shots`` directory.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,9 +32,9 @@ sleep 600 & wait"""
 class Stages:
     """Screenshots and how long the page took to show each change the API had made."""
 
-    def __init__(self, page: Page, shots: Path) -> None:
+    def __init__(self, page: Page, shots: Path, first: int = 1) -> None:
         self.page, self.shots, self.lags = page, shots, {}
-        self.count = 0
+        self.count = first - 1
 
     def seen(
         self, name: str, since: float | None, *checks: Callable[[], None], full_page: bool = True
@@ -259,3 +260,39 @@ def test_token_is_asked_once_and_again_when_refused(tide: Any, page: tuple[Page,
     assert [e for e in console.errors if "status of 401" not in e] == [], (
         "only refused requests may log errors"
     )
+
+
+def test_a_bigger_cluster_gets_the_dense_gpu_map(
+    serve: Callable[..., Any], page: tuple[Page, Any], shots: Path
+) -> None:
+    """32 GPUs on 4 nodes: replicas of 2 and 8 GPUs each show as one block; the map is dense, with a legend."""
+    tab, console = page
+    tide = serve(nodes=4, gpus=8)
+    client = tide.client()
+    client.create_department({"name": "vision", "deserved_gpus": 16})
+    client.create_project({"name": "detection", "deserved_gpus": 8, "department": "vision"})
+    client.create_project({"name": "llm", "deserved_gpus": 8})
+    sleep = ["sleep", "600"]
+    client.submit("llm", {"name": "big", "workers": 1, "gpus_per_replica": 8, "command": sleep})
+    yolo = {"name": "yolo", "workers": 3, "min_replicas": 2, "max_replicas": 8, "gpus_per_replica": 2}
+    client.submit("detection", {**yolo, "command": sleep})
+    since = api_now(
+        lambda: len(replicas(client, "llm", "big")) == 2 and len(replicas(client, "detection", "yolo")) == 8,
+        "llm/big on 2 nodes and detection/yolo grown to 8 replicas",
+    )
+    sign_in(tab, tide)
+    stages = Stages(tab, shots, first=10)
+    master = gpus(tab, project="detection", job="yolo", role="master")
+    stages.seen(
+        "dense-map-32-gpus",
+        since,
+        lambda: expect(gpus(tab, state="running")).to_have_count(10, **MS),
+        lambda: expect(tab.locator("#node-list")).to_have_class("nodes nodes-dense"),
+        lambda: expect(master).to_have_attribute("data-gpu", re.compile(r"^node-\d/\d,\d$")),
+        lambda: expect(master).to_have_attribute("style", re.compile("grid-column: span 2")),
+        lambda: expect(gpus(tab, project="llm").first).to_have_attribute("style", re.compile("span 8")),
+        lambda: expect(tab.locator("#gpu-legend")).to_contain_text("detection"),
+        lambda: expect(tab.locator("#gpu-legend")).to_contain_text("llm"),
+        lambda: expect(tab.locator('.dept[data-department=""] h3')).to_have_text("No department"),
+    )
+    assert console.errors == []
