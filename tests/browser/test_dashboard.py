@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from integration.servicekit import wait_for
 from playwright.sync_api import Page, expect
 
@@ -94,6 +95,7 @@ def sign_in(page: Page, tide: Any) -> None:
 MS = {"timeout": SHOW_WITHIN_MS}
 
 
+@pytest.mark.slow
 def test_dashboard_follows_the_seed_scenario(tide: Any, page: tuple[Page, Any], shots: Path) -> None:
     tab, console = page
     client = tide.client()
