@@ -4,7 +4,7 @@ Contract: nothing is opened at import. The lifespan migrates the database (refus
 builds the executor, takes part in leader election, runs ``Engine.run`` as a task, and on shutdown stops the
 loop without stopping replicas (a restarted service adopts them). Routes live under ``/api/v1`` (GETs answer
 304 to a matching ``If-None-Match``); ``/docs``
-serves OpenAPI; ``/`` serves ``api/dashboard/static`` when it holds an ``index.html``, a placeholder
+serves OpenAPI; ``/`` serves the dashboard (``api.dashboard``) when its ``index.html`` is there, a placeholder
 otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``).
 """
 
@@ -14,13 +14,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
-from fastapi.staticfiles import StaticFiles
 
 from api.auth import admin_token
+from api.dashboard import STATIC, DashboardFiles
 from api.deps import Services
 from api.errors import BodyLimit, install_error_handlers
 from api.etag import ETagMiddleware
@@ -35,7 +34,6 @@ from scheduler.store.db import Database
 from scheduler.store.migrate import upgrade
 
 log = logging.getLogger(__name__)
-STATIC = Path(__file__).parent / "dashboard" / "static"
 API_PREFIX = "/api/v1"
 PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>Tide</title></head>
 <body><h1>Tide is running</h1><p>The API is under <a href="/api/v1/cluster">/api/v1</a>;
@@ -123,7 +121,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
 
 def _mount_dashboard(app: FastAPI) -> None:
     if (STATIC / "index.html").is_file():
-        app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")
+        app.mount("/", DashboardFiles(STATIC), name="dashboard")
         return
 
     @app.get("/", include_in_schema=False)

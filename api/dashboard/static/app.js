@@ -1,0 +1,166 @@
+// The dashboard's entry point. Contract: asks for an API token once (kept in this browser's localStorage;
+// a 401 asks again), then polls /cluster, /jobs and /events every 2 s, each revalidated with its ETag so an
+// unchanged state costs three 304s and no redraw. Sections redraw only when an answer changed; ages tick
+// on every poll. The job detail follows the URL's #fragment. "Large type" (or ?large=1) is for wall displays.
+
+import { Api, ApiError, Unauthorized } from "./api.js";
+import * as detail from "./detail.js";
+import { byId, clock, plural, replace } from "./dom.js";
+import * as gpumap from "./gpumap.js";
+import * as jobsView from "./jobs.js";
+import { Palette } from "./palette.js";
+import * as projects from "./projects.js";
+import { renderNow, renderTimeline, tickAgo } from "./timeline.js";
+
+const POLL_MS = 2000;
+const EVENTS = 60;
+const TOKEN_KEY = "tide.token";
+const LARGE_KEY = "tide.large";
+
+const api = new Api();
+const palette = new Palette();
+const state = { cluster: null, jobs: [], events: [], view: detail.route(location.hash), timer: null, polling: false };
+
+function filter() {
+  return { project: byId("filter-project").value, status: byId("filter-status").value };
+}
+
+function drawJobs() {
+  jobsView.render(state.jobs, palette, filter(), detail.selectedJob(state.view));
+}
+
+function drawAll() {
+  const c = state.cluster;
+  const running = state.jobs.filter((j) => j.status === "running").length;
+  const pending = state.jobs.filter((j) => j.status === "pending").length;
+  replace(
+    byId("summary"),
+    `${plural(c.total_gpus, "GPU")} on ${plural(c.nodes.length, "node")}: ${c.allocated_gpus} in use${releasing(c)}, ${c.free_gpus} free · ` +
+      `${plural(c.projects.length, "project")} · ${running} running, ${pending} pending ${pending === 1 && running === 0 ? "job" : "jobs"}`,
+  );
+  projects.render(c, palette);
+  gpumap.render(c, state.jobs, palette);
+  drawJobs();
+  renderTimeline(state.events, palette);
+  renderNow(state.events, state.jobs, palette);
+}
+
+function releasing(cluster) {
+  const gpus = cluster.nodes.reduce((n, node) => n + node.slots.filter((s) => s.releasing).reduce((k, s) => k + s.gpu_ids.length, 0), 0);
+  return gpus ? ` (${gpus} being released)` : "";
+}
+
+function setConn(ok, text) {
+  const el = byId("conn");
+  el.classList.toggle("bad", !ok);
+  el.textContent = text;
+}
+
+async function tick() {
+  state.timer = null;
+  try {
+    const [cluster, jobs, events] = await Promise.all([api.get("/cluster"), api.get("/jobs"), api.get(`/events?limit=${EVENTS}`)]);
+    if (cluster.changed) {
+      palette.update(cluster.data.projects);
+      jobsView.updateProjectFilter(cluster.data.projects);
+    }
+    state.cluster = cluster.data;
+    state.jobs = jobs.data;
+    state.events = events.data;
+    if (cluster.changed || jobs.changed || events.changed) {
+      drawAll();
+      detail.forget(); // the palette or the job may have changed: redraw the drawer too
+    }
+    await detail.refresh(api, palette, state.view);
+    jobsView.tickAges();
+    tickAgo();
+    setConn(true, `updated ${clock(new Date().toISOString())} · every ${POLL_MS / 1000} s`);
+  } catch (error) {
+    if (error instanceof Unauthorized) {
+      state.polling = false;
+      localStorage.removeItem(TOKEN_KEY);
+      askToken("The server refused the stored token (it may have been revoked). Enter a token.");
+      return;
+    }
+    if (!(error instanceof ApiError)) throw error;
+    setConn(false, `${error.message}; retrying every ${POLL_MS / 1000} s`);
+  }
+  schedule(POLL_MS);
+}
+
+function schedule(ms) {
+  if (!state.polling) return;
+  clearTimeout(state.timer);
+  state.timer = setTimeout(tick, ms);
+}
+
+function start(token) {
+  api.setToken(token);
+  state.polling = true;
+  schedule(0);
+}
+
+function askToken(message) {
+  const dialog = byId("token-dialog");
+  if (message) byId("token-message").textContent = message;
+  byId("token-error").textContent = "";
+  byId("token-input").value = "";
+  if (!dialog.open) dialog.showModal();
+  byId("token-input").focus();
+}
+
+async function submitToken(event) {
+  event.preventDefault();
+  const token = byId("token-input").value.trim();
+  if (!token) return;
+  api.setToken(token);
+  try {
+    await api.get("/cluster");
+  } catch (error) {
+    const refused = error instanceof Unauthorized;
+    byId("token-error").textContent = refused ? "That token was refused: check it and try again." : error.message;
+    return;
+  }
+  localStorage.setItem(TOKEN_KEY, token);
+  byId("token-dialog").close();
+  start(token);
+}
+
+function setLarge(on) {
+  document.documentElement.classList.toggle("large", on);
+  byId("large-type").setAttribute("aria-pressed", String(on));
+  localStorage.setItem(LARGE_KEY, on ? "1" : "0");
+}
+
+function boot() {
+  const params = new URLSearchParams(location.search);
+  setLarge(params.has("large") ? params.get("large") !== "0" : localStorage.getItem(LARGE_KEY) === "1");
+  byId("large-type").addEventListener("click", () => setLarge(!document.documentElement.classList.contains("large")));
+  byId("change-token").addEventListener("click", () => {
+    state.polling = false;
+    clearTimeout(state.timer);
+    askToken("Enter another token; it replaces the one kept in this browser.");
+  });
+  byId("token-form").addEventListener("submit", submitToken);
+  byId("token-dialog").addEventListener("cancel", (event) => {
+    if (!state.polling) event.preventDefault(); // nothing to show without a token
+  });
+  for (const id of ["filter-project", "filter-status"]) byId(id).addEventListener("change", drawJobs);
+  byId("job-filters").addEventListener("submit", (event) => event.preventDefault());
+  window.addEventListener("hashchange", () => {
+    state.view = detail.route(location.hash);
+    detail.forget();
+    if (state.cluster) drawJobs();
+    if (state.polling) schedule(0);
+  });
+  byId("detail-close").addEventListener("click", (event) => {
+    event.preventDefault();
+    history.pushState(null, "", location.pathname + location.search);
+    window.dispatchEvent(new HashChangeEvent("hashchange"));
+  });
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (token) start(token);
+  else askToken();
+}
+
+boot();

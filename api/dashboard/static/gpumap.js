@@ -1,0 +1,120 @@
+// The GPU map. Contract: render(cluster, jobs, palette) draws every node and each of its GPUs. A replica's
+// GPUs form one block (spanning as many GPU columns as it holds), painted in its project's colour and
+// pattern and labelled project/job and replica; the master (replica 0, which hosts the rendezvous) is
+// marked ★; a block whose replica was told to stop is outlined dashed red and flagged "being reclaimed"
+// (or "stopping" when its job ended); a free GPU says "free". These are physical figures: processes that
+// still hold the GPUs. Replicas placed that wait for their GPUs are listed under their node. Small clusters
+// get large labelled cells; from DENSE_ABOVE GPUs the cells shrink to the replica number (details in the
+// tooltip) with a legend of project colours, and from SWATCH_ABOVE to colour and pattern only.
+
+import { byId, h, replace } from "./dom.js";
+
+const DENSE_ABOVE = 16;
+const SWATCH_ABOVE = 512;
+
+export function render(cluster, jobs, palette) {
+  const list = byId("node-list");
+  const mode = cluster.total_gpus > SWATCH_ABOVE ? "swatch" : cluster.total_gpus > DENSE_ABOVE ? "dense" : "full";
+  list.className = `nodes nodes-${mode}`;
+  const widest = Math.max(1, ...cluster.nodes.map((n) => n.gpus));
+  list.style.setProperty("--cols", String(Math.min(widest, mode === "full" ? 4 : 8)));
+  replace(byId("gpu-legend"), legend(mode === "full" ? [] : cluster.projects, palette));
+  if (cluster.nodes.length === 0) {
+    replace(list, h("p", { class: "muted" }, "No nodes reported yet."));
+    return;
+  }
+  const waiting = waitingByNode(jobs);
+  const status = new Map(jobs.map((j) => [`${j.project}/${j.name}`, j.status]));
+  replace(list, cluster.nodes.map((node) => nodeCard(node, waiting.get(node.name) ?? [], status, palette)));
+}
+
+function waitingByNode(jobs) {
+  const byNode = new Map();
+  for (const job of jobs) {
+    if (job.status !== "running" && job.status !== "pending") continue;
+    for (const r of job.replicas) {
+      if (r.status !== "starting" || r.pid !== null) continue;
+      if (!byNode.has(r.node)) byNode.set(r.node, []);
+      byNode.get(r.node).push(`${job.project}/${job.name} #${r.index}`);
+    }
+  }
+  return byNode;
+}
+
+function nodeCard(node, waiting, status, palette) {
+  const owner = new Map();
+  for (const slot of node.slots) for (const id of slot.gpu_ids) owner.set(id, slot);
+  const cells = [];
+  for (let id = 0; id < node.gpus; id += 1) {
+    const slot = owner.get(id);
+    if (!slot) cells.push(freeCell(node.name, id));
+    else if (Math.min(...slot.gpu_ids) === id) cells.push(slotCell(node.name, slot, status, palette));
+  }
+  return h(
+    "section",
+    { class: node.schedulable ? "node" : "node cordoned", dataset: { node: node.name }, "aria-label": `node ${node.name}` },
+    h("header", {}, h("b", {}, node.name), h("span", {}, `${node.allocated_gpus}/${node.gpus} in use`, node.schedulable ? "" : " · cordoned")),
+    h("div", { class: "gpu-grid" }, cells),
+    waiting.length ? h("p", { class: "next-here" }, `Starting here once GPUs are free: ${waiting.join(", ")}`) : null,
+  );
+}
+
+function freeCell(nodeName, id) {
+  return h(
+    "div",
+    { class: "gpu gpu-free", dataset: { gpu: `${nodeName}/${id}`, state: "free" }, title: `${nodeName} GPU ${id}: free` },
+    h("span", { class: "gpu-id" }, `GPU ${id}`),
+    h("span", { class: "gpu-label" }, "free"),
+  );
+}
+
+// A stopping replica of a job that goes on is being reclaimed (shrink, evict); else its job ended.
+function releasingWords(jobStatus) {
+  if (jobStatus === "running" || jobStatus === "pending" || jobStatus === undefined) return "⟲ being reclaimed";
+  return `⟲ stopping: job ${jobStatus}`;
+}
+
+function gpuRange(ids) {
+  const sorted = [...ids].sort((a, b) => a - b);
+  const contiguous = sorted.every((id, i) => i === 0 || id === sorted[i - 1] + 1);
+  if (sorted.length === 1) return `GPU ${sorted[0]}`;
+  return contiguous ? `GPUs ${sorted[0]}–${sorted[sorted.length - 1]}` : `GPUs ${sorted.join(",")}`;
+}
+
+function slotCell(nodeName, slot, status, palette) {
+  const master = slot.role === "master";
+  const who = `${slot.project}/${slot.job}`;
+  const role = master ? "master #0" : `worker #${slot.index}`;
+  const stopping = slot.releasing ? releasingWords(status.get(who)) : null;
+  const paint = palette.paint(slot.project, `gpu${slot.releasing ? " gpu-releasing" : ""}${master ? " gpu-master" : ""}`);
+  return h(
+    "div",
+    {
+      ...paint,
+      style: { ...paint.style, "grid-column": `span ${slot.gpu_ids.length}` },
+      dataset: {
+        gpu: `${nodeName}/${slot.gpu_ids.join(",")}`,
+        state: slot.releasing ? "releasing" : "running",
+        project: slot.project,
+        job: slot.job,
+        replica: String(slot.index),
+        role: slot.role,
+      },
+      title: `${nodeName} ${gpuRange(slot.gpu_ids)}: ${who} ${role}${stopping ? ` (${stopping.slice(2)}: its process was told to stop)` : ""}`,
+    },
+    h("span", { class: "gpu-id" }, gpuRange(slot.gpu_ids)),
+    master ? h("span", { class: "master-badge", title: "master: hosts the job's rendezvous" }, "★ MASTER") : null,
+    stopping ? h("span", { class: "releasing-flag" }, stopping) : null,
+    h("span", { class: "gpu-label" }, h("b", {}, who), h("span", { class: "gpu-role" }, role)),
+    h("span", { class: "gpu-short" }, `${master ? "★" : ""}#${slot.index}${slot.releasing ? " ⟲" : ""}`),
+  );
+}
+
+function legend(projects, palette) {
+  return [
+    ...projects.map((p) => h("span", { class: "chip" }, h("span", palette.paint(p.name, "dot")), p.name)),
+    h("span", {}, h("span", { class: "master-badge", style: { position: "static" } }, "★ MASTER"), " replica 0"),
+    h("span", {}, h("span", { class: "key", style: { border: "3px dashed #a32900" } }), " ⟲ being reclaimed"),
+    h("span", {}, h("span", { class: "key", style: { border: "2px dashed #8c959f", background: "#eef0f3" } }), " free"),
+  ];
+}

@@ -1,0 +1,100 @@
+// The Timeline and the "What the scheduler just did" panel. Contract: renderTimeline(events) lists the
+// latest decisions newest first, grouped by the second they were made in, each as a
+// headline in plain words, the scheduler's reason, and its cause. renderNow(events, jobs) shows the latest
+// decisions (the newest moment and those up to 3 s before it) in large type and, below it, every job that waits or runs short of its wanted size with its
+// reason and place in line: what happened, and who is waiting and why.
+
+import { ago, byId, clock, h, replace } from "./dom.js";
+import { CAUSE, moments, headline, kindWord, reason } from "./words.js";
+
+export function renderTimeline(events, palette) {
+  const groups = moments(events);
+  if (groups.length === 0) {
+    replace(byId("events"), h("li", { class: "muted" }, "No decisions yet: submit a job and watch it start here."));
+    return;
+  }
+  replace(
+    byId("events"),
+    groups.map((group) =>
+      h(
+        "li",
+        { class: "cycle" },
+        h("span", { class: "cycle-time", dataset: { time: group.time } }, clock(group.time)),
+        group.events.map((event) => eventItem(event, palette, "event")),
+      ),
+    ),
+  );
+}
+
+export function eventItem(event, palette, kind) {
+  const k = kindWord(event.kind);
+  const cause = event.cause && event.cause !== "fair-share" ? CAUSE[event.cause] ?? event.cause : null;
+  return h(
+    "div",
+    { class: kind, dataset: { kind: event.kind, job: `${event.project}/${event.job}`, event: String(event.id) } },
+    h("span", { class: `kind kind-${event.kind}` }, `${k.symbol} ${k.word}`),
+    h("span", { class: "what" }, h("span", palette.paint(event.project, "dot chip-dot")), " ", headline(event)),
+    h("span", { class: "why" }, h("span", { class: "why-label" }, "Why: "), reason(event.reason), cause ? h("span", { class: "cause" }, ` (${cause})`) : null),
+  );
+}
+
+// The latest burst: the newest moment and those up to BURST_S before it (b submitting two jobs is two
+// cycles, a fraction of a second apart), at most BURST_EVENTS decisions (the rest are counted; the Timeline has them).
+const BURST_S = 3;
+const BURST_EVENTS = 6;
+const WAITING_SHOWN = 8; // the Jobs table has the rest
+
+export function renderNow(events, jobs, palette) {
+  const groups = moments(events);
+  const body = [];
+  if (groups.length === 0) body.push(h("p", { class: "muted" }, "No decision yet."));
+  let room = BURST_EVENTS;
+  let left = 0;
+  for (const group of groups) {
+    if (groups[0].second - group.second > BURST_S) break;
+    if (room <= 0) {
+      left += group.events.length;
+      continue;
+    }
+    const shown = group.events.slice(0, room); // in decision order: what was freed, then what started
+    room -= shown.length;
+    left += group.events.length - shown.length;
+    body.push(
+      h("p", { class: "now-when" }, `${clock(group.time)} · `, h("span", { dataset: { ago: group.time } }, ago(group.time))),
+      h("ul", { class: "story" }, shown.map((event) => h("li", {}, eventItem(event, palette, "event-now")))),
+    );
+  }
+  if (left) body.push(h("p", { class: "muted" }, `…and ${left} more at the same time: see the Timeline.`));
+  const short = jobs
+    .filter((j) => (j.status === "pending" || j.status === "running") && j.pending_reason)
+    .sort((a, b) => (a.queue_position ?? 1e9) - (b.queue_position ?? 1e9));
+  if (short.length) {
+    body.push(
+      h(
+        "div",
+        { class: "waiting", dataset: { role: "waiting" } },
+        h("h3", {}, "Waiting, or running short of their wanted size"),
+        h(
+          "ul",
+          {},
+          short.slice(0, WAITING_SHOWN).map((j) =>
+            h(
+              "li",
+              { dataset: { job: `${j.project}/${j.name}` } },
+              j.queue_position ? h("span", { class: "line" }, `#${j.queue_position} in line`) : null,
+              h("b", {}, `${j.project}/${j.name}`),
+              ` (${j.status}, ${j.replicas_now} of ${j.max_replicas} replicas): `,
+              reason(j.pending_reason),
+            ),
+          ),
+          short.length > WAITING_SHOWN ? h("li", { class: "muted" }, `and ${short.length - WAITING_SHOWN} more: see Jobs`) : null,
+        ),
+      ),
+    );
+  }
+  replace(byId("now-body"), body);
+}
+
+export function tickAgo() {
+  for (const el of document.querySelectorAll("[data-ago]")) el.textContent = ago(el.dataset.ago);
+}
