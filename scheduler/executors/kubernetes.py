@@ -250,7 +250,11 @@ class KubernetesExecutor:
         self._ensure_service(spec.project, spec.job)
         obj = self._create_pod(body, spec.replica_id)
         with self._lock:
-            record = self._track(obj) or self._replicas[spec.replica_id]
+            record = self._replicas.get(spec.replica_id)
+            if record is None or record.view.uid != obj["metadata"].get("uid"):
+                record = self._track(obj)  # the watch has not shown it yet; it will never be older
+            if record is None:
+                raise ExecutorError(f"pod {name} was made but another pod claims replica {spec.replica_id}")
             return record.observation()
 
     def _create_pod(self, body: Obj, replica_id: int) -> Obj:
@@ -304,12 +308,10 @@ class KubernetesExecutor:
             if error.status != 404:
                 raise KubeApiError(f"delete pod {name}: {describe(error)}") from error
             answer = None
-        with self._lock:
+        with self._lock:  # the watch shows the deletion; an answer may be older than what it showed
             record.stop_requested = True
             if answer is None:
                 record.gone = True
-            else:
-                self._track(self._to_dict(answer))
 
     def forget(self, replica_id: int) -> None:
         with self._lock:
