@@ -11,6 +11,7 @@ something else) fails the job with the kubelet's reason.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -86,17 +87,20 @@ def test_a_refused_pod_is_an_executor_error_and_an_unreachable_api_is_not(
     api: FakeKubeApi, executor: KubernetesExecutor
 ) -> None:
     api.fail("POST", "/pods$", 422, reason="Invalid")
-    with pytest.raises(ExecutorError, match="Kubernetes refused pod .*injected by the test: 422"):
+    with pytest.raises(ExecutorError, match=r"Kubernetes refused pod .*injected by the test: 422"):
         executor.start(spec())
     api.fail("POST", "/pods$", 503, times=5)
     with pytest.raises(KubeApiError, match=r"create pod .*503.*tried 5 times"):
         executor.start(spec())
     assert not api.pods(NAMESPACE)
-    with pytest.raises(ExecutorError, match="no default image"):
-        KubernetesExecutor(
-            executor.settings.__class__(kubeconfig=executor.settings.kubeconfig),
-            connection=executor.connection,
-        ).start(spec())
+    imageless = KubernetesExecutor(
+        replace(executor.settings, default_image=None), connection=executor.connection
+    )
+    try:
+        with pytest.raises(ExecutorError, match="no default image"):
+            imageless.start(spec())
+    finally:
+        imageless.close()
 
 
 def test_an_api_outage_fails_cycles_not_jobs(

@@ -83,13 +83,8 @@ def seed_start(client: TideClient, api: FakeKubeApi) -> list[dict[str, Any]]:
     return pods(api, "train")
 
 
-@pytest.mark.slow
-def test_seed_scenario_on_kubernetes(
-    api: FakeKubeApi, make_service: Callable[..., RunningService], tmp_path: Path
-) -> None:
-    client = start_service(make_service, api, tmp_path).client()
-    first = seed_start(client, api)
-    seen = {p["metadata"]["name"]: p for p in first}
+def check_pods_and_service(api: FakeKubeApi, first: list[dict[str, Any]]) -> None:
+    """a's four pods: placed, limited, labelled, with the replica environment and the rendezvous name."""
     master = first[0]
     assert [p["metadata"]["labels"]["tide.dev/role"] for p in first] == [
         "master",
@@ -113,6 +108,17 @@ def test_seed_scenario_on_kubernetes(
     assert env["PET_RDZV_ENDPOINT"] == f"{host}:29400" and env["PET_NNODES"] == "4:4"
     assert env["PET_LOCAL_ADDR"] == "$(TIDE_POD_IP)"
     assert env["TIDE_POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+
+
+@pytest.mark.slow
+def test_seed_scenario_on_kubernetes(
+    api: FakeKubeApi, make_service: Callable[..., RunningService], tmp_path: Path
+) -> None:
+    client = start_service(make_service, api, tmp_path).client()
+    first = seed_start(client, api)
+    seen = {p["metadata"]["name"]: p for p in first}
+    master = first[0]
+    check_pods_and_service(api, first)
 
     b_job = {"workers": 0, "command": ["python", "eval.py"], "image": "registry.example/eval:2"}
     client.submit("b", {"name": "one", **b_job})

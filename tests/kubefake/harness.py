@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from kubefake.server import FakeKubeApi
-
 from scheduler.executors.kube.config import KubeSettings
 from scheduler.executors.kube.retry import Retrier
 from scheduler.executors.kubernetes import KubernetesExecutor
