@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,10 +70,13 @@ class Reflector:
         self._thread.start()
 
     def stop(self) -> None:
+        """End the thread. ``Watch.stop`` cuts only a stream already open (and a stream that opens after it
+        forgets it), so it is repeated until the thread has gone."""
         self._stopped.set()
-        self._watch.stop()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        deadline = time.monotonic() + 10
+        while self._thread is not None and self._thread.is_alive() and time.monotonic() < deadline:
+            self._watch.stop()
+            self._thread.join(timeout=0.05)
 
     def _list(self) -> None:
         answer = self._retrier.call(
