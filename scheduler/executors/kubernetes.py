@@ -37,12 +37,12 @@ from scheduler.executors.base import ExecutorError, LaunchSpec, Observation
 from scheduler.executors.kube import names, podspec
 from scheduler.executors.kube.config import Connection, KubeSettings, connect
 from scheduler.executors.kube.inventory import Inventory
+from scheduler.executors.kube.logs import PodLogs
 from scheduler.executors.kube.reflector import Reflector
 from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists, status_of
 from scheduler.executors.kube.status import PodView, gone
 
 log = logging.getLogger(__name__)
-MAX_LOG_BYTES = 1 << 20
 Obj = dict[str, Any]
 
 
@@ -81,7 +81,7 @@ class KubernetesExecutor:
     ) -> None:
         self.settings = settings
         self.retrier = retrier or Retrier()
-        self.log_dir = data_dir / "logs" if data_dir is not None else None
+        self.logs = PodLogs(self._core, lambda: self.namespace, self._timeout, data_dir)
         self._grace = grace_period
         self._connection = connection
         self._replicas: dict[int, _Replica] = {}
@@ -338,10 +338,10 @@ class KubernetesExecutor:
             ]
         if live:
             newest = max(live, key=lambda r: r.view.replica_id)
-            text = self._pod_log(newest.view.name, tail)
+            text = self.logs.read(newest.view.name, tail)
             if text is not None:
                 return text
-        return self._saved_log(project, job, index, tail)
+        return self.logs.saved(project, job, index, tail)
 
     # helpers ----------------------------------------------------------------------------------------
     def _ensure_service(self, project: str, job: str) -> None:
@@ -376,47 +376,12 @@ class KubernetesExecutor:
             ),
         )
 
+    def _save_log(self, record: _Replica) -> None:
+        self.logs.save(record.project, record.job, record.index, record.view.name, record.view.node)
+
     def _delete(self, what: str, call: Any) -> None:
         try:
             self.retrier.call(what, call)
         except ApiException as error:
             if error.status != 404:
                 raise KubeApiError(f"{what}: {describe(error)}") from error
-
-    def _pod_log(self, name: str, tail: int | None) -> str | None:
-        try:
-            text = self._core().read_namespaced_pod_log(
-                name,
-                self.namespace,
-                tail_lines=tail,
-                limit_bytes=MAX_LOG_BYTES,
-                _request_timeout=self._timeout(),
-            )
-        except Exception as error:  # a log is best effort: the pod may be gone, the node unreachable
-            log.info("cannot read the log of pod %s: %s", name, describe(error))
-            return None
-        return str(text)
-
-    def _log_path(self, project: str, job: str, index: int) -> Path | None:
-        return None if self.log_dir is None else self.log_dir / project / job / f"replica-{index}.log"
-
-    def _save_log(self, record: _Replica) -> None:
-        path = self._log_path(record.project, record.job, record.index)
-        if path is None:
-            return
-        text = self._pod_log(record.view.name, None)
-        if text is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as out:
-            out.write(f"--- tide: pod {record.view.name} on {record.view.node} ---\n{text}")
-
-    def _saved_log(self, project: str, job: str, index: int, tail: int | None) -> str | None:
-        path = self._log_path(project, job, index)
-        if path is None or not path.is_file():
-            return None
-        text = path.read_bytes()[-MAX_LOG_BYTES:].decode("utf-8", errors="replace")
-        if tail is not None:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-tail:]) if tail > 0 else ""
-        return text

@@ -119,6 +119,7 @@ def test_seed_scenario_on_kubernetes(
     seen = {p["metadata"]["name"]: p for p in first}
     master = first[0]
     check_pods_and_service(api, first)
+    assert client.logs("a", "train", replica=1, tail=1) == "fake kubelet: started on gpu-0\n"  # from the API
 
     b_job = {"workers": 0, "command": ["python", "eval.py"], "image": "registry.example/eval:2"}
     client.submit("b", {"name": "one", **b_job})
@@ -157,6 +158,8 @@ def test_seed_scenario_on_kubernetes(
     )
     assert workers_gone < master_deleted  # the master's pod was deleted only once the workers' were gone
     wait_for(lambda: not api.store.list("services", NAMESPACE, None)[0], what="the job's Service to go")
+    saved = client.logs("a", "train", replica=2)  # the pod is gone; its log was kept under DATA/logs
+    assert "fake kubelet: started on gpu-0" in saved and "--- tide: pod tide-a-train-" in saved
     assert {r.status for r in client.job("a", "train").replicas} == {"succeeded"}
     assert api.kubelets.rejected == []
 

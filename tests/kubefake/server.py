@@ -32,14 +32,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import kubernetes_validate
 import yaml
 
+from kubefake.faults import Fault, Request
 from kubefake.kubelet import Kubelets, node_object
 from kubefake.store import ApiError, Obj, Store, now_rfc3339, parse_selector
+from kubefake.validate import validated
 
-SCHEMA_VERSION = "1.30"
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ROUTES = [
     (re.compile(r"^/api/v1/nodes$"), "nodes", False),
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "nodes", True),
@@ -47,42 +46,6 @@ ROUTES = [
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services)/(?P<name>[^/]+)$"), None, True),
 ]
 LOG_ROUTE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")
-
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-    query: dict[str, str]
-    body: Obj | None
-
-    @property
-    def watch(self) -> bool:
-        return self.query.get("watch") in ("true", "1")
-
-
-@dataclass
-class Fault:
-    """The next ``times`` requests matching ``method`` and ``path`` (a regex) get ``code``, or, with
-    ``code`` None, are carried out and answered only after ``delay`` seconds (a client timeout)."""
-
-    method: str
-    path: str
-    code: int | None
-    times: int = 1
-    delay: float = 0.0
-    watch: bool | None = None
-    retry_after: int | None = None
-    reason: str = "InternalError"
-    hits: int = 0
-
-    def matches(self, request: Request) -> bool:
-        return (
-            self.hits < self.times
-            and request.method == self.method
-            and re.search(self.path, request.path) is not None
-            and (self.watch is None or self.watch == request.watch)
-        )
 
 
 @dataclass
@@ -243,7 +206,7 @@ class FakeKubeApi:
                 "items": items,
             }
         if method == "POST" and resource in ("pods", "services"):
-            obj = _validated(resource, ns, body)
+            obj = validated(resource, ns, body)
             if resource == "pods":
                 obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
             return 201, self.store.create(resource, ns, obj)
@@ -329,33 +292,6 @@ class FakeKubeApi:
             for event in events:
                 write({"type": event.type, "object": event.obj})
                 cursor = event.rv
-
-
-def _validated(resource: str, ns: str, body: Obj | None) -> Obj:
-    """What the API server checks on create that matters here: the schema (strict) and names."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "BadRequest", "the request body is not a JSON object")
-    kind = {"pods": "Pod", "services": "Service"}[resource]
-    body.setdefault("apiVersion", "v1")
-    body.setdefault("kind", kind)
-    if body["kind"] != kind:
-        raise ApiError(400, "BadRequest", f"expected kind {kind}, got {body['kind']}")
-    try:
-        kubernetes_validate.validate(body, SCHEMA_VERSION, strict=True)
-    except kubernetes_validate.ValidationError as error:
-        raise ApiError(422, "Invalid", f"{kind} is invalid: {str(error).splitlines()[0]}") from error
-    meta = body.get("metadata") or {}
-    name = meta.get("name", "")
-    if not DNS_LABEL.match(name) or len(name) > 63:
-        raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid: metadata.name: must be a DNS-1123 label')
-    if meta.get("namespace") not in (None, ns):
-        raise ApiError(
-            400, "BadRequest", "the namespace of the object does not match the namespace of the request"
-        )
-    for key, value in (meta.get("labels") or {}).items():
-        if len(value) > 63 or (value and not re.match(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", value)):
-            raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid: metadata.labels: {key}={value!r}')
-    return body
 
 
 def _handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
