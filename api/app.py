@@ -2,7 +2,8 @@
 
 Contract: nothing is opened at import. The lifespan migrates the database (refusing one from a newer Tide),
 builds the executor, takes part in leader election, runs ``Engine.run`` as a task, and on shutdown stops the
-loop without stopping replicas (a restarted service adopts them). Routes live under ``/api/v1`` (GETs answer
+loop without stopping replicas (a restarted service adopts them) and closes the executor if it has a
+``close`` (the kubernetes one ends its watches). Routes live under ``/api/v1`` (GETs answer
 304 to a matching ``If-None-Match``); ``/docs``
 serves OpenAPI; ``/`` serves the dashboard (``api.dashboard``) when its ``index.html`` is there, a placeholder
 otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``).
@@ -29,6 +30,8 @@ from scheduler.core import Config, Node
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.executors.base import Executor
 from scheduler.executors.fake import FakeExecutor
+from scheduler.executors.kube.config import KubeSettings
+from scheduler.executors.kubernetes import KubernetesExecutor
 from scheduler.executors.local import LocalExecutor, visible_gpu_count
 from scheduler.store.db import Database
 from scheduler.store.migrate import upgrade
@@ -51,13 +54,28 @@ def resolve_nodes(settings: Settings) -> tuple[tuple[Node, ...], bool]:
     return tuple(Node(name=f"node-{i}", gpus=gpus) for i in range(nodes)), False
 
 
+def kube_settings(settings: Settings) -> KubeSettings:
+    return KubeSettings(
+        namespace=settings.namespace,
+        kubeconfig=settings.kubeconfig,
+        default_image=settings.default_image,
+        node_selector=settings.node_selector,
+        checkpoint_claim=settings.checkpoint_claim,
+    )
+
+
 def build_executor(settings: Settings) -> Executor:
+    """The executor named by ``settings.executor``; the kubernetes one connects at its first use."""
+    if settings.executor == "kubernetes":
+        return KubernetesExecutor(
+            kube_settings(settings), data_dir=settings.data_dir, grace_period=settings.grace_period
+        )
     nodes, real = resolve_nodes(settings)
     if settings.executor == "local":
         return LocalExecutor(settings.data_dir, nodes, real_gpus=real)
     if settings.executor == "fake":
         return FakeExecutor(nodes)
-    raise ValueError(f"executor {settings.executor!r} is not available yet: use 'local'")
+    raise ValueError(f"unknown executor {settings.executor!r}: use local or kubernetes")
 
 
 def build_services(settings: Settings, executor: Executor | None = None) -> Services:
@@ -101,6 +119,9 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
                     await task
             services.engine.close()
             services.db.dispose()
+            close_executor = getattr(services.executor, "close", None)  # the kubernetes one has watches
+            if callable(close_executor):
+                close_executor()
 
     app = FastAPI(
         title="Tide",

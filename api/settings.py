@@ -2,7 +2,7 @@
 
 Contract: a frozen dataclass with the documented defaults; ``database_url`` None means the embedded SQLite
 file in ``data_dir``; ``nodes``/``gpus_per_node`` None means "the GPUs torch sees, else 1 node of 4" (resolved
-when the executor is built). ``default_data_dir()`` is ``$TIDE_DATA_DIR``, else ``$XDG_DATA_HOME/tide``, else
+when the executor is built; the kubernetes executor takes its nodes from the cluster instead). ``default_data_dir()`` is ``$TIDE_DATA_DIR``, else ``$XDG_DATA_HOME/tide``, else
 ``~/.local/share/tide``: one place per user, where the CLI on the same machine finds the admin token.
 """
 
@@ -35,6 +35,12 @@ class Settings:
     grace_period: float = 30.0
     settle_seconds: float = 10.0
     admin_token: str | None = None
+    # the kubernetes executor (docs/kubernetes.md); None means its default
+    namespace: str | None = None
+    kubeconfig: str | None = None
+    default_image: str | None = None
+    node_selector: str | None = None
+    checkpoint_claim: str | None = None
     max_body_bytes: int = 1 << 20
     run_loop: bool = True
     check_invariants: bool = False

@@ -1,6 +1,8 @@
-"""``tide serve``: run the service (API, scheduling loop, local executor) in the foreground.
+"""``tide serve``: run the service (API, scheduling loop, local or kubernetes executor) in the foreground.
 
-Contract: every flag has a ``TIDE_*`` environment equivalent (flag wins). On start it prints where the API
+Contract: every flag has a ``TIDE_*`` environment equivalent (flag wins). With ``--executor kubernetes`` it
+reaches the cluster before serving (a bad kubeconfig or an unreachable API is exit 2 with the reason) and
+the banner says where the jobs go; flags of one executor given to the other are refused. On start it prints where the API
 and its docs are, the data directory, the database, and the admin token when it was just generated (later
 starts say where it is stored). It writes ``DATA/server.json`` (the URL) so the CLI on this machine finds
 the server and its token without flags.
@@ -18,9 +20,12 @@ import typer
 import uvicorn
 from sqlalchemy.exc import OperationalError
 
-from api.app import create_app
+from api.app import build_executor, create_app
 from api.auth import ADMIN_TOKEN_FILE, admin_token
 from api.settings import Settings, default_data_dir
+from scheduler.executors.base import ExecutorError
+from scheduler.executors.kube.retry import KubeApiError
+from scheduler.executors.kubernetes import KubernetesExecutor
 from scheduler.store.db import Database
 from scheduler.store.migrate import SchemaTooNewError, check_not_newer
 
@@ -58,7 +63,7 @@ def serve(
         typer.Option(envvar="TIDE_DATA_DIR", help="State, logs, admin token (default ~/.local/share/tide)."),
     ] = None,
     executor: Annotated[
-        str, typer.Option(envvar="TIDE_EXECUTOR", help="local (kubernetes: later).")
+        str, typer.Option(envvar="TIDE_EXECUTOR", help="local (processes here) or kubernetes (pods).")
     ] = "local",
     nodes: Annotated[int | None, typer.Option(envvar="TIDE_NODES", min=1, help="Virtual nodes.")] = None,
     gpus_per_node: Annotated[
@@ -75,10 +80,32 @@ def serve(
         typer.Option(envvar="TIDE_SETTLE_TIME", min=0, help="Seconds a resized job is left alone (R7)."),
     ] = 10.0,
     log_level: Annotated[str, typer.Option(envvar="TIDE_LOG_LEVEL", help="debug, info, warning.")] = "info",
+    namespace: Annotated[
+        str | None,
+        typer.Option(envvar="TIDE_NAMESPACE", help="kubernetes: namespace of the jobs' pods (default: own)."),
+    ] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(envvar="TIDE_KUBECONFIG", help="kubernetes: kubeconfig file (default: in-cluster)."),
+    ] = None,
+    default_image: Annotated[
+        str | None,
+        typer.Option(envvar="TIDE_DEFAULT_IMAGE", help="kubernetes: image of jobs that name none."),
+    ] = None,
+    node_selector: Annotated[
+        str | None,
+        typer.Option(envvar="TIDE_NODE_SELECTOR", help="kubernetes: label selector of Tide's nodes."),
+    ] = None,
+    checkpoint_claim: Annotated[
+        str | None,
+        typer.Option(envvar="TIDE_CHECKPOINT_CLAIM", help="kubernetes: PVC mounted in every job pod."),
+    ] = None,
 ) -> None:
     """Run the Tide service in the foreground.
 
     Example: tide serve --nodes 2 --gpus-per-node 4 --grace-period 10
+
+    On Kubernetes: tide serve --executor kubernetes --namespace tide-jobs --default-image IMAGE
     """
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings(
@@ -93,18 +120,63 @@ def serve(
         grace_period=grace_period,
         settle_seconds=settle_time,
         admin_token=os.environ.get("TIDE_ADMIN_TOKEN") or None,
+        namespace=namespace,
+        kubeconfig=kubeconfig,
+        default_image=default_image,
+        node_selector=node_selector,
+        checkpoint_claim=checkpoint_claim,
     )
-    if executor == "kubernetes":
-        raise typer.BadParameter(
-            "the kubernetes executor is not available yet: use local", param_hint="--executor"
-        )
-    if executor not in ("local", "fake"):
-        raise typer.BadParameter(f"unknown executor {executor!r}; available: local", param_hint="--executor")
+    _check_executor(settings)
     _refuse_newer_schema(settings)
+    built = build_executor(settings)
+    where = _connect_kubernetes(built) if isinstance(built, KubernetesExecutor) else None
     token, created = admin_token(settings)
-    typer.echo(_banner(settings, token, created))
+    typer.echo(_banner(settings, token, created) + (f"\nKubernetes:    {where}" if where else ""))
     (settings.data_dir / "server.json").write_text(json.dumps({"url": f"http://{host}:{port}"}))
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower())
+    uvicorn.run(create_app(settings, executor=built), host=host, port=port, log_level=log_level.lower())
+
+
+def _check_executor(settings: Settings) -> None:
+    if settings.executor not in ("local", "kubernetes", "fake"):
+        raise typer.BadParameter(
+            f"unknown executor {settings.executor!r}; available: local, kubernetes", param_hint="--executor"
+        )
+    if settings.executor == "kubernetes" and (
+        settings.nodes is not None or settings.gpus_per_node is not None
+    ):
+        raise typer.BadParameter(
+            "--nodes/--gpus-per-node describe the local executor's virtual nodes; with kubernetes the nodes "
+            "and their GPUs come from the cluster (unset TIDE_NODES/TIDE_GPUS_PER_NODE)",
+            param_hint="--executor",
+        )
+    kube_only = {
+        "--namespace": settings.namespace,
+        "--kubeconfig": settings.kubeconfig,
+        "--default-image": settings.default_image,
+        "--node-selector": settings.node_selector,
+        "--checkpoint-claim": settings.checkpoint_claim,
+    }
+    given = [flag for flag, value in kube_only.items() if value is not None]
+    if settings.executor != "kubernetes" and given:
+        raise typer.BadParameter(
+            f"{', '.join(given)} only apply to --executor kubernetes", param_hint="--executor"
+        )
+
+
+def _connect_kubernetes(executor: KubernetesExecutor) -> str:
+    """Reach the API before serving: a wrong kubeconfig or an unreachable cluster is exit 2, not a loop."""
+    try:
+        nodes = executor.nodes()
+    except (ExecutorError, KubeApiError) as error:
+        executor.close()
+        typer.echo(f"tide: {error}", err=True)
+        raise typer.Exit(2) from error
+    gpus = sum(n.gpus for n in nodes)
+    usable = sum(1 for n in nodes if n.schedulable)
+    return (
+        f"{executor.connection.where}; jobs in namespace {executor.namespace}; "
+        f"{len(nodes)} GPU nodes ({usable} schedulable), {gpus} GPUs"
+    )
 
 
 def _refuse_newer_schema(settings: Settings) -> None:

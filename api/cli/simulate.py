@@ -2,14 +2,14 @@
 
 Contract: every argument after ``simulate`` goes unchanged to ``scheduler.simulator.cli.main`` (its
 ``--help`` lists them); the exit code is its exit code. Unlike the other commands this one talks to no
-server: it runs the simulator in this process, on a virtual clock.
+server: it runs the simulator in this process, on a virtual clock. The simulator is imported when the
+command runs: it draws plots with matplotlib, which the service image (no ``train`` extra) does not have,
+and ``tide serve`` must start there.
 """
 
 from __future__ import annotations
 
 import typer
-
-from scheduler.simulator.cli import main as simulator_main
 
 
 def register(app: typer.Typer) -> None:
@@ -24,4 +24,6 @@ def register(app: typer.Typer) -> None:
         Example: tide simulate --trace ../shared/traces/philly.csv --vc-sizes ../shared/traces/philly_vc.csv
         --gpus 64 --pollux-slice --out report/
         """
+        from scheduler.simulator.cli import main as simulator_main  # noqa: PLC0415 - needs matplotlib
+
         raise typer.Exit(simulator_main(list(ctx.args)))

@@ -3,7 +3,8 @@
 Contract: a job is created ``pending`` and the loop is woken at once. Names are unique among a project's
 jobs; submitting the name of a *finished* job replaces that job (its history stays in the events), an
 active one is a 409. A job whose replica needs more GPUs than any node has, or whose ``min_replicas`` can
-never fit in the cluster, is refused (422). ``DELETE`` marks the job ``cancelled`` and its replicas to stop
+never fit in the cluster, is refused (422), and so is a job without an image on Kubernetes when the
+service has no default image. ``DELETE`` marks the job ``cancelled`` and its replicas to stop
 (SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job is a no-op.
 Submitting and deleting need the admin token or a token of the job's project.
 """
@@ -21,6 +22,7 @@ from api import convert, schemas
 from api.auth import require_project_writer
 from api.deps import Caller, Svc
 from api.routes.projects import get_project
+from api.settings import Settings
 from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.store.models import JobRow, NodeRow, ProjectRow
 from scheduler.store.queries import ACTIVE, add_event, job_by_name, job_views
@@ -59,6 +61,15 @@ def _check_fits(session: Session, body: schemas.JobCreate) -> None:
         )
 
 
+def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
+    if settings.executor == "kubernetes" and body.image is None and settings.default_image is None:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            "this Tide runs jobs as Kubernetes pods and has no default image: set the job's image "
+            "(tide submit-dist --image IMAGE)",
+        )
+
+
 @router.post(
     "/projects/{project}/jobs", status_code=status.HTTP_201_CREATED, response_model=schemas.JobPublic
 )
@@ -66,6 +77,7 @@ def submit_job(project: str, body: schemas.JobCreate, svc: Svc, caller: Caller) 
     with svc.db.write() as session:
         owner = get_project(session, project)
         require_project_writer(caller, project)
+        _check_image(svc.settings, body)
         _check_fits(session, body)
         existing = job_by_name(session, project, body.name, lock=True)
         if existing is not None and existing.status in ACTIVE:

@@ -3,7 +3,8 @@
 Contract: ``Engine.run()`` (an asyncio task in the service's lifespan) runs a cycle every ``cycle_period``
 seconds and at once after ``trigger()`` (called on submit and delete; thread-safe). Only the leader runs
 cycles (``scheduler.engine.leader``); on becoming leader it adopts what the executor already runs and
-records the executor's nodes. One cycle (``run_cycle``), each step its own transaction:
+records the executor's nodes (again whenever they change: Kubernetes nodes come, go, are cordoned).
+One cycle (``run_cycle``), each step its own transaction:
 
 1. record what the executor observed (exits finish replicas and jobs, orphans are stopped);
 2. load the snapshot (a read), ``plan_cycle`` (holding no lock), persist the plan with its events (one
@@ -66,6 +67,7 @@ def sync_nodes(session: Session, nodes: tuple[Node, ...]) -> None:
             session.add(NodeRow(name=node.name, gpus=node.gpus, schedulable=node.schedulable))
         else:
             row.gpus = node.gpus
+            row.schedulable = node.schedulable  # cordoned, tainted, NotReady (Kubernetes) or back again
     for name, row in rows.items():
         used = session.scalars(select(ReplicaRow.id).where(ReplicaRow.node == name).limit(1)).first()
         if used is None:
@@ -99,6 +101,7 @@ class Engine:
         self.last_error: str | None = None
         self.violations: list[str] = []
         self.stopping = 0
+        self._synced_nodes: tuple[Node, ...] | None = None
         self._lock = threading.Lock()
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,12 +128,21 @@ class Engine:
     def _take_over(self) -> None:
         log.info("this service is now the leader: adopting running replicas")
         self.executor.adopt()
-        with self.db.write() as session:
-            sync_nodes(session, self.executor.nodes())
+        self._synced_nodes = None
+        self._sync_nodes()
         self.role = "leader"
+
+    def _sync_nodes(self) -> None:
+        """Record the executor's nodes when they changed (Kubernetes nodes come, go, cordon, taint)."""
+        nodes = self.executor.nodes()
+        if nodes != self._synced_nodes:
+            with self.db.write() as session:
+                sync_nodes(session, nodes)
+            self._synced_nodes = nodes
 
     def _cycle(self) -> Plan:
         started = time.perf_counter()
+        self._sync_nodes()
         seen = self.executor.observe()
         with self.db.write() as session:
             record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)

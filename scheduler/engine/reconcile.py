@@ -6,7 +6,8 @@ Contract:
   still active) or kept with its final status (its job finished). A replica that exited on its own finishes
   its job: any failure fails the job, the master's success (or every replica's) makes it succeed; the rest
   of the job is then stopped. A process the store does not want is stopped (an orphan never survives).
-- ``stop_unwanted`` signals replicas marked ``stop``, workers first: a job's master is signalled only once
+- ``stop_unwanted`` signals replicas marked ``stop``, workers first and highest index first (R5): a job's
+  master is signalled only once
   no other replica of that job is alive (R5, the rendezvous host goes last). It returns how many are still
   stopping, so the loop can look again soon instead of a whole period later.
 - ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
@@ -59,7 +60,7 @@ def record_observations(
     for replica in _with_jobs(session, gone):
         obs = seen.get(replica.id)
         code = obs.exit_code if obs is not None and obs.exit_code is not None else LOST_EXIT_CODE
-        _replica_exited(session, executor, replica, code, now)
+        _replica_exited(session, executor, replica, code, now, detail=obs.detail if obs is not None else None)
     for replica_id, obs in seen.items():
         if replica_id not in live and not _known(session, replica_id):
             if obs.running:
@@ -91,7 +92,15 @@ def _known(session: Session, replica_id: int) -> bool:
     return replica is not None and replica.exit_code is None
 
 
-def _replica_exited(session: Session, executor: Executor, replica: ReplicaRow, code: int, now: float) -> None:
+def _replica_exited(
+    session: Session,
+    executor: Executor,
+    replica: ReplicaRow,
+    code: int,
+    now: float,
+    *,
+    detail: str | None = None,
+) -> None:
     job = replica.job
     requested = replica.desired == "stop"
     replica.exit_code = code
@@ -106,7 +115,7 @@ def _replica_exited(session: Session, executor: Executor, replica: ReplicaRow, c
     if job.status not in ACTIVE:
         return
     if code != 0:
-        reason = f"replica {replica.index} {describe_exit(code)}"
+        reason = f"replica {replica.index} {describe_exit(code)}" + (f" ({detail})" if detail else "")
         _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
     elif replica.index == 0 or not any(r.desired == "run" for r in job.replicas):
         _finish_job(session, job, "succeeded", now=now, reason="the job completed", kind="finish")
@@ -154,7 +163,7 @@ def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Kn
         select(ReplicaRow)
         .where(ReplicaRow.desired == "stop", *LIVE)
         .options(selectinload(ReplicaRow.job))
-        .order_by(ReplicaRow.id)
+        .order_by(ReplicaRow.job_id, ReplicaRow.index.desc())  # R5: highest index first
     ).all()
     if not stopping:
         return 0
@@ -221,6 +230,7 @@ def _launch(
         argv=tuple(job.command),
         env=replica_env(_context(job, replica, gpu_ids), knobs.env_builder),
         image=job.image,
+        grace=job.grace_period if job.grace_period is not None else knobs.grace_period,
     )
     try:
         obs = executor.start(spec)

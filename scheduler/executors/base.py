@@ -37,6 +37,7 @@ class LaunchSpec:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     image: str | None = None
+    grace: float | None = None  # the job's grace period (None: the service's); pods carry it
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +49,11 @@ class Observation:
     running: bool
     exit_code: int | None = None
     stopping: bool = False
+    detail: str | None = None  # why it ended, when the executor knows more than the code
 
 
 class Executor(Protocol):
-    """Runs replicas. Implementations: ``local`` (processes), ``fake`` (memory, for tests)."""
+    """Runs replicas. Implementations: ``local`` (processes), ``kubernetes`` (pods), ``fake`` (memory)."""
 
     @property
     def real_gpus(self) -> bool:

@@ -1,0 +1,73 @@
+"""Replica logs on Kubernetes: read from the API while the pod exists, saved to disk before it goes.
+
+Contract: ``read(pod, tail)`` is the pod's log (the last 1 MiB, ``tail`` lines), or None when the API
+cannot give it (best effort: the pod may be gone, its node unreachable). ``save(...)`` appends the pod's
+log, under a header, to ``DATA/logs/PROJECT/JOB/replica-I.log``, the local executor's layout, so
+``tide logs`` answers after the pod is deleted; ``saved(...)`` reads that file. Without a data directory
+nothing is saved.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from kubernetes import client
+
+from scheduler.executors.kube.retry import describe
+
+log = logging.getLogger(__name__)
+MAX_LOG_BYTES = 1 << 20
+
+
+class PodLogs:
+    """Pod logs through ``core()`` in ``namespace()``, copies under ``data_dir/logs``."""
+
+    def __init__(
+        self,
+        core: Callable[[], client.CoreV1Api],
+        namespace: Callable[[], str],
+        timeout: Callable[[], tuple[float, float]],
+        data_dir: Path | None,
+    ) -> None:
+        self._core, self._namespace, self._timeout = core, namespace, timeout
+        self.log_dir = data_dir / "logs" if data_dir is not None else None
+
+    def read(self, pod: str, tail: int | None) -> str | None:
+        try:
+            text = self._core().read_namespaced_pod_log(
+                pod,
+                self._namespace(),
+                tail_lines=tail,
+                limit_bytes=MAX_LOG_BYTES,
+                _request_timeout=self._timeout(),
+            )
+        except Exception as error:  # a log is best effort
+            log.info("cannot read the log of pod %s: %s", pod, describe(error))
+            return None
+        return str(text)
+
+    def path(self, project: str, job: str, index: int) -> Path | None:
+        return None if self.log_dir is None else self.log_dir / project / job / f"replica-{index}.log"
+
+    def save(self, project: str, job: str, index: int, pod: str, node: str) -> None:
+        path = self.path(project, job, index)
+        if path is None:
+            return
+        text = self.read(pod, None)
+        if text is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(f"--- tide: pod {pod} on {node} ---\n{text}")
+
+    def saved(self, project: str, job: str, index: int, tail: int | None) -> str | None:
+        path = self.path(project, job, index)
+        if path is None or not path.is_file():
+            return None
+        text = path.read_bytes()[-MAX_LOG_BYTES:].decode("utf-8", errors="replace")
+        if tail is not None:
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-tail:]) if tail > 0 else ""
+        return text

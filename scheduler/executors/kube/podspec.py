@@ -1,0 +1,159 @@
+"""The Pod for one replica and the headless Service for one job, as the JSON bodies the API takes.
+
+Contract (pure): ``pod_body(spec, options)`` places the pod with ``spec.nodeName`` (the node Tide chose:
+the kube-scheduler is bypassed, Tide is the scheduler), limits ``nvidia.com/gpu`` to the replica's GPUs,
+``restartPolicy: Never`` (a replica that exits is Tide's to handle), ``terminationGracePeriodSeconds``
+from the job's grace period, the labels of ``names``, no service-account token and no service links.
+``pod_env`` is the engine's environment for the replica (``TIDE_*``, the job's env, any ``PET_*`` an
+``EnvBuilder`` added) with three Kubernetes facts on top: ``PET_RDZV_ENDPOINT`` names the job's headless
+Service (port kept), ``PET_LOCAL_ADDR`` is the pod's own IP (Downward API), ``TIDE_MASTER_ADDR`` the
+Service's name. When the engine set no torchrun settings, the torchrun defaults of
+``executors/torchrun.py`` are added: a fixed-size rendezvous of ``TIDE_NUM_REPLICAS`` with a run id per
+``TIDE_GENERATION``. Values are escaped so Kubernetes never expands a ``$(...)`` in them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.executors.base import LaunchSpec
+from scheduler.executors.kube import names
+from scheduler.executors.torchrun import ReplicaLaunch, nproc_for, replica_env, run_id_for
+
+Body = dict[str, Any]
+POD_IP = "TIDE_POD_IP"
+CONTAINER = "replica"
+CHECKPOINT_MOUNT = "/tide/checkpoints"
+DEFAULT_TOLERATIONS: tuple[Mapping[str, str], ...] = (
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PodOptions:
+    """What every replica pod of this Tide gets, beyond its LaunchSpec."""
+
+    namespace: str
+    default_image: str | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    grace_period: float = 30.0
+    rendezvous_port: int = 29400
+    checkpoint_claim: str | None = None
+    tolerations: tuple[Mapping[str, str], ...] = DEFAULT_TOLERATIONS
+    image_pull_policy: str = "IfNotPresent"
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _escape(value: str) -> str:
+    """Kubernetes expands ``$(VAR)`` and turns ``$$`` into ``$`` in env values: keep ours literal."""
+    return value.replace("$", "$$")
+
+
+def _torchrun_defaults(
+    spec: LaunchSpec, env: Mapping[str, str], host: str, options: PodOptions
+) -> dict[str, str]:
+    replicas = max(int(env.get("TIDE_NUM_REPLICAS", "1")), spec.index + 1)
+    launch = ReplicaLaunch(
+        job=spec.job,
+        project=spec.project,
+        replica_index=spec.index,
+        run_id=run_id_for(spec.project, spec.job, int(env.get("TIDE_GENERATION", "0"))),
+        rdzv_host=host,
+        rdzv_port=options.rendezvous_port,
+        min_nodes=replicas,
+        max_nodes=replicas,
+        checkpoint_dir=f"{CHECKPOINT_MOUNT}/{spec.project}/{spec.job}",
+        nproc_per_node=nproc_for(len(spec.gpu_ids)),
+    )
+    return replica_env(launch)
+
+
+def _port(endpoint: str | None, default: int) -> int:
+    if endpoint and ":" in endpoint:
+        tail = endpoint.rsplit(":", 1)[1]
+        if tail.isdigit():
+            return int(tail)
+    return default
+
+
+def pod_env(spec: LaunchSpec, options: PodOptions) -> list[Body]:
+    """The container's ``env``: the pod's IP first (later values refer to it), then the rest by name."""
+    host = names.service_host(spec.project, spec.job, options.namespace)
+    env = dict(spec.env)
+    if "PET_NNODES" not in env:
+        env = {**_torchrun_defaults(spec, env, host, options), **env}
+    env["PET_RDZV_ENDPOINT"] = f"{host}:{_port(env.get('PET_RDZV_ENDPOINT'), options.rendezvous_port)}"
+    env["TIDE_MASTER_ADDR"] = host
+    env.pop("PET_LOCAL_ADDR", None)
+    env.pop(POD_IP, None)
+    listed: list[Body] = [{"name": POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    listed.append({"name": "PET_LOCAL_ADDR", "value": f"$({POD_IP})"})
+    listed.extend({"name": k, "value": _escape(v)} for k, v in sorted(env.items()))
+    return listed
+
+
+def grace_seconds(grace: float) -> int:
+    return max(0, math.ceil(grace))
+
+
+def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = None) -> Body:
+    image = spec.image or options.default_image
+    if not image:
+        raise ValueError("the job has no image and the service has no default image (--default-image)")
+    container: Body = {
+        "name": CONTAINER,
+        "image": image,
+        "imagePullPolicy": options.image_pull_policy,
+        "command": list(spec.argv),
+        "env": pod_env(spec, options),
+    }
+    gpus = len(spec.gpu_ids)
+    if gpus:
+        container["resources"] = {"limits": {options.gpu_resource: str(gpus)}}
+    pod_spec: Body = {
+        "nodeName": spec.node,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": grace_seconds(options.grace_period if grace is None else grace),
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "tolerations": [dict(t) for t in options.tolerations],
+        "containers": [container],
+    }
+    if options.checkpoint_claim:
+        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}]
+        pod_spec["volumes"] = [
+            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": options.checkpoint_claim}}
+        ]
+    labels = {**options.extra_labels, **names.pod_labels(spec.project, spec.job, spec.index, spec.replica_id)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": names.pod_name(spec.project, spec.job, spec.index, spec.replica_id),
+            "namespace": options.namespace,
+            "labels": labels,
+            "annotations": {names.GPU_IDS: ",".join(str(g) for g in spec.gpu_ids)},
+        },
+        "spec": pod_spec,
+    }
+
+
+def service_body(project: str, job: str, options: PodOptions) -> Body:
+    """A headless Service selecting the job's master, published before it is ready (DNS for rendezvous)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": names.service_name(project, job),
+            "namespace": options.namespace,
+            "labels": {names.MANAGED_BY: names.MANAGER, names.PROJECT: project, names.JOB: job},
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": names.master_selector(project, job),
+        },
+    }

@@ -1,0 +1,95 @@
+"""What a pod (the JSON the API serves) says about its replica: running, stopping, or ended and how.
+
+Contract (pure): ``PodView.of(pod)`` reads a Tide pod: its replica id (``tide.dev/replica-id``), whether
+it is being deleted (``metadata.deletionTimestamp``), and once it ended (phase ``Succeeded``/``Failed``)
+its exit code: the container's own, or ``LOST_EXIT_CODE`` with the pod's reason when it never ran or was
+evicted (a kubelet that rejects a pod for want of GPUs says ``OutOfnvidia.com/gpu``). ``gone`` describes a
+pod that disappeared: the code it last showed, else a signal code when Tide deleted it, else lost.
+A pod's replica reports ``pid`` 1: the container's main process is PID 1 in its own PID namespace.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.executors.base import LOST_EXIT_CODE, Observation
+from scheduler.executors.kube import names
+
+POD_PID = 1
+
+
+def _terminated(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated:
+            return dict(terminated)
+    return None
+
+
+def replica_id_of(pod: dict[str, Any]) -> int | None:
+    raw = ((pod.get("metadata") or {}).get("labels") or {}).get(names.REPLICA_ID, "")
+    return int(raw) if raw.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """One pod of a replica, as last seen."""
+
+    replica_id: int
+    name: str
+    uid: str
+    node: str
+    deleting: bool
+    exit_code: int | None
+    detail: str | None
+
+    @staticmethod
+    def of(pod: dict[str, Any]) -> PodView | None:
+        replica_id = replica_id_of(pod)
+        if replica_id is None:
+            return None
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        code, detail = None, None
+        if status.get("phase") in ("Succeeded", "Failed"):
+            terminated = _terminated(pod)
+            if terminated is not None and terminated.get("exitCode") is not None:
+                code = int(terminated["exitCode"])
+            else:
+                code = 0 if status.get("phase") == "Succeeded" else LOST_EXIT_CODE
+            reason = status.get("reason") or (terminated or {}).get("reason")
+            message = status.get("message") or (terminated or {}).get("message")
+            if code == LOST_EXIT_CODE or status.get("reason"):
+                detail = f"pod {meta.get('name')}: {': '.join(p for p in (reason, message) if p)}"
+        return PodView(
+            replica_id=replica_id,
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            node=str((pod.get("spec") or {}).get("nodeName", "")),
+            deleting=bool(meta.get("deletionTimestamp")),
+            exit_code=code,
+            detail=detail,
+        )
+
+    def observation(self) -> Observation:
+        return Observation(
+            replica_id=self.replica_id,
+            pid=POD_PID,
+            running=self.exit_code is None,
+            exit_code=self.exit_code,
+            stopping=self.deleting,
+            detail=self.detail,
+        )
+
+
+def gone(last: PodView, *, deleted_by_tide: bool) -> Observation:
+    """The replica of a pod that no longer exists."""
+    if last.exit_code is not None:
+        return Observation(
+            last.replica_id, POD_PID, running=False, exit_code=last.exit_code, detail=last.detail
+        )
+    if deleted_by_tide:
+        return Observation(last.replica_id, POD_PID, running=False, exit_code=-int(signal.SIGTERM))
+    detail = f"pod {last.name} was deleted outside Tide"
+    return Observation(last.replica_id, POD_PID, running=False, exit_code=LOST_EXIT_CODE, detail=detail)

@@ -1,0 +1,383 @@
+"""A fake Kubernetes API server: real HTTP, the REST paths and semantics the ``kubernetes`` client uses.
+
+Contract: ``FakeKubeApi().start()`` serves on a free port of 127.0.0.1 (``url``); ``kubeconfig(path)``
+writes a kubeconfig pointing at it, so the real client is configured as it would be for a cluster.
+Served (core/v1 only): nodes (list, get, watch), pods and services in any namespace (list, get, create,
+delete, watch), and ``pods/{name}/log``. Lists carry ``metadata.resourceVersion``; ``?watch=true``
+streams newline-delimited ``{"type", "object"}`` events with chunked encoding from the given
+``resourceVersion`` (or synthetic ADDED events without one) until ``timeoutSeconds``; a
+resourceVersion older than the last ``compact()`` gets an ``ERROR`` event carrying a 410 ``Expired``
+Status, as a real server does. Creates are validated against the Kubernetes JSON schema (strict: an
+unknown field is a 422) and answer 409 ``AlreadyExists`` for a taken name; deletes honour
+``gracePeriodSeconds`` (a pod goes terminating with ``deletionTimestamp`` and disappears once its
+container stopped; see ``kubelet.py``); unknown objects are 404.
+
+Test controls: ``requests`` (every request, in order), ``fail(...)`` (inject a status or a slow answer
+into the next matching requests), ``drop_watches()`` (cut every open watch connection mid-stream),
+``refuse_watches(code)`` (new watches fail until ``refuse_watches(None)``), ``compact()``, and the
+node/pod helpers below. It is a fake: no scheduler, no controllers, no authentication, no RBAC.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+from kubefake.faults import Fault, Request
+from kubefake.kubelet import Kubelets, node_object
+from kubefake.store import ApiError, Obj, Store, now_rfc3339, parse_selector
+from kubefake.validate import validated
+
+ROUTES = [
+    (re.compile(r"^/api/v1/nodes$"), "nodes", False),
+    (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "nodes", True),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services)$"), None, False),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services)/(?P<name>[^/]+)$"), None, True),
+]
+LOG_ROUTE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")
+
+
+@dataclass
+class _Watches:
+    epoch: int = 0
+    refusal: int | None = None
+
+
+class FakeKubeApi:
+    """The server, its store, its kubelets and the test controls."""
+
+    def __init__(self, *, sigterm_seconds: float = 0.05) -> None:
+        self.store = Store()
+        self.kubelets = Kubelets(self.store, sigterm_seconds=sigterm_seconds)
+        self.requests: list[Request] = []
+        self.faults: list[Fault] = []
+        self.watches = _Watches()
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="kubefake", daemon=True)
+
+    # life cycle -------------------------------------------------------------------------------------
+    def start(self) -> FakeKubeApi:
+        self._thread.start()
+        self.kubelets.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.kubelets.stop()
+        self.drop_watches()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def kubeconfig(self, path: Path, namespace: str = "default") -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": "fake-token"}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "tester", "namespace": namespace}}
+            ],
+            "current-context": "fake",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    # test controls ----------------------------------------------------------------------------------
+    def fail(self, method: str, path: str, code: int | None, **options: Any) -> Fault:
+        fault = Fault(method, path, code, **options)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def drop_watches(self) -> None:
+        """Cut every open watch connection without ending its stream (a dropped TCP connection)."""
+        with self.store.changed:
+            self.watches.epoch += 1
+            self.store.changed.notify_all()
+
+    def refuse_watches(self, code: int | None) -> None:
+        self.watches.refusal = code
+        if code is not None:
+            self.drop_watches()
+
+    def compact(self) -> int:
+        return self.store.compact()
+
+    def calls(self, method: str, path: str = "", *, watch: bool | None = None) -> list[Request]:
+        return [
+            r
+            for r in list(self.requests)
+            if r.method == method and re.search(path, r.path) and (watch is None or r.watch == watch)
+        ]
+
+    def add_node(self, name: str, gpus: int, **options: Any) -> Obj:
+        return self.store.create("nodes", "", node_object(name, gpus, **options))
+
+    def set_node(
+        self,
+        name: str,
+        *,
+        gpus: int | None = None,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        taints: list[Obj] | None = None,
+    ) -> Obj:
+        def change(node: Obj) -> None:
+            if gpus is not None:
+                node["status"]["allocatable"]["nvidia.com/gpu"] = str(gpus)
+            if ready is not None:
+                condition = node["status"]["conditions"][0]
+                condition.update(status="True" if ready else "False", lastTransitionTime=now_rfc3339())
+            if unschedulable is not None:
+                node["spec"]["unschedulable"] = unschedulable
+            if taints is not None:
+                node["spec"]["taints"] = taints
+
+        return self.store.update("nodes", "", name, change)
+
+    def remove_node(self, name: str) -> None:
+        self.store.remove("nodes", "", name)
+
+    def pods(self, namespace: str = "default", selector: str | None = None) -> list[Obj]:
+        return self.store.list("pods", namespace, selector)[0]
+
+    def pod(self, namespace: str, name: str) -> Obj:
+        return self.store.get("pods", namespace, name)
+
+    def finish(self, namespace: str, name: str, exit_code: int) -> None:
+        self.kubelets.finish(namespace, name, exit_code)
+
+    def delete_pod_behind_tides_back(self, namespace: str, name: str) -> None:
+        """Someone (an admin, the node controller) removes a pod at once."""
+        self.store.remove("pods", namespace, name)
+
+    # request handling -------------------------------------------------------------------------------
+    def fault_for(self, request: Request) -> Fault | None:
+        with self._lock:
+            self.requests.append(request)
+            for fault in self.faults:
+                if fault.matches(request):
+                    fault.hits += 1
+                    return fault
+        return None
+
+    def handle(self, request: Request, body: Obj | None) -> tuple[int, Obj | str]:
+        if (match := LOG_ROUTE.match(request.path)) and request.method == "GET":
+            return 200, self._log(match["ns"], match["name"], request.query)
+        for pattern, fixed, named in ROUTES:
+            match = pattern.match(request.path)
+            if match is None:
+                continue
+            groups = match.groupdict()
+            resource = fixed or groups["res"]
+            ns = groups.get("ns") or ""
+            if named:
+                return self._object(request, resource, ns, groups["name"], body)
+            return self._collection(request, resource, ns, body)
+        raise ApiError(404, "NotFound", f"the server could not find the requested resource ({request.path})")
+
+    def _collection(self, request: Request, resource: str, ns: str, body: Obj | None) -> tuple[int, Obj]:
+        method, query = request.method, request.query
+        if method == "GET":
+            items, rv = self.store.list(
+                resource, ns if resource != "nodes" else None, query.get("labelSelector")
+            )
+            kind = {"nodes": "NodeList", "pods": "PodList", "services": "ServiceList"}[resource]
+            return 200, {
+                "kind": kind,
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(rv)},
+                "items": items,
+            }
+        if method == "POST" and resource in ("pods", "services"):
+            obj = validated(resource, ns, body)
+            if resource == "pods":
+                obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            return 201, self.store.create(resource, ns, obj)
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {resource}")
+
+    def _object(
+        self, request: Request, resource: str, ns: str, name: str, body: Obj | None
+    ) -> tuple[int, Obj]:
+        method, query = request.method, request.query
+        if method == "GET":
+            return 200, self.store.get(resource, ns, name)
+        if method == "DELETE" and resource == "pods":
+            return 200, self._delete_pod(ns, name, query, body)
+        if method == "DELETE" and resource == "services":
+            return 200, self.store.remove(resource, ns, name)  # the API answers with the deleted object
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {resource}/{name}")
+
+    def _delete_pod(self, ns: str, name: str, query: dict[str, str], body: Obj | None) -> Obj:
+        pod = self.store.get("pods", ns, name)
+        grace_text = query.get("gracePeriodSeconds") or (body or {}).get("gracePeriodSeconds")
+        grace = (
+            int(grace_text)
+            if grace_text is not None
+            else int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        )
+        preconditions = (body or {}).get("preconditions") or {}
+        if preconditions.get("uid") and preconditions["uid"] != pod["metadata"]["uid"]:
+            raise ApiError(
+                409, "Conflict", f"Precondition failed: UID in precondition: {preconditions['uid']}"
+            )
+        if grace == 0 or pod["status"].get("phase") in ("Succeeded", "Failed", "Pending"):
+            return self.store.remove("pods", ns, name)
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp") and int(meta.get("deletionGracePeriodSeconds", 0)) <= grace:
+            return pod  # a deletion is under way; a longer grace never extends it
+
+        def mark(p: Obj) -> None:
+            deadline = time.time() + grace
+            p["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))
+            p["metadata"]["deletionGracePeriodSeconds"] = grace
+
+        return self.store.update("pods", ns, name, mark)
+
+    def _log(self, ns: str, name: str, query: dict[str, str]) -> str:
+        self.store.get("pods", ns, name)
+        lines = self.kubelets.logs.get((ns, name), [])
+        if "tailLines" in query:
+            lines = lines[-int(query["tailLines"]) :] if int(query["tailLines"]) > 0 else []
+        text = "".join(f"{line}\n" for line in lines)
+        return text[-int(query["limitBytes"]) :] if "limitBytes" in query else text
+
+    def watch_events(self, resource: str, ns: str | None, query: dict[str, str], write: Any) -> None:
+        """Stream events until the timeout, a drop, or the server stops. ``write(line)`` sends one."""
+        terms = parse_selector(query.get("labelSelector"))
+        deadline = time.monotonic() + float(query.get("timeoutSeconds", 1800))
+        with self.store.changed:
+            epoch = self.watches.epoch
+            start = query.get("resourceVersion")
+            if start in (None, "", "0"):
+                cursor = self.store.rv
+                initial = [("ADDED", o) for o in self.store.list(resource, ns, query.get("labelSelector"))[0]]
+            else:
+                cursor, initial = int(start), []
+        for kind, obj in initial:
+            write({"type": kind, "object": obj})
+        while time.monotonic() < deadline and not self._stopping:
+            with self.store.changed:
+                if self.watches.epoch != epoch:
+                    raise ConnectionAbortedError("watch dropped by the test")
+                if cursor < self.store.compacted:
+                    expired = ApiError(
+                        410, "Expired", f"too old resource version: {cursor} ({self.store.compacted})"
+                    )
+                    events, error = [], expired
+                else:
+                    events, error = self.store.events_after(cursor, resource, ns, terms), None
+                    if not events:
+                        self.store.changed.wait(min(0.25, max(deadline - time.monotonic(), 0.0)))
+                        continue
+            if error is not None:
+                write({"type": "ERROR", "object": error.status()})
+                return
+            for event in events:
+                write({"type": event.type, "object": event.obj})
+                cursor = event.rv
+
+
+def _handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def _request(self) -> tuple[Request, Obj | None]:
+            parts = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            return Request(self.command, parts.path, query, copy.deepcopy(body)), body
+
+        def _dispatch(self) -> None:
+            request, body = self._request()
+            fault = api.fault_for(request)
+            try:
+                if fault is not None and fault.code is not None:
+                    time.sleep(fault.delay)
+                    raise ApiError(
+                        fault.code,
+                        fault.reason,
+                        f"injected by the test: {fault.code}",
+                        retry_after=fault.retry_after,
+                    )
+                if request.watch:
+                    self._watch(request)
+                    return
+                code, answer = api.handle(request, body)
+                if fault is not None:
+                    time.sleep(fault.delay)  # carried out, answered late: the client times out
+            except ApiError as error:
+                self._send(error.code, error.status(), retry_after=error.retry_after)
+                return
+            self._send(code, answer)
+
+        do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _dispatch
+
+        def _send(self, code: int, answer: Obj | str, retry_after: int | None = None) -> None:
+            text = answer if isinstance(answer, str) else json.dumps(answer)
+            data = text.encode()
+            try:
+                self.send_response(code)
+                self.send_header(
+                    "Content-Type", "text/plain" if isinstance(answer, str) else "application/json"
+                )
+                self.send_header("Content-Length", str(len(data)))
+                if retry_after is not None:
+                    self.send_header("Retry-After", str(retry_after))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                self.close_connection = True
+
+        def _watch(self, request: Request) -> None:
+            if api.watches.refusal is not None:
+                raise ApiError(api.watches.refusal, "ServiceUnavailable", "watches are refused by the test")
+            match = next(
+                (p.match(request.path) for p, _, named in ROUTES if not named and p.match(request.path)), None
+            )
+            if match is None:
+                raise ApiError(404, "NotFound", f"cannot watch {request.path}")
+            groups = match.groupdict()
+            resource = groups.get("res") or "nodes"
+            ns = groups.get("ns")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def write(event: Obj) -> None:
+                line = (json.dumps(event) + "\n").encode()
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+
+            self.close_connection = True
+            try:
+                api.watch_events(resource, ns, request.query, write)
+                self.wfile.write(b"0\r\n\r\n")  # the server ends the watch cleanly (its timeout)
+            except ConnectionAbortedError:
+                self.connection.shutdown(socket.SHUT_RDWR)  # mid-stream, no final chunk: a broken connection
+            except OSError:
+                pass
+
+    return Handler
