@@ -24,7 +24,7 @@ from api.dashboard import STATIC, DashboardFiles
 from api.deps import Services
 from api.errors import BodyLimit, install_error_handlers
 from api.etag import ETagMiddleware
-from api.routes import cluster, departments, events, health, jobs, projects, tokens
+from api.routes import cluster, departments, events, health, jobs, nodes, projects, tokens
 from api.settings import Settings
 from scheduler.core import Config, Node
 from scheduler.engine.loop import Engine, EngineSettings
@@ -132,7 +132,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(ETagMiddleware, prefix=API_PREFIX)
-    for module in (projects, departments, jobs, cluster, events, tokens):
+    for module in (projects, departments, jobs, cluster, nodes, events, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(health.router)
     app.include_router(health.router, prefix=API_PREFIX, include_in_schema=False)

@@ -161,6 +161,19 @@ class TideClient:
             schemas.EventPublic, "/events", params={k: v for k, v in params.items() if v is not None}
         )
 
+    def nodes(self) -> list[schemas.NodePublic]:
+        return self._list(schemas.NodePublic, "/nodes")
+
+    def node(self, name: str) -> schemas.NodePublic:
+        return self._get(schemas.NodePublic, f"/nodes/{name}")
+
+    def set_node(self, name: str, action: str, grace: float | None = None) -> schemas.NodePublic:
+        """``action``: cordon, uncordon, drain (with ``grace`` seconds) or fail (fault injection)."""
+        body = {"grace_seconds": grace} if action == "drain" and grace is not None else None
+        return schemas.NodePublic.model_validate(
+            self.request("POST", f"/nodes/{name}/{action}", json=body).json()
+        )
+
     def create_token(self, project: str, name: str = "default") -> schemas.TokenPublic:
         return self._send(schemas.TokenPublic, "POST", f"/projects/{project}/tokens", {"name": name})
 

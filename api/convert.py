@@ -231,12 +231,15 @@ def node_public(
         for node, project, job, index, gpu_ids, releasing in live
         if node == row.name
     ]
+    state = "draining" if row.state == "drained" and slots else row.state
     return schemas.NodePublic(
         name=row.name,
         gpus=row.gpus,
         allocated_gpus=sum(len(s.gpu_ids) for s in slots),
-        schedulable=row.schedulable,
+        schedulable=row.schedulable and row.state == "ready",
         slots=slots,
+        state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining
+        state_since=when(row.state_since),
     )
 
 

@@ -220,12 +220,28 @@ class NodeSlot(BaseModel):
     releasing: bool
 
 
+NodeState = Literal["ready", "cordoned", "draining", "drained", "lost"]
+
+
 class NodePublic(BaseModel):
+    """``schedulable``: new replicas may be placed here (the executor and an admin both allow it).
+    ``state``: an admin's (``draining`` while replicas of a drained node are still stopping)."""
+
     name: str
     gpus: int
     allocated_gpus: int
     schedulable: bool
     slots: list[NodeSlot]
+    state: NodeState = "ready"
+    state_since: datetime | None = None
+
+
+class NodeDrain(BaseModel):
+    """``grace_seconds``: how long replicas get to stop (None: each job's own grace period)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grace_seconds: Annotated[float, Field(ge=0, le=86_400)] | None = None
 
 
 class ClusterPublic(BaseModel):

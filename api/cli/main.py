@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import admin, config, jobs, serve, simulate
+from api.cli import admin, config, jobs, nodes, serve, simulate
 
 app = typer.Typer(
     name="tide",
@@ -24,7 +24,7 @@ def _root() -> None:
     """Tide: quota-aware elastic GPU scheduling for distributed PyTorch jobs."""
 
 
-COMMAND_MODULES = (serve, config, jobs, admin, simulate)
+COMMAND_MODULES = (serve, config, jobs, admin, nodes, simulate)
 for _module in COMMAND_MODULES:
     _module.register(app)
 

@@ -6,7 +6,8 @@ cycles (``scheduler.engine.leader``); on becoming leader it adopts what the exec
 records the executor's nodes (again whenever they change: Kubernetes nodes come, go, are cordoned).
 One cycle (``run_cycle``), each step its own transaction:
 
-1. record what the executor observed (exits finish replicas and jobs, orphans are stopped);
+1. record what the executor observed (exits finish replicas and jobs, orphans are stopped), then release
+   what is still wanted on nodes an admin drained or lost (``scheduler.engine.nodes``);
 2. load the snapshot (a read), ``plan_cycle`` (holding no lock), persist the plan with its events (one
    write transaction). Planning on a snapshot is safe because the leader is the only writer of
    placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
@@ -38,6 +39,7 @@ from scheduler.core import ClusterState, Config, Node, Plan, plan_cycle
 from scheduler.core.invariants import check_invariants
 from scheduler.engine.env import EnvBuilder
 from scheduler.engine.leader import Leadership, leadership_for
+from scheduler.engine.nodes import release_taken_nodes
 from scheduler.engine.persist import persist_plan
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
@@ -146,6 +148,7 @@ class Engine:
         seen = self.executor.observe()
         with self.db.write() as session:
             record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
+            release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
         with self.db.read() as session:
             state = load_state(session)
         now = self.clock()

@@ -3,7 +3,8 @@
 Contract: ``load_state(session)`` reads the snapshot ``plan_cycle`` needs. Only jobs that are ``pending`` or
 ``running`` are in it. A replica the engine wants (``desired == "run"``, launched or still waiting for its
 GPUs) is active; one told to stop that has not been seen exiting is ``releasing`` (it still holds its GPUs).
-Replicas of finished jobs that are still stopping are left out: a placement onto their GPUs waits in the
+A node is schedulable when the executor says so and an admin left it ``ready`` (not cordoned, drained or
+lost). Replicas of finished jobs that are still stopping are left out: a placement onto their GPUs waits in the
 engine until they exit, so it can never over-allocate.
 """
 
@@ -33,10 +34,12 @@ def load_state(session: Session) -> ClusterState:
     Read with column queries, not ORM objects: this runs every cycle over every active job, and building
     the core's frozen dataclasses straight from rows is several times cheaper.
     """
-    nodes = session.execute(select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable).order_by(NodeRow.name))
+    nodes = session.execute(
+        select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable, NodeRow.state).order_by(NodeRow.name)
+    )
     departments = session.scalars(select(DepartmentRow).order_by(DepartmentRow.name)).all()
     return ClusterState(
-        nodes=tuple(Node(name=n, gpus=g, schedulable=s) for n, g, s in nodes),
+        nodes=tuple(Node(name=n, gpus=g, schedulable=s and state == "ready") for n, g, s, state in nodes),
         projects=_projects(session),
         jobs=_jobs(session),
         departments=tuple(department_from_row(d) for d in departments),

@@ -9,6 +9,9 @@ A ``ReplicaRow`` is a *wanted placement* first: the engine inserts it when the c
 launches the process once its node has room (``pid`` is set then). ``desired`` says what the engine wants:
 ``run``, ``stop`` (shrink/evict/cancel: signal it, delete the row once it exited, unless its job finished),
 or ``done`` (it exited on its own; kept for the job's history).
+
+A ``NodeRow`` carries two opinions: ``schedulable`` is the executor's (Kubernetes cordon, NotReady, a node
+gone), ``state`` an admin's (``scheduler.engine.nodes``); the core places onto a node only when both agree.
 """
 
 from __future__ import annotations
@@ -113,7 +116,11 @@ class NodeRow(Base):
 
     name: Mapped[str] = mapped_column(String(253), primary_key=True)
     gpus: Mapped[int] = mapped_column(Integer)
-    schedulable: Mapped[bool] = mapped_column(Boolean, default=True)
+    schedulable: Mapped[bool] = mapped_column(Boolean, default=True)  # the executor's view
+    # an admin's: ready, cordoned (no new replicas), drained (replicas stopped), lost (killed at once)
+    state: Mapped[str] = mapped_column(String(16), default="ready", server_default="ready")
+    drain_grace: Mapped[float | None] = mapped_column(Float, nullable=True)
+    state_since: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class EventRow(Base):
