@@ -64,12 +64,10 @@ def test_drain_shrinks_an_elastic_job_and_restarts_a_rigid_one(
     elastic = _where(wait_for(lambda: _running(admin, "elastic", 2), timeout=30, what="elastic to run"))  # type: ignore[arg-type]
 
     worker_node, worker_pid = elastic[1]
-    began = time.monotonic()
     assert admin.set_node(worker_node, "drain", grace=1).state in ("draining", "drained")
     wait_for(
         lambda: not _alive(worker_pid), timeout=20, what="the drained worker to be killed after its grace"
     )
-    assert time.monotonic() - began < 20  # the drain's 1 s, not the service's 60 s
     assert _alive(elastic[0][1]), "the elastic job's master must go on"
     grown = wait_for(lambda: _running(admin, "elastic", 2), timeout=30, what="elastic to grow back elsewhere")
     after = _where(grown)  # type: ignore[arg-type]
@@ -84,7 +82,7 @@ def test_drain_shrinks_an_elastic_job_and_restarts_a_rigid_one(
     moved = wait_for(
         lambda: _running(admin, "rigid", 1),
         timeout=30,
-        what=f"rigid to restart on another node ({admin.job('a', 'rigid').pending_reason})",
+        what="rigid to restart on another node",
     )
     node, pid = _where(moved)[0]  # type: ignore[arg-type]
     assert node not in (rigid_node, worker_node) and pid != rigid_pid
