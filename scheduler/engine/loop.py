@@ -147,7 +147,7 @@ class Engine:
         self._sync_nodes()
         seen = self.executor.observe()
         with self.db.write() as session:
-            record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
+            lingering = record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
             release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
         with self.db.read() as session:
             state = load_state(session)
@@ -159,7 +159,7 @@ class Engine:
             persist_plan(session, plan, now=now)
         with self.db.write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
-            launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs)
+            launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
         self.cycles += 1
         self.last_cycle_at = self.clock()
         self.last_cycle_seconds = time.perf_counter() - started

@@ -6,20 +6,23 @@ Contract:
   still active) or kept with its final status (its job finished). A replica that exited on its own finishes
   its job: any failure fails the job, the master's success (or every replica's) makes it succeed; the rest
   of the job is then stopped. A process the store does not want is stopped (an orphan never survives).
+  A process whose launch was never committed (the database went away, or the service was killed, between
+  the start and the commit) is killed at once and forgotten once gone; ``launch_waiting`` starts that
+  replica again only then, so one replica never has two processes and its job does not fail.
 - ``stop_unwanted`` signals replicas marked ``stop``, workers first and highest index first (R5): a job's
   master is signalled only once
   no other replica of that job is alive (R5, the rendezvous host goes last). It returns how many are still
   stopping, so the loop can look again soon instead of a whole period later.
 - ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
 Executor calls happen inside the caller's transaction, so a launch is recorded with the decision that
-asked for it; if the commit fails, the next observation finds the process unwanted and stops it.
+asked for it; if the commit fails, the next observation finds the unrecorded process and kills it (above).
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
@@ -48,7 +51,8 @@ def _final_status(exit_code: int, requested_stop: bool) -> str:
 
 def record_observations(
     session: Session, executor: Executor, seen: Mapping[int, Observation], *, now: float, knobs: Knobs
-) -> None:
+) -> set[int]:
+    """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed."""
     live: dict[int, str] = dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
     started = [rid for rid, status in live.items() if status == "starting" and _running(seen.get(rid))]
     if started:
@@ -61,13 +65,23 @@ def record_observations(
         obs = seen.get(replica.id)
         code = obs.exit_code if obs is not None and obs.exit_code is not None else LOST_EXIT_CODE
         _replica_exited(session, executor, replica, code, now, detail=obs.detail if obs is not None else None)
+    lingering: set[int] = set()
     for replica_id, obs in seen.items():
-        if replica_id not in live and not _known(session, replica_id):
+        if replica_id in live:
+            continue
+        if not _known(session, replica_id):
             if obs.running:
                 log.warning("stopping replica %s: the store does not want it", replica_id)
                 executor.stop(replica_id, knobs.grace_period)
             else:
                 executor.forget(replica_id)
+        elif obs.running:  # launched, but the launch was never committed: kill it, launch it again
+            log.warning("killing replica %s: its launch was not recorded; it starts again", replica_id)
+            executor.stop(replica_id, 0.0)
+            lingering.add(replica_id)
+        else:
+            executor.forget(replica_id)
+    return lingering
 
 
 def _running(obs: Observation | None) -> bool:
@@ -184,7 +198,10 @@ def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Kn
     return len(stopping)
 
 
-def launch_waiting(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
+def launch_waiting(
+    session: Session, executor: Executor, *, now: float, knobs: Knobs, lingering: Collection[int] = ()
+) -> int:
+    """Launch what waits, except ``lingering`` replicas (an unrecorded process of theirs is not gone yet)."""
     waiting = session.scalars(
         select(ReplicaRow)
         .join(ReplicaRow.job)
@@ -198,8 +215,8 @@ def launch_waiting(session: Session, executor: Executor, *, now: float, knobs: K
     held = held_gpu_ids(session)
     launched = 0
     for replica in waiting:
-        if replica.job.status not in ACTIVE or replica.desired != "run":
-            continue  # its job failed to launch an earlier replica this round
+        if replica.job.status not in ACTIVE or replica.desired != "run" or replica.id in lingering:
+            continue  # its job failed to launch an earlier replica this round, or its old process lingers
         free = [g for g in range(sizes.get(replica.node, 0)) if g not in held.get(replica.node, set())]
         if len(free) < replica.gpus:
             continue
