@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -59,7 +59,8 @@ async def _unavailable(_request: Request, _exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(IntegrityError, _integrity)
-    app.add_exception_handler(OperationalError, _unavailable)
+    app.add_exception_handler(OperationalError, _unavailable)  # down, restarting, connection lost
+    app.add_exception_handler(InterfaceError, _unavailable)  # a connection closed under a request
 
 
 class BodyLimit:

@@ -4,7 +4,9 @@ Contract: ``Database(url)`` opens a pool; ``read()`` and ``write()`` are session
 commits on success and rolls back on error. Write transactions run one at a time, so a scheduling cycle
 never interleaves with an API change: on SQLite they begin with ``BEGIN IMMEDIATE`` on their own engine (WAL
 mode lets readers run beside them), on PostgreSQL they take a transaction-level advisory lock first (keyed
-by schema); reads never wait for writers. ``sqlite_url(data_dir)`` names the default database.
+by schema); reads never wait for writers. PostgreSQL connections are checked before use (``pool_pre_ping``:
+one broken by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
+``sqlite_url(data_dir)`` names the default database.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 5
 # Writers are serialised on PostgreSQL as SQLite does it, so a cycle never races an API write.
 WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('tide-write:' || current_schema()))"
 
@@ -68,7 +71,11 @@ class Database:
             self.engine = _sqlite_engine(self.url, immediate=False)
             self.write_engine = _sqlite_engine(self.url, immediate=True)
         else:
-            self.engine = create_engine(self.url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+            # a database that cannot be reached fails a connection within seconds (then 503), never hangs
+            timeout = {} if "connect_timeout" in self.url.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+            self.engine = create_engine(
+                self.url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=timeout
+            )
             self.write_engine = self.engine
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
