@@ -14,6 +14,7 @@ from rich.table import Table
 from api import schemas
 from api.cli import context
 from api.cli.jobs import Json, Token, Url
+from api.cli.nodes import node_table
 
 project_app = typer.Typer(help="Projects: quotas, weights, limits.", no_args_is_help=True)
 department_app = typer.Typer(help="Departments: parents of projects.", no_args_is_help=True)
@@ -216,15 +217,7 @@ def cluster(as_json: Json = False, url: Url = None, token: Token = None) -> None
     out.print(f"GPUs: {state.total_gpus} total, {state.allocated_gpus} allocated, {state.free_gpus} free")
     if state.projects:
         out.print(_projects_table(state.projects))
-    nodes = Table("NODE", "GPUS", "ALLOC", "SCHED", "REPLICAS", box=None)
-    for node in state.nodes:
-        slots = " ".join(
-            f"{s.project}/{s.job}#{s.index}" + ("(releasing)" if s.releasing else "") for s in node.slots
-        )
-        nodes.add_row(
-            node.name, str(node.gpus), str(node.allocated_gpus), "yes" if node.schedulable else "no", slots
-        )
-    out.print(nodes)
+    out.print(node_table(state.nodes))
 
 
 def _print_events(events: list[schemas.EventPublic]) -> None:

@@ -22,7 +22,8 @@ node_app = typer.Typer(
 Name = Annotated[str, typer.Argument(help="Node name (see tide node list).")]
 
 
-def _table(nodes: list[schemas.NodePublic]) -> Table:
+def node_table(nodes: list[schemas.NodePublic]) -> Table:
+    """Nodes with their state and replicas (``tide node list``, ``tide cluster``)."""
     table = Table("NODE", "GPUS", "ALLOC", "STATE", "SCHED", "REPLICAS", box=None)
     for node in nodes:
         slots = " ".join(
@@ -52,7 +53,7 @@ def node_list(as_json: Json = False, url: Url = None, token: Token = None) -> No
     if as_json:
         context.dump_json(nodes)
     else:
-        context.console().print(_table(nodes) if nodes else "No nodes yet (the scheduler records them).")
+        context.console().print(node_table(nodes) if nodes else "No nodes yet (the scheduler records them).")
 
 
 @node_app.command("cordon")

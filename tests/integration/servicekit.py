@@ -1,6 +1,6 @@
 """Test kit for the service: a real Tide server in a thread, settings for tests, waiting helpers.
 
-``RunningService`` starts ``create_app`` under uvicorn on a free port, as ``tide serve`` does; ``stop()``
+``alive`` and ``running_pids`` tell whether replica processes run. ``RunningService`` starts ``create_app`` under uvicorn on a free port, as ``tide serve`` does; ``stop()``
 shuts it down like a restart would (replicas keep running). ``kill_leftovers`` kills the process groups a
 local executor started under a data directory, so a failing test leaves no orphan.
 """
@@ -95,6 +95,21 @@ def kill_leftovers(data_dir: Path) -> None:
     for record in (data_dir / "replicas").glob("*.json") if (data_dir / "replicas").is_dir() else ():
         with suppress(OSError, ValueError, KeyError, ProcessLookupError, PermissionError):
             os.killpg(int(json.loads(record.read_text())["pid"]), signal.SIGKILL)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is neither a zombie nor dead."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+def running_pids(client: TideClient, project: str, job: str, count: int) -> list[int] | None:
+    """The sorted pids of the job's running replicas once there are ``count`` of them, else None."""
+    replicas = client.job(project, job).replicas
+    pids = sorted(r.pid for r in replicas if r.pid and r.status == "running")
+    return pids if len(pids) == count else None
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servicekit import kill_leftovers, wait_for
+from servicekit import alive, kill_leftovers, running_pids, wait_for
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -87,34 +87,21 @@ def test_serve_killed_with_sigkill_and_restarted_adopts_its_processes(tmp_path: 
         with TideClient(url, token) as client:
             client.create_project({"name": "a", "deserved_gpus": 2})
             client.submit("a", {"name": "train", "workers": 1, "command": ["sleep", "600"]})
-            before = wait_for(lambda: _pids(client), what="2 replicas")
+            before = wait_for(lambda: running_pids(client, "a", "train", 2), what="2 replicas")
         process.kill()  # no shutdown at all
         process.communicate(timeout=10)
-        assert all(_alive(pid) for pid in before)  # type: ignore[attr-defined]
+        assert all(alive(pid) for pid in before)  # type: ignore[attr-defined]
         process = _serve(tmp_path, port)
         wait_for(lambda: _up(url), timeout=30, what="the restarted service")
         with TideClient(url, token) as client:
             wait_for(lambda: client.health().cycles >= 3, what="cycles after the restart")
-            assert _pids(client) == before
+            assert running_pids(client, "a", "train", 2) == before
             assert client.job("a", "train").status == "running"
             client.delete_job("a", "train")
-            wait_for(lambda: not any(_alive(pid) for pid in before), timeout=10, what="the replicas to stop")
+            wait_for(lambda: not any(alive(pid) for pid in before), timeout=10, what="the replicas to stop")
     finally:
         _stop(process)
         kill_leftovers(tmp_path)
-
-
-def _pids(client: TideClient) -> list[int] | None:
-    replicas = client.job("a", "train").replicas
-    pids = sorted(r.pid for r in replicas if r.pid and r.status == "running")
-    return pids if len(pids) == 2 else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
-    except OSError:
-        return False
 
 
 def test_serve_refuses_a_database_from_a_newer_tide(tmp_path: Path) -> None:

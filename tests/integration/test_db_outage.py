@@ -20,9 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pgserver import PrivateServer, find_bindir
-from servicekit import ADMIN, RunningService, wait_for
-
-from api.client import TideClient
+from servicekit import ADMIN, RunningService, running_pids, wait_for
 
 OUTAGE_SECONDS = 10.0
 JOB = {"workers": 1, "command": ["sleep", "600"]}
@@ -41,12 +39,6 @@ def private_pg() -> Iterator[PrivateServer]:
         yield server
     finally:
         server.close()
-
-
-def _pids(client: TideClient, job: str) -> list[int] | None:
-    replicas = client.job("a", job).replicas
-    pids = sorted(r.pid for r in replicas if r.pid and r.status == "running")
-    return pids if len(pids) == 2 else None
 
 
 def _answer(http: httpx.Client, method: str, path: str, **kwargs: object) -> tuple[httpx.Response, float]:
@@ -69,7 +61,7 @@ def test_postgres_stopped_for_ten_seconds(
     admin = service.client()
     admin.create_project({"name": "a", "deserved_gpus": 4})
     admin.submit("a", {"name": "before", **JOB})
-    pids = wait_for(lambda: _pids(admin, "before"), timeout=30, what="the first job to run")
+    pids = wait_for(lambda: running_pids(admin, "a", "before", 2), timeout=30, what="the first job to run")
     admin.submit("a", {"name": "short", "command": ["sleep", "6"]})  # it ends while the database is down
     wait_for(lambda: admin.job("a", "short").status == "running", timeout=30, what="the short job to run")
     with httpx.Client(base_url=service.url, timeout=10) as http:  # a hang would be a 10 s timeout
@@ -109,20 +101,20 @@ def test_postgres_stopped_for_ten_seconds(
         f"{api_back:.2f} s and the loop led and cycled again in {loop_back:.2f} s"
     )
 
-    assert admin.job("a", "before").status == "running" and _pids(admin, "before") == pids
+    assert admin.job("a", "before").status == "running" and running_pids(admin, "a", "before", 2) == pids
     assert sorted(j.name for j in admin.jobs(project="a")) == [
         "before",
         "short",
     ]  # the refused submit left nothing
     wait_for(lambda: admin.job("a", "short").status == "succeeded", what="the exit seen in the outage")
     admin.submit("a", {"name": "during", **JOB})
-    wait_for(lambda: _pids(admin, "during"), timeout=30, what="the resubmitted job to run")
+    wait_for(lambda: running_pids(admin, "a", "during", 2), timeout=30, what="the resubmitted job to run")
     decisions = sorted((e.kind, e.job) for e in admin.events(project="a"))
     assert decisions == [("finish", "short"), *(("start", j) for j in ("before", "during", "short"))]
     assert [_starts(service, j) for j in ("before", "during", "short")] == [2, 2, 1]  # each replica once
     for job in ("before", "during"):
         admin.delete_job("a", job)
-    gone = [*pids, *(_pids(admin, "during") or [])]  # type: ignore[misc]
+    gone = [*pids, *(running_pids(admin, "a", "during", 2) or [])]  # type: ignore[misc]
     wait_for(
         lambda: not any(Path(f"/proc/{pid}").exists() for pid in gone), timeout=20, what="no process left"
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servicekit import ADMIN, kill_leftovers, wait_for
+from servicekit import ADMIN, alive, kill_leftovers, running_pids, wait_for
 
 from api.client import TideClient
 
@@ -49,19 +49,6 @@ def _role(url: str) -> str | None:
         return None
 
 
-def _pids(client: TideClient, job: str) -> list[int] | None:
-    replicas = client.job("a", job).replicas
-    pids = sorted(r.pid for r in replicas if r.pid and r.status == "running")
-    return pids if len(pids) == 2 else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
-    except OSError:
-        return False
-
-
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_killing_the_leader_process_hands_over(pg_url: str, tmp_path: Path) -> None:
@@ -78,7 +65,9 @@ def test_killing_the_leader_process_hands_over(pg_url: str, tmp_path: Path) -> N
         with TideClient(urls[1], ADMIN) as standby:  # the API of a standby works; the leader schedules
             standby.create_project({"name": "a", "deserved_gpus": 4})
             standby.submit("a", {"name": "first", "workers": 1, "command": ["sleep", "600"]})
-            first = wait_for(lambda: _pids(standby, "first"), timeout=30, what="the leader to start the job")
+            first = wait_for(
+                lambda: running_pids(standby, "a", "first", 2), timeout=30, what="the leader to start the job"
+            )
 
         processes[0].send_signal(signal.SIGKILL)
         killed = time.monotonic()
@@ -88,15 +77,17 @@ def test_killing_the_leader_process_hands_over(pg_url: str, tmp_path: Path) -> N
         print(f"\nleader killed with SIGKILL: the standby led {handover:.2f} s later")
 
         with TideClient(urls[1], ADMIN) as leader:
-            assert _pids(leader, "first") == first and all(_alive(p) for p in first)  # type: ignore[union-attr]
+            assert running_pids(leader, "a", "first", 2) == first and all(alive(p) for p in first)  # type: ignore[union-attr]
             leader.submit("a", {"name": "second", "workers": 1, "command": ["sleep", "600"]})
-            second = wait_for(lambda: _pids(leader, "second"), timeout=30, what="the new leader to schedule")
+            second = wait_for(
+                lambda: running_pids(leader, "a", "second", 2), timeout=30, what="the new leader to schedule"
+            )
             starts = sorted(e.job for e in leader.events(project="a") if e.kind == "start")
-            assert starts == ["first", "second"] and _pids(leader, "first") == first
+            assert starts == ["first", "second"] and running_pids(leader, "a", "first", 2) == first
             for job in ("first", "second"):
                 leader.delete_job("a", job)
             everything = [*first, *second]  # type: ignore[misc]
-            wait_for(lambda: not any(_alive(p) for p in everything), timeout=30, what="the replicas to stop")
+            wait_for(lambda: not any(alive(p) for p in everything), timeout=30, what="the replicas to stop")
     finally:
         for process in processes:
             if process.poll() is None:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-from servicekit import RunningService, wait_for
+from servicekit import RunningService, alive, wait_for
 from typer.testing import CliRunner
 
 from api.cli.main import app
@@ -29,13 +28,6 @@ STUBBORN = [
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
 ]
 LOCAL = {"executor": "local", "nodes": 4, "gpus_per_node": 2, "cycle_period": 0.1, "grace_period": 60.0}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
-    except OSError:
-        return False
 
 
 def _running(client: TideClient, job: str, count: int) -> JobPublic | None:
@@ -66,9 +58,9 @@ def test_drain_shrinks_an_elastic_job_and_restarts_a_rigid_one(
     worker_node, worker_pid = elastic[1]
     assert admin.set_node(worker_node, "drain", grace=1).state in ("draining", "drained")
     wait_for(
-        lambda: not _alive(worker_pid), timeout=20, what="the drained worker to be killed after its grace"
+        lambda: not alive(worker_pid), timeout=20, what="the drained worker to be killed after its grace"
     )
-    assert _alive(elastic[0][1]), "the elastic job's master must go on"
+    assert alive(elastic[0][1]), "the elastic job's master must go on"
     grown = wait_for(lambda: _running(admin, "elastic", 2), timeout=30, what="elastic to grow back elsewhere")
     after = _where(grown)  # type: ignore[arg-type]
     assert after[0] == elastic[0] and after[1][0] not in (worker_node,) and after[1][1] != worker_pid
@@ -77,7 +69,7 @@ def test_drain_shrinks_an_elastic_job_and_restarts_a_rigid_one(
     rigid_node, rigid_pid = rigid[0]
     began = time.monotonic()
     admin.set_node(rigid_node, "drain", grace=1)
-    wait_for(lambda: not _alive(rigid_pid), timeout=20, what="the rigid job's process to stop")
+    wait_for(lambda: not alive(rigid_pid), timeout=20, what="the rigid job's process to stop")
     assert time.monotonic() - began < 20  # the drain's 1 s, not the job's 60 s
     moved = wait_for(
         lambda: _running(admin, "rigid", 1),
@@ -87,7 +79,7 @@ def test_drain_shrinks_an_elastic_job_and_restarts_a_rigid_one(
     node, pid = _where(moved)[0]  # type: ignore[arg-type]
     assert node not in (rigid_node, worker_node) and pid != rigid_pid
     assert admin.job("a", "rigid").restarts == 1
-    assert admin.job("a", "elastic").status == "running" and _alive(elastic[0][1])
+    assert admin.job("a", "elastic").status == "running" and alive(elastic[0][1])
     kinds = [(e.kind, e.job, e.cause) for e in admin.events(project="a") if e.cause == "node"]
     assert ("shrink", "elastic", "node") in kinds and ("evict", "rigid", "node") in kinds
     assert all(j.status in ("running", "pending") for j in admin.jobs(project="a"))
@@ -107,10 +99,10 @@ def test_a_lost_node_kills_at_once_and_the_job_restarts_on_the_nodes_left(
     before = _where(wait_for(lambda: _running(admin, "train", 2), timeout=30, what="the job to run"))  # type: ignore[arg-type]
     (master_node, master_pid), (_, worker_pid) = before[0], before[1]
     assert admin.set_node(master_node, "fail").state == "lost"
-    wait_for(lambda: not _alive(master_pid), timeout=15, what="the lost node's replica to die")
+    wait_for(lambda: not alive(master_pid), timeout=15, what="the lost node's replica to die")
     # killed without grace: the worker elsewhere, signalled at the same time, still has its 8 s
-    assert _alive(worker_pid)
-    wait_for(lambda: not _alive(worker_pid), timeout=30, what="the worker to stop after its grace")
+    assert alive(worker_pid)
+    wait_for(lambda: not alive(worker_pid), timeout=30, what="the worker to stop after its grace")
     again = wait_for(
         lambda: _running(admin, "train", 2), timeout=30, what="the job to restart on the nodes left"
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servicekit import kill_leftovers, wait_for
+from servicekit import alive, kill_leftovers, running_pids, wait_for
 
 from api.client import TideClient, local_server
 
@@ -47,13 +47,6 @@ def _up(url: str) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
-    except OSError:
-        return False
-
-
 def _ours(data_dir: Path) -> list[int]:
     """Live processes started for this data directory (the service and every replica inherit it)."""
     marker = f"\0TIDE_DATA_DIR={data_dir}\0".encode()
@@ -61,17 +54,11 @@ def _ours(data_dir: Path) -> list[int]:
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and int(proc.name) != os.getpid():
             try:
-                if marker in b"\0" + (proc / "environ").read_bytes() and _alive(int(proc.name)):
+                if marker in b"\0" + (proc / "environ").read_bytes() and alive(int(proc.name)):
                     found.append(int(proc.name))
             except OSError:
                 continue
     return found
-
-
-def _pids(client: TideClient, job: str, count: int) -> list[int] | None:
-    replicas = client.job("a", job).replicas
-    pids = sorted(r.pid for r in replicas if r.pid and r.status == "running")
-    return pids if len(pids) == count else None
 
 
 def _starts(data_dir: Path, job: str) -> list[int]:
@@ -86,7 +73,8 @@ def _set_the_scene(client: TideClient) -> tuple[list[int], list[int], list[int]]
     client.submit("a", {"name": "stubborn", "command": STUBBORN, "grace_period": 4})
     client.submit("a", {"name": "short", "command": ["sleep", "4"]})
     pids = [
-        wait_for(lambda j=j, n=n: _pids(client, j, n), timeout=30, what=f"{j} to run") for j, n in RUNNING
+        wait_for(lambda j=j, n=n: running_pids(client, "a", j, n), timeout=30, what=f"{j} to run")
+        for j, n in RUNNING
     ]
     client.submit("a", {"name": "waiting", "workers": 1, "command": ["sleep", "600"]})
     wait_for(lambda: client.job("a", "waiting").pending_reason, what="a reason to wait")
@@ -110,9 +98,9 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
         process.kill()  # mid-run: no shutdown at all
         process.wait(timeout=10)
         survivors = [*train, *stubborn]
-        assert all(_alive(pid) for pid in survivors), "replicas outlive the service"
+        assert all(alive(pid) for pid in survivors), "replicas outlive the service"
         wait_for(
-            lambda: not _alive(short[0]), timeout=30, what="the short job to end while the service is down"
+            lambda: not alive(short[0]), timeout=30, what="the short job to end while the service is down"
         )
 
         process = _serve(tmp_path, port)
@@ -120,18 +108,18 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
         with TideClient(url, token) as client:
             names = {j.name: j.status for j in client.jobs(project="a")}
             assert set(names) == {"train", "stubborn", "short", "waiting"}
-            assert _pids(client, "train", 2) == train  # adopted, not started again
+            assert running_pids(client, "a", "train", 2) == train  # adopted, not started again
             wait_for(
-                lambda: not _alive(stubborn[0]),
+                lambda: not alive(stubborn[0]),
                 timeout=30,
                 what="the stopping replica killed after its grace",
             )
             wait_for(lambda: client.job("a", "short").status == "succeeded", what="the exit seen while down")
             waiting = wait_for(
-                lambda: _pids(client, "waiting", 2), timeout=30, what="the waiting job to start"
+                lambda: running_pids(client, "a", "waiting", 2), timeout=30, what="the waiting job to start"
             )
             assert client.job("a", "stubborn").status == "cancelled"
-            assert _pids(client, "train", 2) == train
+            assert running_pids(client, "a", "train", 2) == train
             assert {j: _starts(tmp_path, j) for j in names} == {
                 "train": [1, 1],
                 "stubborn": [1],
@@ -144,7 +132,7 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
             for job in ("train", "waiting"):
                 client.delete_job("a", job)
             replicas = [*train, *waiting]  # type: ignore[misc]
-            wait_for(lambda: not any(_alive(p) for p in replicas), timeout=30, what="the replicas to stop")
+            wait_for(lambda: not any(alive(p) for p in replicas), timeout=30, what="the replicas to stop")
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
         assert _ours(tmp_path) == [], "no orphan: nothing started for this service outlives it and its jobs"
