@@ -27,7 +27,14 @@ STUBBORN = [
     "-c",
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
 ]
-LOCAL = {"executor": "local", "nodes": 4, "gpus_per_node": 2, "cycle_period": 0.1, "grace_period": 60.0}
+LOCAL = {
+    "executor": "local",
+    "nodes": 4,
+    "gpus_per_node": 2,
+    "cycle_period": 0.1,
+    "grace_period": 60.0,
+    "check_invariants": True,
+}
 
 
 def _running(client: TideClient, job: str, count: int) -> JobPublic | None:
@@ -48,7 +55,8 @@ def _submit(client: TideClient, name: str, **body: object) -> None:
 def test_drain_shrinks_an_elastic_job_and_restarts_a_rigid_one(
     make_service: Callable[..., RunningService],
 ) -> None:
-    admin = make_service(None, **LOCAL).client()
+    service = make_service(None, **LOCAL)
+    admin = service.client()
     admin.create_project({"name": "a", "deserved_gpus": 8})
     _submit(admin, "rigid", priority=10)
     _submit(admin, "elastic", workers=1, min_replicas=1, max_replicas=2, grace_period=2)
@@ -87,13 +95,15 @@ def test_drain_shrinks_an_elastic_job_and_restarts_a_rigid_one(
     admin.set_node(worker_node, "uncordon")
     admin.set_node(rigid_node, "uncordon")
     wait_for(lambda: _running(admin, "elastic", 2), timeout=30, what="elastic to grow back after uncordon")
+    assert service.services.engine.violations == []
 
 
 @pytest.mark.slow
 def test_a_lost_node_kills_at_once_and_the_job_restarts_on_the_nodes_left(
     make_service: Callable[..., RunningService],
 ) -> None:
-    admin = make_service(None, **(LOCAL | {"nodes": 3})).client()
+    service = make_service(None, **(LOCAL | {"nodes": 3}))
+    admin = service.client()
     admin.create_project({"name": "a", "deserved_gpus": 6})
     _submit(admin, "train", workers=1, min_replicas=2, max_replicas=2, grace_period=8)
     before = _where(wait_for(lambda: _running(admin, "train", 2), timeout=30, what="the job to run"))  # type: ignore[arg-type]
@@ -115,12 +125,13 @@ def test_a_lost_node_kills_at_once_and_the_job_restarts_on_the_nodes_left(
     assert len(evictions) == 1 and f"node {master_node} was lost" in evictions[0].reason
     lost = admin.node(master_node)
     assert lost.state == "lost" and not lost.schedulable and lost.slots == []
+    assert service.services.engine.violations == []
 
 
 def test_only_an_admin_changes_nodes_and_cordon_keeps_what_runs(
     db_url: str, make_service: Callable[..., RunningService]
 ) -> None:
-    service = make_service(db_url, nodes=2, gpus_per_node=2)
+    service = make_service(db_url, nodes=2, gpus_per_node=2, check_invariants=True)
     admin = service.client()
     admin.create_project({"name": "a", "deserved_gpus": 4})
     secret = admin.create_token("a").token
@@ -155,6 +166,7 @@ def test_only_an_admin_changes_nodes_and_cordon_keeps_what_runs(
     assert admin.set_node(node, "uncordon").state == "ready"
     third = wait_for(lambda: _running(admin, "three", 1), what="the third job to start once uncordoned")
     assert third.replicas[0].node == node  # type: ignore[union-attr]
+    assert service.services.engine.violations == []
 
 
 def test_node_commands(make_service: Callable[..., RunningService]) -> None:
