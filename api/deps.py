@@ -8,7 +8,7 @@ authentication runs on every route that declares ``Caller`` (every route but hea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
@@ -18,6 +18,9 @@ from scheduler.engine.loop import Engine
 from scheduler.executors.base import Executor
 from scheduler.store.db import Database
 
+if TYPE_CHECKING:  # api.metrics depends on this module
+    from api.metrics import Metrics
+
 
 @dataclass
 class Services:
@@ -26,6 +29,7 @@ class Services:
     executor: Executor
     engine: Engine
     admin_token: str
+    metrics: Metrics
 
 
 def get_services(request: Request) -> Services:
