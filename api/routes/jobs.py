@@ -6,7 +6,8 @@ active one is a 409. A job whose replica needs more GPUs than any node has, or w
 never fit in the cluster, is refused (422), and so is a job without an image on Kubernetes when the
 service has no default image. ``DELETE`` marks the job ``cancelled`` and its replicas to stop
 (SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job is a no-op.
-Submitting and deleting need the admin token or a token of the job's project.
+Submitting, deleting and reading logs need the admin token or a token of the job's project (a job's
+output may hold its secrets); any token reads jobs, which never show env values.
 """
 
 from __future__ import annotations
@@ -177,6 +178,7 @@ def read_logs(
 ) -> PlainTextResponse:
     with svc.db.read() as session:
         _get_job(session, project, name)
+    require_project_writer(caller, project)  # a job's output is its project's: it may print its secrets
     text = svc.executor.read_log(project, name, replica, tail)
     if text is None:
         raise HTTPException(

@@ -140,4 +140,6 @@ def test_every_answer_carries_a_request_id(svc: RunningService) -> None:
     assert len(missing.headers["x-request-id"]) == 32
     assert httpx.get(f"{svc.url}/no/such/page").headers["x-request-id"]
     samples = scrape(svc.url)
-    assert value(samples, "tide_http_request_duration_seconds_count", route="/healthz", method="GET", status="200")
+    assert value(
+        samples, "tide_http_request_duration_seconds_count", route="/healthz", method="GET", status="200"
+    )
