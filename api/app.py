@@ -28,6 +28,7 @@ from api.etag import ETagMiddleware
 from api.metrics import Metrics
 from api.metrics import router as metrics_router
 from api.observe import ObserveMiddleware
+from api.openapi import MethodGuard, install
 from api.routes import cluster, departments, events, health, jobs, projects, tokens
 from api.settings import Settings
 from scheduler.core import Config, Node
@@ -136,6 +137,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(ETagMiddleware, prefix=API_PREFIX)
+    app.add_middleware(MethodGuard, api=app)
     app.add_middleware(ObserveMiddleware, histogram=metrics.requests, prefixes=(API_PREFIX,))  # outermost
     for module in (projects, departments, jobs, cluster, events, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
@@ -143,6 +145,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     app.include_router(metrics_router)
     app.include_router(health.router, prefix=API_PREFIX, include_in_schema=False)
     _mount_dashboard(app)
+    install(app, API_PREFIX)
     return app
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import WithJsonSchema
 from sqlalchemy import select
 
 from api import convert, schemas
@@ -26,7 +27,10 @@ def list_events(
     *,
     svc: Svc,
     caller: Caller,
-    since: datetime | None = None,
+    since: Annotated[
+        datetime | None,
+        WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}]}),
+    ] = None,
     after_id: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     project: Annotated[str | None, Query(max_length=63)] = None,
     job: Annotated[str | None, Query(max_length=63)] = None,
