@@ -21,6 +21,7 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
 from api.auth import admin_token
+from api.cache import StateVersion, ViewCache, WriteCounter
 from api.dashboard import STATIC, DashboardFiles
 from api.deps import Services
 from api.errors import BodyLimit, install_error_handlers
@@ -83,7 +84,9 @@ def build_executor(settings: Settings) -> Executor:
     raise ValueError(f"unknown executor {settings.executor!r}: use local or kubernetes")
 
 
-def build_services(settings: Settings, metrics: Metrics, executor: Executor | None = None) -> Services:
+def build_services(
+    settings: Settings, metrics: Metrics, version: StateVersion, executor: Executor | None = None
+) -> Services:
     db = Database(settings.resolved_database_url())
     upgrade(db)
     executor = executor or build_executor(settings)
@@ -96,17 +99,25 @@ def build_services(settings: Settings, metrics: Metrics, executor: Executor | No
     token, _ = admin_token(settings)
     engine = Engine(db, executor, engine_settings, metrics=metrics.engine)
     metrics.watch_state(db, engine)
+    version.cycles = lambda: engine.cycles
     return Services(
-        settings=settings, db=db, executor=executor, engine=engine, admin_token=token, metrics=metrics
+        settings=settings,
+        db=db,
+        executor=executor,
+        engine=engine,
+        admin_token=token,
+        metrics=metrics,
+        views=ViewCache(version),
     )
 
 
 def create_app(settings: Settings, *, executor: Executor | None = None) -> FastAPI:
     metrics = Metrics()  # a registry per app: several apps in one process (tests) do not clash
+    version = StateVersion()  # what polled reads are cached against (api.cache)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = await asyncio.to_thread(build_services, settings, metrics, executor)
+        services = await asyncio.to_thread(build_services, settings, metrics, version, executor)
         app.state.tide = services
         task = None
         if settings.run_loop:
@@ -137,6 +148,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(ETagMiddleware, prefix=API_PREFIX)
+    app.add_middleware(WriteCounter, version=version, prefix=API_PREFIX)
     app.add_middleware(MethodGuard, api=app)
     app.add_middleware(ObserveMiddleware, histogram=metrics.requests, prefixes=(API_PREFIX,))  # outermost
     for module in (projects, departments, jobs, cluster, events, tokens):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from api.auth import Principal, bearer, is_admin, project_principal
 from api.settings import Settings
@@ -19,6 +20,7 @@ from scheduler.executors.base import Executor
 from scheduler.store.db import Database
 
 if TYPE_CHECKING:  # api.metrics depends on this module
+    from api.cache import ViewCache
     from api.metrics import Metrics
 
 
@@ -30,6 +32,7 @@ class Services:
     engine: Engine
     admin_token: str
     metrics: Metrics
+    views: ViewCache
 
 
 def get_services(request: Request) -> Services:
@@ -40,10 +43,15 @@ def get_services(request: Request) -> Services:
 Svc = Annotated[Services, Depends(get_services)]
 
 
-def get_principal(request: Request, services: Svc) -> Principal:
+async def get_principal(request: Request, services: Svc) -> Principal:
+    """Async: the admin token is checked on the event loop; only a project token's lookup takes a thread."""
     token = bearer(request.headers.get("authorization"))
     if is_admin(token, services.admin_token):
         return Principal(is_admin=True)
+    return await run_in_threadpool(_project_principal, services, token)
+
+
+def _project_principal(services: Services, token: str) -> Principal:
     with services.db.read() as session:
         return project_principal(token, session)
 
