@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
-from servicekit import wait_for
+from servicekit import answers, free_port, wait_for
 from typer.testing import CliRunner
 
 from api.cli.main import app
@@ -24,29 +23,15 @@ from api.cli.main import app
 ADMIN = "a-json-logging-admin-token"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 def test_json_logs_one_object_per_line_with_request_ids(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "TIDE_DATA_DIR": str(tmp_path), "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_LOG_FORMAT": "json"}
     env.update(TIDE_NODES="1", TIDE_GPUS_PER_NODE="2", TIDE_EXECUTOR="fake")
     argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "info"]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: _up(url), timeout=30, what="tide serve to answer")
+        wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         headers = {"Authorization": f"Bearer {ADMIN}", "X-Request-ID": "req-json-1"}
         created = httpx.post(
             f"{url}/api/v1/projects", json={"name": "a", "deserved_gpus": 1}, headers=headers
