@@ -99,7 +99,7 @@ def build_services(
     token, _ = admin_token(settings)
     engine = Engine(db, executor, engine_settings, metrics=metrics.engine)
     metrics.watch_state(db, engine)
-    version.cycles = lambda: engine.cycles
+    version.cycles = lambda: engine.changes
     return Services(
         settings=settings,
         db=db,

@@ -2,8 +2,8 @@
 
 Contract: ``StateVersion`` counts changes this service knows of: every API write (``bump``, called by
 ``WriteCounter`` when a non-GET request under the API prefix starts, and again when its answer starts,
-after its transaction committed) plus every scheduling cycle this
-service ran (``Engine.cycles``). ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
+after its transaction committed) plus the engine's write transactions (``Engine.changes``, bumped before
+and after each one). ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
 memory when they were built at the current version less than ``max_age`` seconds ago, else from ``build``
 (run in a worker thread). One build per key runs at a time; requests that arrive meanwhile wait for it and take
 its answer when it is recent enough for them (it started at or after their version), so a burst of
@@ -31,7 +31,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class StateVersion:
     def __init__(self, cycles: Callable[[], int] = lambda: 0) -> None:
-        self.cycles = cycles  # the engine's cycle count, once the service runs
+        self.cycles = cycles  # the engine's change count, once the service runs
         self.writes = 0
 
     def bump(self) -> None:

@@ -2,7 +2,8 @@
 
 Contract: ``install(app, prefix)`` replaces ``app.openapi`` with a version that documents, on top of
 FastAPI's: the bearer token (a security scheme, required by every operation but health and docs); Tide's
-error bodies (``schemas.Problem``, and ``schemas.ValidationProblem`` for 422, which FastAPI would describe
+error bodies (``schemas.Problem``, and ``schemas.ValidationProblem`` for 422, on every operation since an
+unknown query parameter is one, which FastAPI would describe
 with its own list-shaped ``detail``); and the statuses each operation can answer: 401 and 403 (token), 404
 (a path parameter, or the ``project`` filter, names nothing), 409 (a conflicting write), 400 and 413 (a body that is not JSON, or over the limit), 304 (a GET under
 ``prefix`` with a matching ``If-None-Match``, see ``api.etag``) and 503 (the database is unavailable). The
@@ -10,13 +11,15 @@ schemathesis test (tests/integration/test_fuzz_api.py) holds every answer to thi
 
 ``MethodGuard`` (ASGI middleware) answers 405 with an ``Allow`` header listing the documented methods of a
 path, for a method the path does not support (the dashboard's catch-all mount would otherwise answer for
-every path with ``Allow: GET, HEAD``).
+every path with ``Allow: GET, HEAD``), and 422 for a query parameter the operation does not document (a
+typo is an error, not a silently ignored filter).
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, status
 from fastapi.openapi.utils import get_openapi
@@ -46,8 +49,7 @@ def _ref(name: str) -> dict[str, Any]:
 
 def _document_operation(path: str, method: str, operation: dict[str, Any], prefix: str) -> None:
     responses: dict[str, Any] = operation.setdefault("responses", {})
-    if "422" in responses:
-        responses["422"] = {"description": "Invalid input: what to fix", **_ref("ValidationProblem")}
+    responses["422"] = {"description": "Invalid input: what to fix", **_ref("ValidationProblem")}
     if PUBLIC_TAGS & set(operation.get("tags", [])):
         return
     operation["security"] = [{BEARER: []}]
@@ -94,30 +96,60 @@ def _pattern(template: str) -> re.Pattern[str]:
     return re.compile("^" + "".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts) + "$")
 
 
+Route = tuple[re.Pattern[str], dict[str, frozenset[str]]]  # a path, and per method its query parameters
+
+
 class MethodGuard:
     def __init__(self, app: ASGIApp, api: FastAPI) -> None:
         self.app = app
         self.api = api
-        self._paths: list[tuple[re.Pattern[str], frozenset[str]]] | None = None
+        self._paths: list[Route] | None = None
 
-    def _allowed(self, path: str) -> frozenset[str] | None:
+    def _route(self, path: str) -> dict[str, frozenset[str]] | None:
         if self._paths is None:
             self._paths = [
-                (_pattern(template), frozenset(m.upper() for m in item if m in METHODS))
+                (
+                    _pattern(template),
+                    {
+                        method.upper(): frozenset(
+                            p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"
+                        )
+                        for method, operation in item.items()
+                        if method in METHODS
+                    },
+                )
                 for template, item in self.api.openapi().get("paths", {}).items()
             ]
         return next((methods for pattern, methods in self._paths if pattern.match(path)), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            allowed = self._allowed(scope["path"])
-            method = scope["method"]
-            if allowed is not None and method not in allowed and not (method == "HEAD" and "GET" in allowed):
-                response = JSONResponse(
-                    {"detail": f"{method} is not supported here; use {', '.join(sorted(allowed))}"},
-                    status.HTTP_405_METHOD_NOT_ALLOWED,
-                    headers={"Allow": ", ".join(sorted(allowed))},
-                )
-                await response(scope, receive, send)
+            refusal = self._refusal(scope)
+            if refusal is not None:
+                await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> JSONResponse | None:
+        methods = self._route(scope["path"])
+        if methods is None:
+            return None
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        if method not in methods:
+            allowed = ", ".join(sorted(methods))
+            return JSONResponse(
+                {"detail": f"{scope['method']} is not supported here; use {allowed}"},
+                status.HTTP_405_METHOD_NOT_ALLOWED,
+                headers={"Allow": allowed},
+            )
+        unknown = sorted(
+            {k for k, _ in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)}
+            - methods[method]
+        )
+        if unknown:
+            known = ", ".join(sorted(methods[method])) or "none"
+            return JSONResponse(
+                {"detail": f"unknown query parameter {unknown[0]!r} (a typo?): this accepts {known}"},
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+            )
+        return None

@@ -28,8 +28,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -104,6 +104,7 @@ class Engine:
         )
         self.role = "starting"
         self.cycles = 0
+        self.changes = 0  # bumped around each write transaction: readers' caches key on it (api.cache)
         self.last_cycle_at: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
@@ -144,15 +145,24 @@ class Engine:
         """Record the executor's nodes when they changed (Kubernetes nodes come, go, cordon, taint)."""
         nodes = self.executor.nodes()
         if nodes != self._synced_nodes:
-            with self.db.write() as session:
+            with self._write() as session:
                 sync_nodes(session, nodes)
             self._synced_nodes = nodes
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        self.changes += 1  # a view built while the transaction runs is stale once it ends
+        try:
+            with self.db.write() as session:
+                yield session
+        finally:
+            self.changes += 1
 
     def _cycle(self) -> Plan:
         started = time.perf_counter()
         self._sync_nodes()
         seen = self.executor.observe()
-        with self.db.write() as session:
+        with self._write() as session:
             record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
         with self.db.read() as session:
             state = load_state(session)
@@ -160,9 +170,9 @@ class Engine:
         plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
         if self.settings.check_invariants:
             self._check(state, plan, now)
-        with self.db.write() as session:
+        with self._write() as session:
             applied = persist_plan(session, plan, now=now)
-        with self.db.write() as session:
+        with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs)
         self.cycles += 1

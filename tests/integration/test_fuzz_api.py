@@ -89,3 +89,16 @@ def test_found_by_fuzzing_booleans_are_not_numbers(service: RunningService) -> N
     body = {"name": "bools", "deserved_gpus": 1, "limit_gpus": False}
     answer = httpx.post(f"{service.url}/api/v1/departments", json=body, headers=headers)
     assert answer.status_code == 422 and "limit_gpus" in answer.json()["detail"]
+
+
+def test_found_by_fuzzing_unknown_query_parameters_are_refused(service: RunningService) -> None:
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    typo = httpx.get(f"{service.url}/api/v1/jobs?projct=a", headers=headers)
+    assert (
+        typo.status_code == 422 and "'projct'" in typo.json()["detail"] and "project" in typo.json()["detail"]
+    )
+    blank = httpx.get(f"{service.url}/api/v1/cluster?verbose", headers=headers)
+    assert blank.status_code == 422
+    assert (
+        httpx.get(f"{service.url}/api/v1/jobs?project=a&status=running", headers=headers).status_code == 200
+    )
