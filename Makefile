@@ -41,6 +41,7 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/cycle.py
 	$(PY) bench/resize.py
+	$(PY) bench/api_load.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage

@@ -5,7 +5,8 @@ builds the executor, takes part in leader election, runs ``Engine.run`` as a tas
 loop without stopping replicas (a restarted service adopts them) and closes the executor if it has a
 ``close`` (the kubernetes one ends its watches). Routes live under ``/api/v1`` (GETs answer
 304 to a matching ``If-None-Match``); ``/docs``
-serves OpenAPI; ``/`` serves the dashboard (``api.dashboard``) when its ``index.html`` is there, a placeholder
+serves OpenAPI; ``/metrics`` Prometheus metrics (``api.metrics``; every request is timed and carries a
+request id: ``api.observe``); ``/`` serves the dashboard (``api.dashboard``) when its ``index.html`` is there, a placeholder
 otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``).
 """
 
@@ -20,10 +21,15 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
 from api.auth import admin_token
+from api.cache import StateVersion, ViewCache, WriteCounter
 from api.dashboard import STATIC, DashboardFiles
 from api.deps import Services
 from api.errors import BodyLimit, install_error_handlers
 from api.etag import ETagMiddleware
+from api.metrics import Metrics
+from api.metrics import router as metrics_router
+from api.observe import ObserveMiddleware
+from api.openapi import MethodGuard, install
 from api.routes import cluster, departments, events, health, jobs, nodes, projects, tokens
 from api.settings import Settings
 from scheduler.core import Config, Node
@@ -78,7 +84,9 @@ def build_executor(settings: Settings) -> Executor:
     raise ValueError(f"unknown executor {settings.executor!r}: use local or kubernetes")
 
 
-def build_services(settings: Settings, executor: Executor | None = None) -> Services:
+def build_services(
+    settings: Settings, metrics: Metrics, version: StateVersion, executor: Executor | None = None
+) -> Services:
     db = Database(settings.resolved_database_url())
     upgrade(db)
     executor = executor or build_executor(settings)
@@ -89,19 +97,27 @@ def build_services(settings: Settings, executor: Executor | None = None) -> Serv
         check_invariants=settings.check_invariants,
     )
     token, _ = admin_token(settings)
+    engine = Engine(db, executor, engine_settings, metrics=metrics.engine)
+    metrics.watch_state(db, engine)
+    version.cycles = lambda: engine.changes
     return Services(
         settings=settings,
         db=db,
         executor=executor,
-        engine=Engine(db, executor, engine_settings),
+        engine=engine,
         admin_token=token,
+        metrics=metrics,
+        views=ViewCache(version),
     )
 
 
 def create_app(settings: Settings, *, executor: Executor | None = None) -> FastAPI:
+    metrics = Metrics()  # a registry per app: several apps in one process (tests) do not clash
+    version = StateVersion()  # what polled reads are cached against (api.cache)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = await asyncio.to_thread(build_services, settings, executor)
+        services = await asyncio.to_thread(build_services, settings, metrics, version, executor)
         app.state.tide = services
         task = None
         if settings.run_loop:
@@ -132,11 +148,16 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(ETagMiddleware, prefix=API_PREFIX)
+    app.add_middleware(WriteCounter, version=version, prefix=API_PREFIX)
+    app.add_middleware(MethodGuard, api=app)
+    app.add_middleware(ObserveMiddleware, histogram=metrics.requests, prefixes=(API_PREFIX,))  # outermost
     for module in (projects, departments, jobs, cluster, nodes, events, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(health.router)
+    app.include_router(metrics_router)
     app.include_router(health.router, prefix=API_PREFIX, include_in_schema=False)
     _mount_dashboard(app)
+    install(app, API_PREFIX)
     return app
 
 

@@ -5,7 +5,8 @@ from ``DATA/admin-token``, else generates one, stores it there (mode 0600) and r
 so ``tide serve`` can print it once. ``bearer`` reads the ``Authorization: Bearer`` header (401 when
 absent or malformed); the admin token is checked without touching the database, a project token by its
 hash (``project_principal``, 401 when unknown). Admins may do anything; a project token reads everything
-and changes jobs of its own project only (``require_project_writer``), else 403.
+but other projects' logs and tokens, and changes jobs of its own project only (``require_project_writer``),
+else 403.
 """
 
 from __future__ import annotations

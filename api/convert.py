@@ -54,8 +54,12 @@ class Totals:
 
 def json_response(value: BaseModel | list[schemas.JobPublic]) -> Response:
     """Serialise a read once, here: FastAPI would validate the returned models again (hot polled reads)."""
-    body = value.model_dump_json() if isinstance(value, BaseModel) else _JOB_LIST.dump_json(value)
+    body = value.model_dump_json() if isinstance(value, BaseModel) else jobs_json(value)
     return Response(body, media_type="application/json")
+
+
+def jobs_json(jobs: list[schemas.JobPublic]) -> bytes:
+    return _JOB_LIST.dump_json(jobs)
 
 
 _JOB_LIST = TypeAdapter(list[schemas.JobPublic])

@@ -8,15 +8,20 @@ authentication runs on every route that declares ``Caller`` (every route but hea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from api.auth import Principal, bearer, is_admin, project_principal
 from api.settings import Settings
 from scheduler.engine.loop import Engine
 from scheduler.executors.base import Executor
 from scheduler.store.db import Database
+
+if TYPE_CHECKING:  # api.metrics depends on this module
+    from api.cache import ViewCache
+    from api.metrics import Metrics
 
 
 @dataclass
@@ -26,6 +31,8 @@ class Services:
     executor: Executor
     engine: Engine
     admin_token: str
+    metrics: Metrics
+    views: ViewCache
 
 
 def get_services(request: Request) -> Services:
@@ -36,10 +43,15 @@ def get_services(request: Request) -> Services:
 Svc = Annotated[Services, Depends(get_services)]
 
 
-def get_principal(request: Request, services: Svc) -> Principal:
+async def get_principal(request: Request, services: Svc) -> Principal:
+    """Async: the admin token is checked on the event loop; only a project token's lookup takes a thread."""
     token = bearer(request.headers.get("authorization"))
     if is_admin(token, services.admin_token):
         return Principal(is_admin=True)
+    return await run_in_threadpool(_project_principal, services, token)
+
+
+def _project_principal(services: Services, token: str) -> Principal:
     with services.db.read() as session:
         return project_principal(token, session)
 

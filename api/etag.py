@@ -1,7 +1,7 @@
 """Conditional GETs: an unchanged answer costs a 304, not a body (the dashboard polls every 2 s).
 
 Contract: ASGI middleware. Every ``GET`` under the API prefix that answers 200 gets an ``ETag`` (a hash of
-the body) and ``Cache-Control: no-cache`` (revalidate every time); when the request's ``If-None-Match``
+the body, unless the route set one: ``api.cache`` keeps its views' tags) and ``Cache-Control: no-cache`` (revalidate every time); when the request's ``If-None-Match``
 names that tag, the answer is ``304 Not Modified`` without a body. Other requests pass untouched.
 """
 
@@ -44,8 +44,8 @@ class ETagMiddleware:
             await send(start)
             await send({"type": "http.response.body", "body": body})
             return
-        tag = f'W/"{hashlib.blake2b(body, digest_size=16).hexdigest()}"'
         headers = MutableHeaders(raw=list(start["headers"]))
+        tag = headers.get("etag") or f'W/"{hashlib.blake2b(body, digest_size=16).hexdigest()}"'
         headers["ETag"] = tag
         headers["Cache-Control"] = "no-cache"
         wanted = Headers(scope=scope).get("if-none-match", "")

@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -45,7 +45,19 @@ def _command(value: list[str]) -> list[str]:
     return value
 
 
-Name = Annotated[str, AfterValidator(_dns_label)]
+# The checks are the validators (their messages say what to fix); the JSON schema states the same rules.
+Name = Annotated[
+    str,
+    AfterValidator(_dns_label),
+    WithJsonSchema({"type": "string", "pattern": DNS_LABEL.pattern, "minLength": 1, "maxLength": 63}),
+]
+ARGUMENT_SCHEMA = {"type": "string", "minLength": 1, "pattern": "^[^\\u0000]+$"}
+ENV_SCHEMA = {
+    "type": "object",
+    "maxProperties": 256,
+    "propertyNames": {"pattern": "^(?!TIDE_)[A-Za-z_][A-Za-z0-9_]*$"},
+    "additionalProperties": {"type": "string", "maxLength": MAX_ENV_VALUE},
+}
 Gpus = Annotated[int, Field(ge=0, le=1_000_000)]
 Weight = Annotated[float, Field(ge=0, le=1_000_000)]
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
@@ -53,7 +65,8 @@ ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "fail
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a number is a number (``false`` is not 0, ``"2"`` is not 2), as the JSON schema says
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _check_limit(deserved: int | None, limit: int | None) -> None:
@@ -151,8 +164,15 @@ class JobCreate(_In):
     max_replicas: Annotated[int, Field(ge=1, le=1024)] | None = None
     gpus_per_replica: Annotated[int, Field(ge=1, le=1024)] = 1
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
-    command: Annotated[list[str], Field(min_length=1, max_length=1024), AfterValidator(_command)]
-    env: Annotated[dict[str, str], Field(max_length=256), AfterValidator(_env)] = Field(default_factory=dict)
+    command: Annotated[
+        list[str],
+        Field(min_length=1, max_length=1024),
+        AfterValidator(_command),
+        WithJsonSchema({"type": "array", "minItems": 1, "maxItems": 1024, "items": ARGUMENT_SCHEMA}),
+    ]
+    env: Annotated[
+        dict[str, str], Field(max_length=256), AfterValidator(_env), WithJsonSchema(ENV_SCHEMA)
+    ] = Field(default_factory=dict)
     interactive: bool = False
     priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
     grace_period: Annotated[float, Field(ge=0, le=86_400)] | None = None
@@ -285,3 +305,22 @@ class Health(BaseModel):
     cycles: int
     last_cycle_at: datetime | None
     last_error: str | None
+
+
+class Problem(BaseModel):
+    """Every 4xx and 5xx answer: what went wrong and what to do about it."""
+
+    detail: str
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationProblem(BaseModel):
+    """A 422: ``detail`` sums up what to fix; ``errors`` lists each field's problem when the schema found it."""
+
+    detail: str
+    errors: list[FieldError] = Field(default_factory=list)

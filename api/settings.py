@@ -35,6 +35,7 @@ class Settings:
     grace_period: float = 30.0
     settle_seconds: float = 10.0
     admin_token: str | None = None
+    metrics_token: str | None = None  # a token that can read /metrics and nothing else (docs/security.md)
     # the kubernetes executor (docs/kubernetes.md); None means its default
     namespace: str | None = None
     kubeconfig: str | None = None

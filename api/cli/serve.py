@@ -5,13 +5,15 @@ reaches the cluster before serving (a bad kubeconfig or an unreachable API is ex
 the banner says where the jobs go; flags of one executor given to the other are refused. On start it prints where the API
 and its docs are, the data directory, the database, and the admin token when it was just generated (later
 starts say where it is stored). It writes ``DATA/server.json`` (the URL) so the CLI on this machine finds
-the server and its token without flags.
+the server and its token without flags. ``--log-format json`` writes one JSON object per log line
+(``api.logs``). Listening beyond loopback (``--host 0.0.0.0``) is refused (exit 2, with the reason) while
+the admin token or ``TIDE_METRICS_TOKEN`` is shorter than 32 characters (docs/security.md).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Annotated
@@ -22,12 +24,15 @@ from sqlalchemy.exc import OperationalError
 
 from api.app import build_executor, create_app
 from api.auth import ADMIN_TOKEN_FILE, admin_token
+from api.logs import FORMATS, configure_logging
 from api.settings import Settings, default_data_dir
 from scheduler.executors.base import ExecutorError
 from scheduler.executors.kube.retry import KubeApiError
 from scheduler.executors.kubernetes import KubernetesExecutor
 from scheduler.store.db import Database
 from scheduler.store.migrate import SchemaTooNewError, check_not_newer
+
+MIN_TOKEN_BEYOND_LOOPBACK = 32
 
 
 def _banner(settings: Settings, token: str, created: bool) -> str:
@@ -80,6 +85,9 @@ def serve(
         typer.Option(envvar="TIDE_SETTLE_TIME", min=0, help="Seconds a resized job is left alone (R7)."),
     ] = 10.0,
     log_level: Annotated[str, typer.Option(envvar="TIDE_LOG_LEVEL", help="debug, info, warning.")] = "info",
+    log_format: Annotated[
+        str, typer.Option(envvar="TIDE_LOG_FORMAT", help="text, or json: one object per line.")
+    ] = "text",
     namespace: Annotated[
         str | None,
         typer.Option(envvar="TIDE_NAMESPACE", help="kubernetes: namespace of the jobs' pods (default: own)."),
@@ -107,7 +115,9 @@ def serve(
 
     On Kubernetes: tide serve --executor kubernetes --namespace tide-jobs --default-image IMAGE
     """
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_format not in FORMATS:
+        raise typer.BadParameter(f"{log_format!r}: use {' or '.join(FORMATS)}", param_hint="--log-format")
+    configure_logging(log_level, log_format)
     settings = Settings(
         data_dir=(data_dir or default_data_dir()).expanduser().resolve(),
         database_url=database_url,
@@ -120,6 +130,7 @@ def serve(
         grace_period=grace_period,
         settle_seconds=settle_time,
         admin_token=os.environ.get("TIDE_ADMIN_TOKEN") or None,
+        metrics_token=os.environ.get("TIDE_METRICS_TOKEN") or None,
         namespace=namespace,
         kubeconfig=kubeconfig,
         default_image=default_image,
@@ -127,13 +138,39 @@ def serve(
         checkpoint_claim=checkpoint_claim,
     )
     _check_executor(settings)
+    token, created = admin_token(settings)
+    _refuse_weak_tokens_beyond_loopback(settings, token)
     _refuse_newer_schema(settings)
     built = build_executor(settings)
     where = _connect_kubernetes(built) if isinstance(built, KubernetesExecutor) else None
-    token, created = admin_token(settings)
     typer.echo(_banner(settings, token, created) + (f"\nKubernetes:    {where}" if where else ""))
     (settings.data_dir / "server.json").write_text(json.dumps({"url": f"http://{host}:{port}"}))
-    uvicorn.run(create_app(settings, executor=built), host=host, port=port, log_level=log_level.lower())
+    app = create_app(settings, executor=built)
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=None)  # logs: ours
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def _refuse_weak_tokens_beyond_loopback(settings: Settings, token: str) -> None:
+    """Beyond loopback every token must be long enough that guessing it is hopeless (docs/security.md)."""
+    if is_loopback(settings.host):
+        return
+    for name, value in (("the admin token", token), ("TIDE_METRICS_TOKEN", settings.metrics_token)):
+        if value is not None and len(value) < MIN_TOKEN_BEYOND_LOOPBACK:
+            typer.echo(
+                f"tide: refusing to listen on {settings.host}, beyond this machine: {name} has only "
+                f"{len(value)} characters and needs at least {MIN_TOKEN_BEYOND_LOOPBACK} there "
+                "(e.g. openssl rand -hex 32), or listen on 127.0.0.1",
+                err=True,
+            )
+            raise typer.Exit(2)
 
 
 def _check_executor(settings: Settings) -> None:

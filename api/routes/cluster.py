@@ -2,7 +2,7 @@
 
 Contract: node figures are physical (GPUs held by live processes, including replicas still stopping, marked
 ``releasing``); project figures are the scheduler's (GPUs of replicas it wants running). ``leader`` says
-whether this service instance is the one scheduling.
+whether this service instance is the one scheduling. Served from ``api.cache`` while nothing changed.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from api import convert, schemas
-from api.deps import Caller, Svc
+from api.cache import cached_response
+from api.deps import Caller, Services, Svc
 from api.routes.projects import totals_for
 from scheduler.store.models import DepartmentRow, NodeRow, ProjectRow
 from scheduler.store.queries import node_slots
@@ -21,7 +22,12 @@ router = APIRouter(tags=["cluster"])
 
 
 @router.get("/cluster", response_model=schemas.ClusterPublic)
-def read_cluster(svc: Svc, caller: Caller) -> Response:
+async def read_cluster(svc: Svc, caller: Caller) -> Response:
+    view = await svc.views.get("cluster", lambda: _cluster(svc))
+    return cached_response(view)
+
+
+def _cluster(svc: Services) -> bytes:
     with svc.db.read() as session:
         live = node_slots(session)
         nodes = [
@@ -45,4 +51,4 @@ def read_cluster(svc: Svc, caller: Caller) -> Response:
             departments=[convert.department_public(d, totals) for d in departments],
             leader=svc.engine.is_leader,
         )
-    return convert.json_response(cluster)
+    return cluster.model_dump_json().encode()

@@ -80,7 +80,9 @@ def update_department(
     with svc.db.write() as session:
         row = _get(session, department)
         changes = body.model_dump(exclude_unset=True)
-        deserved = changes.get("deserved_gpus", row.deserved_gpus)
+        deserved = (
+            changes.get("deserved_gpus") if changes.get("deserved_gpus") is not None else row.deserved_gpus
+        )
         limit = changes.get("limit_gpus", row.limit_gpus)
         if limit is not None and limit < deserved:
             raise HTTPException(

@@ -35,7 +35,11 @@ def healthz(svc: Svc) -> schemas.Health:
     return _health(svc, True, svc.db.url.get_backend_name())
 
 
-@router.get("/readyz", response_model=schemas.Health)
+@router.get(
+    "/readyz",
+    response_model=schemas.Health,
+    responses={503: {"model": schemas.Health, "description": "The database does not answer."}},
+)
 def readyz(svc: Svc, response: Response) -> schemas.Health:
     try:
         with svc.db.read() as session:

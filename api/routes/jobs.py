@@ -6,7 +6,8 @@ active one is a 409. A job whose replica needs more GPUs than any node has, or w
 never fit in the cluster, is refused (422), and so is a job without an image on Kubernetes when the
 service has no default image. ``DELETE`` marks the job ``cancelled`` and its replicas to stop
 (SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job is a no-op.
-Submitting and deleting need the admin token or a token of the job's project.
+Submitting, deleting and reading logs need the admin token or a token of the job's project (a job's
+output may hold its secrets); any token reads jobs, which never show env values.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from api import convert, schemas
 from api.auth import require_project_writer
-from api.deps import Caller, Svc
+from api.cache import cached_response
+from api.deps import Caller, Services, Svc
 from api.routes.projects import get_project
 from api.settings import Settings
 from scheduler.engine.reconcile import stop_job_replicas
@@ -122,22 +124,27 @@ def _new_job(project: ProjectRow, body: schemas.JobCreate, now: float) -> JobRow
 
 
 @router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic])
-def list_project_jobs(project: str, svc: Svc, caller: Caller) -> Response:
-    return list_jobs(svc, caller, project=project)
+async def list_project_jobs(project: str, svc: Svc, caller: Caller) -> Response:
+    return await list_jobs(svc, caller, project=project)
 
 
 @router.get("/jobs", response_model=list[schemas.JobPublic])
-def list_jobs(
+async def list_jobs(
     svc: Svc,
     caller: Caller,
     project: Annotated[str | None, Query(max_length=63)] = None,
     status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
 ) -> Response:
+    key = f"jobs?project={project}&status={status_}"
+    return cached_response(await svc.views.get(key, lambda: _jobs(svc, project, status_)))
+
+
+def _jobs(svc: Services, project: str | None, status_: str | None) -> bytes:
     with svc.db.read() as session:
         if project is not None:
             get_project(session, project)
         views = job_views(session, project=project, status=status_)
-    return convert.json_response([convert.job_public(view, view.project_name) for view in views])
+    return convert.jobs_json([convert.job_public(view, view.project_name) for view in views])
 
 
 @router.get("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)
@@ -177,6 +184,7 @@ def read_logs(
 ) -> PlainTextResponse:
     with svc.db.read() as session:
         _get_job(session, project, name)
+    require_project_writer(caller, project)  # a job's output is its project's: it may print its secrets
     text = svc.executor.read_log(project, name, replica, tail)
     if text is None:
         raise HTTPException(

@@ -93,7 +93,9 @@ def update_project(
         changes = body.model_dump(exclude_unset=True)
         if "department" in changes:
             row.department_id = department_id(session, changes.pop("department"))
-        deserved = changes.get("deserved_gpus", row.deserved_gpus)
+        deserved = (
+            changes.get("deserved_gpus") if changes.get("deserved_gpus") is not None else row.deserved_gpus
+        )
         limit = changes.get("limit_gpus", row.limit_gpus)
         if limit is not None and limit < deserved:
             raise HTTPException(

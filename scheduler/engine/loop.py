@@ -18,7 +18,8 @@ While replicas are stopping, the next cycle comes after ``RELEASE_POLL_SECONDS``
 so reclaimed GPUs reach their claimant about as soon as the processes exit (R2).
 
 Every time comes from ``clock`` (the shell's, never the core's). Errors in a cycle are logged and kept in
-``last_error``; the loop goes on. With ``check_invariants`` (debug, tests) every plan is checked against
+``last_error`` and counted (``scheduler.engine.metrics``, as are cycle durations and applied decisions);
+the loop goes on. With ``check_invariants`` (debug, tests) every plan is checked against
 ``scheduler.core.invariants`` and violations are logged and kept in ``violations``.
 """
 
@@ -28,8 +29,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -39,6 +40,7 @@ from scheduler.core import ClusterState, Config, Node, Plan, plan_cycle
 from scheduler.core.invariants import check_invariants
 from scheduler.engine.env import EnvBuilder
 from scheduler.engine.leader import Leadership, leadership_for
+from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.nodes import release_taken_nodes
 from scheduler.engine.persist import persist_plan
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
@@ -89,15 +91,22 @@ class Engine:
         *,
         leadership: Leadership | None = None,
         clock: Callable[[], float] = time.time,
+        metrics: EngineMetrics | None = None,
     ) -> None:
         self.db = db
         self.executor = executor
         self.settings = settings
         self.leadership = leadership or leadership_for(db)
         self.clock = clock
-        self.knobs = Knobs(grace_period=settings.grace_period, env_builder=settings.env_builder)
+        self.metrics = metrics if metrics is not None else EngineMetrics()
+        self.knobs = Knobs(
+            grace_period=settings.grace_period,
+            env_builder=settings.env_builder,
+            on_executor_error=self.metrics.executor_error,
+        )
         self.role = "starting"
         self.cycles = 0
+        self.changes = 0  # bumped around each write transaction: readers' caches key on it (api.cache)
         self.last_cycle_at: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
@@ -138,15 +147,24 @@ class Engine:
         """Record the executor's nodes when they changed (Kubernetes nodes come, go, cordon, taint)."""
         nodes = self.executor.nodes()
         if nodes != self._synced_nodes:
-            with self.db.write() as session:
+            with self._write() as session:
                 sync_nodes(session, nodes)
             self._synced_nodes = nodes
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        self.changes += 1  # a view built while the transaction runs is stale once it ends
+        try:
+            with self.db.write() as session:
+                yield session
+        finally:
+            self.changes += 1
 
     def _cycle(self) -> Plan:
         started = time.perf_counter()
         self._sync_nodes()
         seen = self.executor.observe()
-        with self.db.write() as session:
+        with self._write() as session:
             lingering = record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
             release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
         with self.db.read() as session:
@@ -155,14 +173,15 @@ class Engine:
         plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
         if self.settings.check_invariants:
             self._check(state, plan, now)
-        with self.db.write() as session:
-            persist_plan(session, plan, now=now)
-        with self.db.write() as session:
+        with self._write() as session:
+            applied = persist_plan(session, plan, now=now)
+        with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
         self.cycles += 1
         self.last_cycle_at = self.clock()
         self.last_cycle_seconds = time.perf_counter() - started
+        self.metrics.cycle_done(self.last_cycle_seconds, applied)
         return plan
 
     def _check(self, state: ClusterState, plan: Plan, now: float) -> None:
@@ -183,6 +202,7 @@ class Engine:
                 self.last_error = None
             except Exception as error:  # the loop must survive a bad cycle (database down, ...)
                 self.last_error = f"{type(error).__name__}: {error}"
+                self.metrics.cycle_failed(error)
                 log.exception("scheduling cycle failed")
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self._next_wait())

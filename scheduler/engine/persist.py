@@ -21,9 +21,9 @@ from scheduler.store.queries import ACTIVE, active_job, add_event
 log = logging.getLogger(__name__)
 
 
-def persist_plan(session: Session, plan: Plan, *, now: float) -> int:
-    """Persist ``plan``; return how many decisions were applied (skipped ones are logged)."""
-    applied = 0
+def persist_plan(session: Session, plan: Plan, *, now: float) -> list[Decision]:
+    """Persist ``plan``; return the decisions applied (skipped ones are logged)."""
+    applied: list[Decision] = []
     for decision in plan.decisions:
         job = active_job(session, decision.project, decision.job)
         if job is None:
@@ -45,7 +45,7 @@ def persist_plan(session: Session, plan: Plan, *, now: float) -> int:
             reason=decision.reason,
             cause=decision.cause.value,
         )
-        applied += 1
+        applied.append(decision)
     _write_notes(session, plan)
     _write_shares(session, plan)
     return applied

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
@@ -42,6 +42,7 @@ class Knobs:
 
     grace_period: float
     env_builder: EnvBuilder | None = None
+    on_executor_error: Callable[[str], None] | None = None  # metrics: an executor call failed (its name)
 
 
 def _final_status(exit_code: int, requested_stop: bool) -> str:
@@ -253,6 +254,8 @@ def _launch(
         obs = executor.start(spec)
     except ExecutorError as error:
         log.warning("cannot start replica %s of %s/%s: %s", replica.index, spec.project, job.name, error)
+        if knobs.on_executor_error is not None:
+            knobs.on_executor_error("start")
         reason = f"replica {replica.index} could not start: {error}"
         _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
         return False

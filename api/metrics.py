@@ -1,0 +1,158 @@
+"""``GET /metrics``: the service in Prometheus' text format, on a registry of its own.
+
+Contract: ``Metrics`` holds one ``CollectorRegistry`` per service (never the process-global one, so several
+apps in one process do not clash) with: the engine's metrics (``scheduler.engine.metrics``: cycle durations,
+decisions by kind and cause, executor and cycle errors); the API's request latency histogram
+(``tide_http_request_duration_seconds`` by route template, method and status, fed by ``api.observe``); and
+figures read from the database at each scrape (``StateCollector``): per project its deserved, fair-share,
+allocated and pending GPUs (labels ``project`` and ``department``, empty when none), jobs by project and
+status, the cluster's GPUs, and whether this instance leads. A database that cannot be read during a scrape
+gives ``tide_state_up 0`` instead of an error, so the other metrics still arrive.
+
+``/metrics`` needs a bearer token (see docs/security.md): the admin token, a project token, or the metrics
+token (``TIDE_METRICS_TOKEN``), which can read nothing else. The figures are what any project token reads
+through the API anyway; no token, hash, env value or command appears in them.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, selectinload
+
+from api.auth import Principal, bearer, is_admin, project_principal
+from api.convert import Figures, Totals
+from api.deps import Svc
+from scheduler.engine.loop import Engine
+from scheduler.engine.metrics import EngineMetrics
+from scheduler.store.db import Database
+from scheduler.store.models import JobRow, NodeRow, ProjectRow
+from scheduler.store.queries import project_figures
+
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+JOB_STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
+PROJECT_GAUGES = {
+    "deserved": "GPUs the project is guaranteed (its quota).",
+    "fair_share": "GPUs the project is entitled to right now (R1), as of the last cycle.",
+    "allocated": "GPUs of the replicas the scheduler wants running for the project.",
+    "pending": "GPUs the project's pending jobs need to start (min_replicas x gpus_per_replica).",
+}
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self._state: StateCollector | None = None
+        self.engine = EngineMetrics(self.registry)
+        self.requests = Histogram(
+            "tide_http_request_duration_seconds",
+            "Seconds to answer an HTTP request, by route template, method and status code.",
+            ["route", "method", "status"],
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+
+    def watch_state(self, db: Database, engine: Engine) -> None:
+        """Read the database's figures at every scrape (once the service's parts exist; again on restart)."""
+        if self._state is not None:
+            self.registry.unregister(self._state)
+        self._state = StateCollector(db, engine)
+        self.registry.register(self._state)
+
+
+class StateCollector(Collector):
+    def __init__(self, db: Database, engine: Engine) -> None:
+        self.db = db
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("tide_state_up", "1 when this scrape could read the database, else 0.")
+        try:
+            with self.db.read() as session:
+                families = _state_families(session)
+        except DBAPIError:
+            up.add_metric([], 0)
+            families = []
+        else:
+            up.add_metric([], 1)
+        yield up
+        yield from families
+        leader = GaugeMetricFamily("tide_leader", "1 when this instance runs the scheduling loop, else 0.")
+        leader.add_metric([], 1 if self.engine.is_leader else 0)
+        yield leader
+
+
+def _state_families(session: Session) -> list[Metric]:
+    projects = session.scalars(select(ProjectRow).options(selectinload(ProjectRow.department))).all()
+    totals = Totals.of(*project_figures(session))
+    gauges = {
+        key: GaugeMetricFamily(f"tide_project_{key}_gpus", text, labels=["project", "department"])
+        for key, text in PROJECT_GAUGES.items()
+    }
+    for row in projects:
+        labels = [row.name, row.department.name if row.department else ""]
+        figures = totals.by_project.get(row.id, Figures())
+        gauges["deserved"].add_metric(labels, row.deserved_gpus)
+        gauges["fair_share"].add_metric(labels, row.fair_share_gpus)
+        gauges["allocated"].add_metric(labels, figures.allocated_gpus)
+        gauges["pending"].add_metric(labels, figures.pending_gpus)
+    return [*gauges.values(), _jobs(session, {r.id: r.name for r in projects}), _cluster(session)]
+
+
+def _jobs(session: Session, names: dict[int, str]) -> Metric:
+    jobs = GaugeMetricFamily("tide_jobs", "Jobs by project and status.", labels=["project", "status"])
+    counts = {
+        (project_id, status): int(count)
+        for project_id, status, count in session.execute(
+            select(JobRow.project_id, JobRow.status, func.count()).group_by(JobRow.project_id, JobRow.status)
+        )
+    }
+    for project_id, name in sorted(names.items(), key=lambda item: item[1]):
+        for status in JOB_STATUSES:
+            jobs.add_metric([name, status], counts.get((project_id, status), 0))
+    return jobs
+
+
+def _cluster(session: Session) -> Metric:
+    gpus = GaugeMetricFamily("tide_cluster_gpus", "GPUs of the cluster's nodes.", labels=["schedulable"])
+    rows = session.execute(select(NodeRow.schedulable, func.sum(NodeRow.gpus)).group_by(NodeRow.schedulable))
+    found = {bool(schedulable): int(total or 0) for schedulable, total in rows}
+    for schedulable in (True, False):
+        gpus.add_metric([str(schedulable).lower()], found.get(schedulable, 0))
+    return gpus
+
+
+router = APIRouter(tags=["metrics"])
+
+
+def _scraper(request: Request, svc: Svc) -> Principal:
+    """The admin token, a project token or the metrics token (401 otherwise)."""
+    token = bearer(request.headers.get("authorization"))
+    if is_admin(token, svc.admin_token):
+        return Principal(is_admin=True)
+    metrics_token = svc.settings.metrics_token
+    if metrics_token and hmac.compare_digest(token.encode(), metrics_token.encode()):
+        return Principal(is_admin=False)
+    with svc.db.read() as session:
+        return project_principal(token, session)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}},
+)
+def metrics(request: Request, svc: Svc) -> Response:
+    """Prometheus metrics; needs a bearer token (admin, project or ``TIDE_METRICS_TOKEN``)."""
+    _scraper(request, svc)
+    return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,84 @@
+"""Prometheus metrics of the scheduling loop: cycle durations, decisions by kind and cause, errors.
+
+Contract: ``EngineMetrics(registry)`` registers its collectors on the given ``CollectorRegistry`` (one per
+service, never the process-global one, so several services in one process do not clash). The engine calls
+``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle raised, and ``executor_error`` when an
+executor call failed and was handled (a replica that could not start). Every label is bounded: ``kind`` is a
+decision (``start``, ``grow``, ``shrink``, ``evict``), ``cause`` a ``scheduler.core.plan.Cause`` value,
+``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``; never free text.
+All label combinations exist from the start (at 0), so ``rate()`` and ``increase()`` see the first one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from sqlalchemy.exc import DBAPIError
+
+from scheduler.core.plan import Action, Cause, Decision
+from scheduler.executors.base import ExecutorError
+
+CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+EXECUTOR_OPERATIONS = ("start", "cycle")  # a replica that could not start; a call that failed a cycle
+ERROR_KINDS = ("executor", "database", "other")
+
+
+def error_kind(error: BaseException) -> str:
+    """A bounded category for a failed cycle."""
+    if isinstance(error, ExecutorError):
+        return "executor"
+    if isinstance(error, DBAPIError):
+        return "database"
+    return "other"
+
+
+class EngineMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.cycle_seconds = Histogram(
+            "tide_cycle_duration_seconds",
+            "Seconds one scheduling cycle took (observe, plan, persist, apply).",
+            buckets=CYCLE_BUCKETS,
+            registry=self.registry,
+        )
+        self.decisions = Counter(
+            "tide_decisions",
+            "Scheduling decisions applied: kind start/grow/shrink/evict (grow and shrink are resizes, "
+            "evict an eviction), by cause (reclaim, preempt, limit, quota, node, consolidate, fair-share).",
+            ["kind", "cause"],
+            registry=self.registry,
+        )
+        self.executor_errors = Counter(
+            "tide_executor_errors",
+            "Executor calls that failed, by operation.",
+            ["operation"],
+            registry=self.registry,
+        )
+        self.cycle_errors = Counter(
+            "tide_cycle_errors",
+            "Scheduling cycles that failed (retried next period), by error kind.",
+            ["error"],
+            registry=self.registry,
+        )
+        for action in Action:
+            for cause in Cause:
+                self.decisions.labels(kind=action.value, cause=cause.value)
+        for operation in EXECUTOR_OPERATIONS:
+            self.executor_errors.labels(operation=operation)
+        for kind in ERROR_KINDS:
+            self.cycle_errors.labels(error=kind)
+
+    def cycle_done(self, seconds: float, applied: Iterable[Decision]) -> None:
+        self.cycle_seconds.observe(seconds)
+        for decision in applied:
+            self.decisions.labels(kind=decision.action.value, cause=decision.cause.value).inc()
+
+    def cycle_failed(self, error: BaseException) -> None:
+        kind = error_kind(error)
+        self.cycle_errors.labels(error=kind).inc()
+        if kind == "executor":
+            self.executor_errors.labels(operation="cycle").inc()
+
+    def executor_error(self, operation: str) -> None:
+        self.executor_errors.labels(operation=operation).inc()
