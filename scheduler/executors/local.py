@@ -9,6 +9,11 @@ reloads them, and a pid is trusted only while ``/proc/PID/stat`` shows the same 
 is never signalled. ``stop`` sends SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed,
 and when a replica ends, to whatever it left behind, in its group or not (``TIDE_REPLICA_UID``).
 Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping only.
+
+A job whose command is a torchrun launch (``torchrun.uses_torchrun``) gets the ``PET_*`` environment of a
+fixed-size launch (``torchrun_local``), and its observations say whether its workers started (``ready``).
+The executor supports the engine's coordinated restart (``coordinated_restarts``): a replica id may be
+started again once its earlier process was observed to exit and was forgotten.
 """
 
 from __future__ import annotations
@@ -21,15 +26,16 @@ import signal
 import sys
 import time
 from contextlib import suppress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scheduler.core.model import Node
 from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.torchrun import uses_torchrun
+from scheduler.executors.torchrun_local import REPLICA_UID, TorchrunLaunches, argv_for, with_workers
 
 MAX_LOG_READ_BYTES = 1 << 20
-REPLICA_UID = "TIDE_REPLICA_UID"
 
 
 @dataclass
@@ -46,6 +52,8 @@ class _Record:
     grace: float = 0.0
     killed: bool = False
     exit_code: int | None = None
+    torchrun: bool = False
+    ready: bool = False  # torchrun: a worker process was seen (the launch formed)
 
 
 def visible_gpu_count() -> int:
@@ -84,8 +92,12 @@ def _kill_marked(marker: str) -> None:
 class LocalExecutor:
     """Replicas as process groups on this machine; state under ``data_dir``."""
 
+    coordinated_restarts = True
+
     def __init__(self, data_dir: Path, nodes: tuple[Node, ...], *, real_gpus: bool = False) -> None:
         self._nodes = nodes
+        self._data_dir = data_dir
+        self._torchrun = TorchrunLaunches()
         self._real_gpus = real_gpus
         self.state_dir = data_dir / "replicas"
         self.log_dir = data_dir / "logs"
@@ -115,6 +127,7 @@ class LocalExecutor:
         for record in self._records.values():
             if record.exit_code is None:
                 self._refresh(record, now)
+        self._check_workers()
         return {rid: self._observation(r) for rid, r in self._records.items()}
 
     def start(self, spec: LaunchSpec) -> Observation:
@@ -122,6 +135,9 @@ class LocalExecutor:
             raise ExecutorError(f"replica {spec.replica_id} was already started")
         if not spec.argv:
             raise ExecutorError("the local executor needs a command to run")
+        torchrun = uses_torchrun(spec.argv)
+        if torchrun:
+            spec = replace(spec, argv=argv_for(spec.argv), env=self._torchrun.env_for(spec, self._data_dir))
         pid = self._spawn(spec)
         record = _Record(
             replica_id=spec.replica_id,
@@ -132,6 +148,7 @@ class LocalExecutor:
             pid=pid,
             start_ticks=_start_ticks(pid),
             started_at=time.time(),
+            torchrun=torchrun,
         )
         self._records[spec.replica_id] = record
         self._save(record)
@@ -189,6 +206,14 @@ class LocalExecutor:
         except OSError as error:
             raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
 
+    def _check_workers(self) -> None:
+        """Mark torchrun replicas whose workers exist: their launch formed (one /proc pass for all)."""
+        waiting = {self._uid(r.replica_id): r for r in self._records.values() if r.torchrun and not r.ready}
+        waiting = {uid: r for uid, r in waiting.items() if r.exit_code is None}
+        for uid in with_workers(waiting):
+            waiting[uid].ready = True
+            self._save(waiting[uid])
+
     def _alive(self, record: _Record) -> bool:
         try:
             pid, _status = os.waitpid(record.pid, os.WNOHANG)  # reaps it if this process started it
@@ -242,6 +267,7 @@ class LocalExecutor:
             running=record.exit_code is None,
             exit_code=record.exit_code,
             stopping=record.stop_sent_at is not None,
+            ready=record.ready if record.torchrun else None,
         )
 
     def _save(self, record: _Record) -> None:
