@@ -74,11 +74,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_service(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+def start_service(
+    data_dir: Path, port: int, *, settle: float = 3.0, grace: float = 20.0
+) -> subprocess.Popen[bytes]:
+    """``tide serve`` with 4 virtual GPUs (4 nodes x 1) and the local executor, in a session of its own."""
     tide = Path(sys.executable).parent / "tide"
     argv = [str(tide), "serve", "--executor", "local", "--nodes", "4", "--gpus-per-node", "1",
             "--port", str(port), "--data-dir", str(data_dir), "--cycle-period", "0.5",
-            "--grace-period", "20", "--settle-time", "3", "--log-level", "warning"]  # fmt: skip
+            "--grace-period", f"{grace:g}", "--settle-time", f"{settle:g}", "--log-level", "warning"]  # fmt: skip
     log = (data_dir / "service.log").open("ab")
     env = {**os.environ, "TIDE_ADMIN_TOKEN": TOKEN}
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -154,7 +157,7 @@ def run_scenario(client: TideClient, args: argparse.Namespace, seen: Observed) -
         if seen.samples[-1].status.get("a") in ("succeeded", "failed", "cancelled"):
             return
         if phase == "wait-4" and world_size(seen) == 4 and step_now(seen) >= 10:
-            sleeper = ["python3", "-c", f"import time; time.sleep({args.b_seconds})"]
+            sleeper = ["sleep", f"{args.b_seconds:g}"]  # any command: b is not a training job here
             client.submit("b", {"name": B[1], "workers": 1, "command": sleeper})
             phase, b_submitted_at = "b-claims", time.time()
             print(f"[{time.time() - seen.started_at:6.1f} s] b submits a job of 2 GPUs", flush=True)
@@ -167,9 +170,9 @@ def collect(client: TideClient, seen: Observed) -> None:
     for project, name in (A, B):
         for event in client.events(project=project, job=name, limit=1000):
             when = event.time.timestamp() - seen.started_at
-            seen.events.append({"t": round(when, 2), "kind": event.kind, "project": event.project,
+            seen.events.append({"id": event.id, "t": round(when, 2), "kind": event.kind, "project": event.project,
                                 "job": event.job, "replicas": event.replicas, "reason": event.reason})  # fmt: skip
-    seen.events.sort(key=lambda e: e["t"])
+    seen.events.sort(key=lambda e: e["id"])
     for project, name in (A, B):
         seen.final[project] = client.job(project, name).status
 
@@ -178,7 +181,9 @@ def print_timeline(seen: Observed) -> None:
     print("\nTimeline (seconds since the demo started)")
     rows: list[tuple[float, str]] = []
     for e in seen.events:
-        rows.append((e["t"], f"{e['kind']:<8} {e['project']}/{e['job']} replicas {e['replicas']}: {e['reason']}"))
+        rows.append(
+            (e["t"], f"{e['kind']:<8} {e['project']}/{e['job']} replicas {e['replicas']}: {e['reason']}")
+        )
     last = None
     for s in seen.steps:
         if s["world_size"] != last:
@@ -207,25 +212,40 @@ def draw_chart(seen: Observed, path: Path) -> None:
     top.set_ylabel("GPUs allocated")
     top.set_ylim(-0.2, 4.5)
     top.set_yticks(range(5))
-    top.legend(loc="upper right")
+    top.legend(loc="center right")
     top.set_title("Seed scenario: 4 GPUs, a elastic 2..4, b claims 2")
-    steps_t = [float(s["time"]) - seen.started_at for s in seen.steps]
-    bottom.step(steps_t, [s["world_size"] for s in seen.steps], where="post", color="tab:blue", linewidth=2)
-    bottom.set_ylabel("a: world size")
+    times, sizes = world_size_curve(seen)
+    bottom.step(times, sizes, where="post", color="tab:blue", linewidth=2)
+    bottom.set_ylabel("a: world size\n(0: restarting)")
     bottom.set_ylim(0, 4.5)
     bottom.set_yticks(range(5))
     bottom.set_xlabel("seconds since start")
-    for e in seen.events:
-        if e["kind"] in ("start", "shrink", "grow", "finish", "restart", "fail"):
-            for ax in (top, bottom):
-                ax.axvline(e["t"], color="grey", linestyle=":", linewidth=1)
-            top.annotate(f"{e['project']} {e['kind']}", (e["t"], 4.3), fontsize=8, rotation=90, va="top",
-                         ha="right", color="dimgrey")  # fmt: skip
+    for n, e in enumerate(
+        e for e in seen.events if e["kind"] in ("start", "shrink", "grow", "finish", "fail")
+    ):
+        for ax in (top, bottom):
+            ax.axvline(e["t"], color="grey", linestyle=":", linewidth=1)
+        top.annotate(f"{e['project']} {e['kind']}", (e["t"], 4.35 - 0.45 * (n % 2)), fontsize=8, ha="left",
+                     va="top", color="dimgrey", xytext=(2, 0), textcoords="offset points")  # fmt: skip
     for ax in (top, bottom):
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def world_size_curve(seen: Observed, gap: float = 1.5) -> tuple[list[float], list[int]]:
+    """a's world size over time from its step lines; 0 while no step was logged for ``gap`` seconds."""
+    times: list[float] = []
+    sizes: list[int] = []
+    for line in seen.steps:
+        when = float(line["time"]) - seen.started_at
+        if times and when - times[-1] > gap:
+            times.append(times[-1] + 0.3)
+            sizes.append(0)
+        times.append(when)
+        sizes.append(int(line["world_size"]))
+    return times, sizes
 
 
 def stop_service(service: subprocess.Popen[bytes], data_dir: Path) -> None:
