@@ -57,14 +57,13 @@ class TideJob:
         if n < BIG:
             self._claim()
         command = ["torchrun", str(self.script), "--steps", "10000000", "--ckpt-every", str(self.cfg.ckpt_every),
-                   "--step-time", str(self.cfg.step_time)]  # fmt: skip
+                   "--step-time", str(self.cfg.step_time), "--ckpt-dir", str(self.ckpt)]  # fmt: skip
         job = {
             "name": A_JOB,
             "workers": BIG - 1,
             "min_replicas": SMALL,
             "max_replicas": BIG,
             "command": command,
-            "env": {"TIDE_CHECKPOINT_DIR": str(self.ckpt)},
         }
         self.client.submit("a", job)
         self.current = n

@@ -7,7 +7,7 @@ environment for launch ``TIDE_GENERATION`` at size ``TIDE_NUM_REPLICAS`` (both s
 ``PET_NNODES=N:N``, run id per generation, a port allocated once per (project, job, generation) on
 127.0.0.1 (every virtual node is this machine), ``PET_MAX_RESTARTS=0`` (Tide counts failures across
 launches, so a resize never spends one), the agent's shutdown timeout below the executor's grace, and the
-checkpoint directory ``DATA/checkpoints/PROJECT/JOB-ID`` unless the job set ``TIDE_CHECKPOINT_DIR``.
+checkpoint directory ``DATA/checkpoints/PROJECT/JOB-ID`` (unless an ``EnvBuilder`` set ``TIDE_CHECKPOINT_DIR``).
 Other variables the job set itself win. ``argv_for`` runs ``torchrun`` from beside the service's Python when
 none is on ``PATH``. ``with_workers(uids)`` returns the replica uids that have a worker process: torchrun
 starts workers only once the rendezvous completed, so that is when a launch has formed. Workers are found
