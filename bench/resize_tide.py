@@ -5,7 +5,8 @@ GPUs, 1 per node, settle time 0, started once by the constructor and stopped at 
 a's elastic ``torchrun`` job (min 2, max 4; a deserves 2, so it borrows b's 2 GPUs when b is idle).
 ``resize(2)`` makes project b claim its 2 GPUs (a 2-replica ``sleep`` job), ``resize(4)`` deletes b's job;
 both wait for a's ``shrink``/``grow`` event and set ``decided_at`` to its time, so a resize is timed from
-Tide's decision. ``start(n)`` submits a's job afresh (from step 0); at ``n == 2`` b claims first. ``close``
+Tide's decision. ``prepare(n)`` waits (outside the timed window, at most 120 s) until the service's pool
+holds ``n`` warm launchers. ``start(n)`` submits a's job afresh (from step 0); at ``n == 2`` b claims first. ``close``
 deletes both jobs and waits until every process of them is gone. Logs: every replica of a's job writes to
 ``DATA/logs/a/train/replica-I.log``, where the bench's ``LogWatcher`` reads the JSON step lines.
 """
@@ -69,7 +70,17 @@ class TideJob:
         self.current = n
 
     def prepare(self, n: int) -> None:
-        return None
+        """Outside the timed window, as the other warm strategies: let the service's pool of warm launchers
+        refill (it does once every launch formed), so that a resize seconds after the previous one is not
+        timed against launchers still importing torch. Bounded; a cold pool only makes the figure worse."""
+        pool = self.data / "replicas" / "pool"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self._warm_idle(pool) < n:
+            time.sleep(0.2)
+
+    @staticmethod
+    def _warm_idle(pool: Path) -> int:
+        return sum(1 for warm in pool.glob("*.warm") if not warm.with_suffix(".spec").exists())
 
     def resize(self, n: int) -> None:
         since = time.time() - 1.0

@@ -3,7 +3,7 @@
 What it does: starts ``tide serve`` with 4 virtual GPUs (4 nodes x 1, local executor) in a scratch
 directory; project a (deserves 2) runs ``torchrun train_elastic.py`` as an elastic job (min 2, max 4) and
 borrows all 4 GPUs; once it trains at world size 4, project b (deserves 2) claims 2 GPUs with a job that
-sleeps; a shrinks to 2 (a coordinated restart from its checkpoint), b runs and finishes, a grows back to 4
+waits (until ``--b-seconds`` passed and a trained 10 steps at world size 2); a shrinks to 2 (a coordinated restart from its checkpoint), b runs and finishes, a grows back to 4
 and training completes. It polls the REST API and a's training log (the master's JSON step lines), then
 prints a timeline of decisions and world sizes and writes a PNG chart (GPUs per project, a's world size)
 next to the service's data. ``--json FILE`` also writes everything it observed, for tests.
@@ -35,6 +35,7 @@ from api.client import TideClient  # noqa: E402
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 TOKEN = "tide-demo-admin-token"
 A, B = ("a", "train"), ("b", "eval")
+WAIT_FOR_FILE = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.2)"
 
 
 @dataclass
@@ -62,7 +63,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="directory for the service's data and the chart (default: temp)")
     p.add_argument("--steps", type=int, default=400, help="a's total training steps")
     p.add_argument("--step-time", type=float, default=0.1, help="extra seconds per training step")
-    p.add_argument("--b-seconds", type=float, default=15.0, help="how long b's job runs")
+    p.add_argument("--b-seconds", type=float, default=15.0, help="how long b's job runs at least")
     p.add_argument("--timeout", type=float, default=230.0, help="give up after this many seconds")
     p.add_argument("--json", type=Path, help="write what was observed to this file")
     return p.parse_args()
@@ -144,6 +145,10 @@ def step_now(seen: Observed) -> int:
     return int(seen.steps[-1]["step"]) if seen.steps else 0
 
 
+def steps_at(seen: Observed, size: int) -> int:
+    return sum(1 for line in seen.steps if line["world_size"] == size)
+
+
 def run_scenario(client: TideClient, args: argparse.Namespace, seen: Observed) -> None:
     client.create_project({"name": "a", "deserved_gpus": 2})
     client.create_project({"name": "b", "deserved_gpus": 2})
@@ -151,16 +156,22 @@ def run_scenario(client: TideClient, args: argparse.Namespace, seen: Observed) -
                "--ckpt-every", "10"]  # fmt: skip
     client.submit("a", {"name": A[1], "workers": 3, "min_replicas": 2, "max_replicas": 4, "command": command})
     phase, b_submitted_at = "wait-4", 0.0
+    done_file = args.out_dir / "b-done"
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         look(client, seen)
         if seen.samples[-1].status.get("a") in ("succeeded", "failed", "cancelled"):
             return
         if phase == "wait-4" and world_size(seen) == 4 and step_now(seen) >= 10:
-            sleeper = ["sleep", f"{args.b_seconds:g}"]  # any command: b is not a training job here
-            client.submit("b", {"name": B[1], "workers": 1, "command": sleeper})
+            # b's job finishes on its own once told (a file appears): after --b-seconds and once a trained
+            # 10 steps at world size 2, so the timeline shows a at 2 however long the restarts take here.
+            waiter = [sys.executable, "-c", WAIT_FOR_FILE, str(done_file)]
+            client.submit("b", {"name": B[1], "workers": 1, "command": waiter})
             phase, b_submitted_at = "b-claims", time.time()
             print(f"[{time.time() - seen.started_at:6.1f} s] b submits a job of 2 GPUs", flush=True)
+        if phase == "b-claims" and time.time() - b_submitted_at >= args.b_seconds and steps_at(seen, 2) >= 10:
+            done_file.touch()
+            phase = "b-done"
         time.sleep(0.25)
     raise SystemExit(f"the scenario did not finish within {args.timeout:.0f} s (phase {phase}, b at "
                      f"{b_submitted_at - seen.started_at:.1f} s)")  # fmt: skip
@@ -275,6 +286,7 @@ def main() -> int:
     args = parse_args()
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     out = (args.out or Path(tempfile.mkdtemp(prefix="tide-demo-"))).resolve()
+    args.out_dir = out
     data_dir = out / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()

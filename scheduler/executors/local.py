@@ -207,7 +207,11 @@ class LocalExecutor:
             (self.state_dir / f"{replica_id}{suffix}").unlink(missing_ok=True)
         if record is not None and record.exit_file and record.workers_file:  # a warm launcher's files
             exit_file = Path(record.exit_file)
-            for path in (exit_file, exit_file.with_suffix(".spec"), Path(record.workers_file)):
+            for path in (
+                exit_file,
+                *(exit_file.with_suffix(x) for x in (".spec", ".warm")),
+                Path(record.workers_file),
+            ):
                 path.unlink(missing_ok=True)
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:

@@ -3,7 +3,8 @@
 Contract: started by the local executor's pool (``warm_pool``) under the shim, as
 ``python -c "from scheduler.executors import warm_launcher as m; m.main()" SPEC_FILE``. It imports torch
 and torchrun's launcher, builds a throw-away optimiser (the first one imports ``torch._dynamo``: ~1 s),
-starts a single-threaded fork server that preloads this module, then waits for ``SPEC_FILE`` to appear:
+starts a single-threaded fork server that preloads this module, creates ``SPEC_FILE`` with the suffix
+``.warm`` (it is ready), then waits for ``SPEC_FILE`` to appear:
 one JSON object ``{"env", "argv", "log"}``. It then sends its output to ``log``, applies ``env`` and runs
 torchrun's launcher in-process on ``argv`` (torchrun's arguments, without ``torchrun``) with start method
 ``forkserver``: the workers are forked from the preloaded server and run the training script unchanged
@@ -103,7 +104,9 @@ def _redirect(log: str) -> None:
 
 def main() -> None:
     _warm_up()
-    spec = _wait_for(Path(sys.argv[1]))
+    spec_file = Path(sys.argv[1])
+    spec_file.with_suffix(".warm").touch()  # the pool hands out warm launchers first
+    spec = _wait_for(spec_file)
     _redirect(spec["log"])
     env: dict[str, str] = spec["env"]
     os.environ.update(env)

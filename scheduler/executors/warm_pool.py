@@ -4,7 +4,7 @@ Contract: ``WarmPool(state_dir, spawn, size)`` keeps up to ``size`` idle launche
 (``warm_launcher``), each a process tree started by ``spawn`` (the executor's: shim, own session, the
 pool's ``TIDE_REPLICA_UID`` marker) with its output in ``state_dir/pool/N.log``. ``take(env, argv, log)``
 hands one launcher a replica (torchrun's arguments, the replica's env, its log file) by writing its spec
-file, and returns the ``Launcher`` (pid, its exit file, its kill marker, the file its workers create);
+file (warm ones first: a launcher marks itself ``N.warm`` once it is ready), and returns the ``Launcher`` (pid, its exit file, its kill marker, the file its workers create);
 None when the pool is empty (the executor then starts a cold ``torchrun``). ``refill()`` starts launchers
 up to ``size`` (called after a launch, outside the resize's critical path); ``close()`` kills the idle
 ones. A launcher still importing torch when it is taken just starts its replica once it is ready.
@@ -71,14 +71,19 @@ class WarmPool:
             marker=marker,
             workers_file=self.dir / f"{name}.workers",
         )
-        for path in (launcher.exit_file, launcher.spec_file, launcher.workers_file):
+        for path in (launcher.exit_file, launcher.spec_file, launcher.workers_file, _warm_file(launcher)):
             path.unlink(missing_ok=True)
         env = {**os.environ, REPLICA_UID: marker, OWNER: str(os.getpid())}
         argv = [sys.executable, "-c", LAUNCHER_CODE, str(launcher.spec_file)]
         pid = self.spawn(argv, env, self.dir / f"{name}.log", launcher.exit_file)
         return Launcher(pid, launcher.exit_file, launcher.spec_file, marker, launcher.workers_file)
 
+    def warm(self) -> int:
+        """Idle launchers done warming up."""
+        return sum(1 for launcher in self.idle if _warm_file(launcher).exists())
+
     def take(self, env: Mapping[str, str], argv: tuple[str, ...], log: Path) -> Launcher | None:
+        self.idle.sort(key=lambda launcher: not _warm_file(launcher).exists())
         while self.idle:
             launcher = self.idle.pop(0)
             if _alive(launcher.pid):
@@ -98,6 +103,10 @@ class WarmPool:
             with suppress(ChildProcessError):
                 os.waitpid(launcher.pid, os.WNOHANG)
         self.idle.clear()
+
+
+def _warm_file(launcher: Launcher) -> Path:
+    return launcher.spec_file.with_suffix(".warm")
 
 
 def _alive(pid: int) -> bool:
