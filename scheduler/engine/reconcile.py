@@ -249,19 +249,21 @@ def _whole_launches(
     every one of them finds its GPUs free (a launch is one fixed-size rendezvous)."""
     jobs = {r.job.id: r.job for r in waiting if elastic.coordinated(executor, r.job)}
     ready: set[int] = set()
+    taken = {node: set(ids) for node, ids in held.items()}  # across jobs: two launches never share a GPU
     for job_id, job in jobs.items():
         if not elastic.launchable(job):
             continue
-        taken = {node: set(ids) for node, ids in held.items()}
+        trial = {node: set(ids) for node, ids in taken.items()}
         fits = True
         for replica in sorted((r for r in job.replicas if r.desired == "run"), key=lambda r: r.index):
-            gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), taken.get(replica.node, set()))
+            gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), trial.get(replica.node, set()))
             if gpu_ids is None:
                 fits = False
                 break
-            taken.setdefault(replica.node, set()).update(gpu_ids)
+            trial.setdefault(replica.node, set()).update(gpu_ids)
         if fits:
             ready.add(job_id)
+            taken = trial
     return ready
 
 
