@@ -13,6 +13,7 @@ help:
 	@echo "make test   - create .venv if needed, install test extras, lint, typecheck, run the whole suite"
 	@echo "make lint   - ruff check + format check, mypy strict, import-linter"
 	@echo "make bench  - benchmarks that print tables"
+	@echo "make demo   - the seed scenario with real torchrun training on 4 virtual GPUs; prints a timeline, draws a chart"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +38,9 @@ test: lint
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -x -q -m "not slow" $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(PY) deploy/examples/demo.py
 
 bench: $(STAMP)
 	$(PY) bench/cycle.py

@@ -29,6 +29,11 @@ Strategies (each is a ``Job``: ``start(n)``, ``prepare(n)`` outside the timed wi
   agents to grow; ``--nnodes=2:4``) with the settings of ``replica_env`` (keep-alive 1 s x 3, last call 3 s,
   own worker store).
 * ``native-default``: the same with torchrun's defaults (only the rendezvous address, ids and restarts).
+* ``tide``: resizes driven through Tide itself: a ``tide serve`` (local executor, 4 virtual GPUs of 1 node
+  each) runs the job as project a's ``torchrun`` job (min 2, max 4); a shrink is project b claiming 2 GPUs
+  (its deserved quota), a grow is b's job being deleted. Latency is from Tide's decision (the time of a's
+  ``shrink``/``grow`` event) to the first step at the new world size. ``--json`` reports it as
+  ``shrink_p50_s``/``grow_p50_s`` when it ran (``--chosen`` defaults to it then).
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from scheduler.executors.torchrun import (  # noqa: E402
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 BIG, SMALL = 4, 2
-STRATEGIES = ("coordinated", "coordinated-warm", "coordinated-fork", "native-tuned", "native-default")
+STRATEGIES = ("tide", "coordinated", "coordinated-warm", "coordinated-fork", "native-tuned", "native-default")
 # A pre-imported torchrun agent: pays the import now, reads {"env", "argv"} on stdin when it is needed.
 WARM_AGENT = """
 import json, os, sys
@@ -260,6 +265,11 @@ class LogWatcher:
 class Job(Protocol):
     name: str
     logs: Path
+    stop_s: float | None
+    decided_at: float | None  # when the resize was decided, if not when ``resize`` was called
+
+    @property
+    def size(self) -> int: ...
 
     def start(self, n: int) -> None: ...
     def prepare(self, n: int) -> None: ...
@@ -280,7 +290,12 @@ class TorchrunJob:
         self.generation = 0
         self.spawned = 0
         self.stop_s: float | None = None  # last resize: SIGTERM -> every old agent exited (coordinated)
+        self.decided_at: float | None = None
         self.tag = f"{cfg.workdir.name}/{name}/"  # ends with "/": no strategy's tag prefixes another's
+
+    @property
+    def size(self) -> int:
+        return len(self.agents)
 
     def tagged(self, env: dict[str, str]) -> dict[str, str]:
         return {**env, "TIDE_BENCH_TAG": f"{self.tag}g{self.generation}/"}
@@ -440,7 +455,11 @@ class Native(TorchrunJob):
             self.agents[i] = self.spawn(i, self.env(i))
 
 
-def make_job(name: str, cfg: Settings) -> TorchrunJob:
+def make_job(name: str, cfg: Settings) -> Job:
+    if name == "tide":
+        from resize_tide import TideJob  # noqa: PLC0415 - starts a service; only when asked for
+
+        return TideJob(name, cfg, script=SCRIPT)
     if name == "coordinated":
         return Coordinated(name, cfg)
     if name == "coordinated-warm":
@@ -462,12 +481,13 @@ class Trial:
     note: str = ""
 
 
-def measure(job: TorchrunJob, watcher: LogWatcher, target: int, cfg: Settings) -> Trial:
-    direction = "shrink" if target < len(job.agents) else "grow"
+def measure(job: Job, watcher: LogWatcher, target: int, cfg: Settings) -> Trial:
+    direction = "shrink" if target < job.size else "grow"
     job.prepare(target)
     job.stop_s = None
     t0 = time.time()
     job.resize(target)
+    t0 = job.decided_at if job.decided_at is not None else t0
     remaining = cfg.timeout_s - (time.time() - t0)
     first = watcher.wait_for(lambda r: r["world_size"] == target and r["time"] >= t0, remaining)
     if first is None:
@@ -485,7 +505,7 @@ def measure(job: TorchrunJob, watcher: LogWatcher, target: int, cfg: Settings) -
     return trial
 
 
-def restart(job: TorchrunJob, watcher: LogWatcher, n: int, cfg: Settings) -> bool:
+def restart(job: Job, watcher: LogWatcher, n: int, cfg: Settings) -> bool:
     """Start the job fresh at size n (from its checkpoint) and wait until it trains there."""
     job.close()
     t0 = time.time()
@@ -493,7 +513,7 @@ def restart(job: TorchrunJob, watcher: LogWatcher, n: int, cfg: Settings) -> boo
     return watcher.wait_for(lambda r: r["world_size"] == n and r["time"] >= t0, cfg.timeout_s) is not None
 
 
-def run_round(job: TorchrunJob, watcher: LogWatcher, cfg: Settings, rnd: int) -> list[Trial]:
+def run_round(job: Job, watcher: LogWatcher, cfg: Settings, rnd: int) -> list[Trial]:
     """One shrink 4 -> 2 and one grow 2 -> 4 of a job started fresh (from its checkpoint) at 4."""
     trials: list[Trial] = []
     try:
@@ -595,7 +615,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--repeats", type=int, default=5, help="shrinks and grows per strategy")
     p.add_argument("--strategies", default=",".join(STRATEGIES))
-    p.add_argument("--chosen", default="coordinated-fork", help="the strategy reported as Tide's")
+    p.add_argument("--chosen", default=None, help="the strategy reported as Tide's (default: tide if run)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a resize may take before it fails")
     p.add_argument("--grace", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     p.add_argument("--step-time", type=float, default=0.05)
@@ -624,8 +644,9 @@ def main() -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     results = {name: summarise(t) for name, t in trials.items()}
+    chosen = args.chosen or ("tide" if "tide" in names else "coordinated-fork")
     if args.json:
-        print(json.dumps(report(results, args.chosen, cfg)))
+        print(json.dumps(report(results, chosen, cfg)))
     else:
         print_table(results)
     return 0

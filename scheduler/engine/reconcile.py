@@ -14,6 +14,9 @@ Contract:
   no other replica of that job is alive (R5, the rendezvous host goes last). It returns how many are still
   stopping, so the loop can look again soon instead of a whole period later.
 - ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
+Jobs whose command is a torchrun launch restart as a whole on a resize, a failure or a stuck launch
+(``scheduler.engine.elastic``): ``record_observations`` and ``stop_unwanted`` call into it, and
+``launch_waiting`` starts such a job's replicas together, on the GPUs they held before.
 Executor calls happen inside the caller's transaction, so a launch is recorded with the decision that
 asked for it; if the commit fails, the next observation finds the unrecorded process and kills it (above).
 """
@@ -22,12 +25,13 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.engine import elastic
 from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
@@ -43,6 +47,7 @@ class Knobs:
     grace_period: float
     env_builder: EnvBuilder | None = None
     on_executor_error: Callable[[str], None] | None = None  # metrics: an executor call failed (its name)
+    launch_timeout: float = 60.0  # torchrun jobs: seconds for a launch to start its workers
 
 
 def _final_status(exit_code: int, requested_stop: bool) -> str:
@@ -66,6 +71,7 @@ def record_observations(
         obs = seen.get(replica.id)
         code = obs.exit_code if obs is not None and obs.exit_code is not None else LOST_EXIT_CODE
         _replica_exited(session, executor, replica, code, now, detail=obs.detail if obs is not None else None)
+    elastic.check_launches(session, executor, seen, now=now, timeout=knobs.launch_timeout, fail=fail_job)
     lingering: set[int] = set()
     for replica_id, obs in seen.items():
         if replica_id in live:
@@ -118,9 +124,15 @@ def _replica_exited(
 ) -> None:
     job = replica.job
     requested = replica.desired == "stop"
+    executor.forget(replica.id)
+    what = f"replica {replica.index} {describe_exit(code)}" + (f" ({detail})" if detail else "")
+    outcome = elastic.ExitOutcome(handled=False)
+    if not requested and job.status in ACTIVE:
+        outcome = elastic.on_exit(session, executor, replica, code, now=now, what=what)
+        if outcome.handled:
+            return
     replica.exit_code = code
     replica.status = _final_status(code, requested)
-    executor.forget(replica.id)
     if requested:
         if job.status in ACTIVE:
             job.replicas.remove(replica)
@@ -130,9 +142,9 @@ def _replica_exited(
     if job.status not in ACTIVE:
         return
     if code != 0:
-        reason = f"replica {replica.index} {describe_exit(code)}" + (f" ({detail})" if detail else "")
+        reason = f"{what} {outcome.note}" if outcome.note else what
         _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
-    elif replica.index == 0 or not any(r.desired == "run" for r in job.replicas):
+    elif replica.index == 0 or outcome.finished or not any(r.desired == "run" for r in job.replicas):
         _finish_job(session, job, "succeeded", now=now, reason="the job completed", kind="finish")
 
 
@@ -159,6 +171,10 @@ def _finish_job(session: Session, job: JobRow, status: str, *, now: float, reaso
     add_event(session, time=now, kind=kind, project=job.project.name, job=job.name, reason=reason)
 
 
+def fail_job(session: Session, job: JobRow, reason: str, now: float) -> None:
+    _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
+
+
 def stop_job_replicas(session: Session, job: JobRow) -> None:
     """Mark every wanted replica of ``job`` to stop; forget those never launched."""
     for replica in list(job.replicas):
@@ -174,6 +190,11 @@ def stop_job_replicas(session: Session, job: JobRow) -> None:
 
 def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
     """Signal what must stop; return how many replicas are still stopping (signalled or not)."""
+    restarting = elastic.sync_launches(session, executor, now=now, grace=knobs.grace_period)
+    return restarting + _stop_released(session, executor, now=now, knobs=knobs)
+
+
+def _stop_released(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
     stopping = session.scalars(
         select(ReplicaRow)
         .where(ReplicaRow.desired == "stop", *LIVE)
@@ -215,17 +236,53 @@ def launch_waiting(
     sizes = {n.name: n.gpus for n in session.scalars(select(NodeRow)).all()}
     held = held_gpu_ids(session)
     launched = 0
+    whole = _whole_launches(waiting, executor, sizes, held)
     for replica in waiting:
         if replica.job.status not in ACTIVE or replica.desired != "run" or replica.id in lingering:
             continue  # its job failed to launch an earlier replica this round, or its old process lingers
-        free = [g for g in range(sizes.get(replica.node, 0)) if g not in held.get(replica.node, set())]
-        if len(free) < replica.gpus:
+        if elastic.coordinated(executor, replica.job) and replica.job.id not in whole:
             continue
-        gpu_ids = free[: replica.gpus]
-        if _launch(session, executor, replica, gpu_ids=tuple(gpu_ids), now=now, knobs=knobs):
+        gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), held.get(replica.node, set()))
+        if gpu_ids is None:
+            continue
+        if _launch(session, executor, replica, gpu_ids=gpu_ids, now=now, knobs=knobs):
             held.setdefault(replica.node, set()).update(gpu_ids)
             launched += 1
     return launched
+
+
+def _gpus_for(replica: ReplicaRow, size: int, held: set[int]) -> tuple[int, ...] | None:
+    """Free GPU ids for ``replica``: the ones it had before (a restarted replica keeps its GPUs), else the
+    lowest free ones; None when too few are free."""
+    free = [g for g in range(size) if g not in held]
+    if replica.gpu_ids and len(replica.gpu_ids) == replica.gpus and set(replica.gpu_ids) <= set(free):
+        return tuple(replica.gpu_ids)
+    return tuple(free[: replica.gpus]) if len(free) >= replica.gpus else None
+
+
+def _whole_launches(
+    waiting: Sequence[ReplicaRow], executor: Executor, sizes: Mapping[str, int], held: Mapping[str, set[int]]
+) -> set[int]:
+    """Ids of torchrun jobs whose wanted replicas can all start now: none of their processes is left and
+    every one of them finds its GPUs free (a launch is one fixed-size rendezvous)."""
+    jobs = {r.job.id: r.job for r in waiting if elastic.coordinated(executor, r.job)}
+    ready: set[int] = set()
+    taken = {node: set(ids) for node, ids in held.items()}  # across jobs: two launches never share a GPU
+    for job_id, job in jobs.items():
+        if not elastic.launchable(job):
+            continue
+        trial = {node: set(ids) for node, ids in taken.items()}
+        fits = True
+        for replica in sorted((r for r in job.replicas if r.desired == "run"), key=lambda r: r.index):
+            gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), trial.get(replica.node, set()))
+            if gpu_ids is None:
+                fits = False
+                break
+            trial.setdefault(replica.node, set()).update(gpu_ids)
+        if fits:
+            ready.add(job_id)
+            taken = trial
+    return ready
 
 
 def _launch(

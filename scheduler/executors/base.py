@@ -50,6 +50,7 @@ class Observation:
     exit_code: int | None = None
     stopping: bool = False
     detail: str | None = None  # why it ended, when the executor knows more than the code
+    ready: bool | None = None  # torchrun: its workers started (the rendezvous formed); None: not known
 
 
 class Executor(Protocol):

@@ -9,6 +9,11 @@ reloads them, and a pid is trusted only while ``/proc/PID/stat`` shows the same 
 is never signalled. ``stop`` sends SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed,
 and when a replica ends, to whatever it left behind, in its group or not (``TIDE_REPLICA_UID``).
 Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping only.
+
+A job whose command is a torchrun launch (``torchrun.uses_torchrun``) gets the ``PET_*`` environment of a
+fixed-size launch (``torchrun_local``), and its observations say whether its workers started (``ready``).
+The executor supports the engine's coordinated restart (``coordinated_restarts``): a replica id may be
+started again once its earlier process was observed to exit and was forgotten.
 """
 
 from __future__ import annotations
@@ -20,16 +25,19 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scheduler.core.model import Node
 from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.torchrun import uses_torchrun
+from scheduler.executors.torchrun_local import REPLICA_UID, TorchrunLaunches, argv_for, with_workers
+from scheduler.executors.warm_pool import WarmPool, eligible
 
 MAX_LOG_READ_BYTES = 1 << 20
-REPLICA_UID = "TIDE_REPLICA_UID"
 
 
 @dataclass
@@ -46,6 +54,31 @@ class _Record:
     grace: float = 0.0
     killed: bool = False
     exit_code: int | None = None
+    torchrun: bool = False
+    ready: bool = False  # torchrun: a worker process was seen (the launch formed)
+    exit_file: str | None = None  # a warm launcher's (None: DATA/replicas/ID.exit)
+    marker: str | None = None  # a warm launcher's TIDE_REPLICA_UID (None: the replica's own)
+    workers_file: str | None = None  # a warm launcher's workers create it when the launch formed
+
+
+@dataclass(frozen=True, slots=True)
+class _Started:
+    pid: int
+    exit_file: str | None
+    marker: str | None
+    workers_file: str | None
+
+
+def spawn_shim(argv: list[str], env: Mapping[str, str], log: Path, exit_file: Path) -> int:
+    """Start ``argv`` under the shim in a new session (its own process group), output appended to ``log``."""
+    shim_argv = [sys.executable, "-I", "-S", shim.__file__, str(exit_file), "--", *argv]
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    # posix_spawn, not Popen: no Popen object to outlive (a restarted service adopts by pid).
+    return os.posix_spawn(sys.executable, shim_argv, env, file_actions=actions, setsid=True)
 
 
 def visible_gpu_count() -> int:
@@ -58,6 +91,12 @@ def visible_gpu_count() -> int:
         return int(torch.cuda.device_count())
     except Exception:
         return 0
+
+
+def warm_launchers(nodes: tuple[Node, ...]) -> int:
+    """Idle warm launchers to keep: ``$TIDE_WARM_LAUNCHERS``, else one per GPU up to 8 (0: none)."""
+    raw = os.environ.get("TIDE_WARM_LAUNCHERS", "")
+    return int(raw) if raw.isdigit() else min(8, sum(n.gpus for n in nodes))
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -84,8 +123,14 @@ def _kill_marked(marker: str) -> None:
 class LocalExecutor:
     """Replicas as process groups on this machine; state under ``data_dir``."""
 
+    coordinated_restarts = True
+
     def __init__(self, data_dir: Path, nodes: tuple[Node, ...], *, real_gpus: bool = False) -> None:
         self._nodes = nodes
+        self._data_dir = data_dir
+        self._torchrun = TorchrunLaunches()
+        self._pool_size = warm_launchers(nodes)
+        self._pool: WarmPool | None = None
         self._real_gpus = real_gpus
         self.state_dir = data_dir / "replicas"
         self.log_dir = data_dir / "logs"
@@ -115,6 +160,7 @@ class LocalExecutor:
         for record in self._records.values():
             if record.exit_code is None:
                 self._refresh(record, now)
+        self._check_workers()
         return {rid: self._observation(r) for rid, r in self._records.items()}
 
     def start(self, spec: LaunchSpec) -> Observation:
@@ -122,7 +168,11 @@ class LocalExecutor:
             raise ExecutorError(f"replica {spec.replica_id} was already started")
         if not spec.argv:
             raise ExecutorError("the local executor needs a command to run")
-        pid = self._spawn(spec)
+        torchrun = uses_torchrun(spec.argv)
+        if torchrun:
+            spec = replace(spec, env=self._torchrun.env_for(spec, self._data_dir))
+        started = self._spawn(spec)
+        pid = started.pid
         record = _Record(
             replica_id=spec.replica_id,
             project=spec.project,
@@ -132,6 +182,10 @@ class LocalExecutor:
             pid=pid,
             start_ticks=_start_ticks(pid),
             started_at=time.time(),
+            torchrun=torchrun,
+            exit_file=started.exit_file,
+            marker=started.marker,
+            workers_file=started.workers_file,
         )
         self._records[spec.replica_id] = record
         self._save(record)
@@ -148,9 +202,17 @@ class LocalExecutor:
         self._save(record)
 
     def forget(self, replica_id: int) -> None:
-        self._records.pop(replica_id, None)
+        record = self._records.pop(replica_id, None)
         for suffix in (".json", ".exit"):
             (self.state_dir / f"{replica_id}{suffix}").unlink(missing_ok=True)
+        if record is not None and record.exit_file and record.workers_file:  # a warm launcher's files
+            exit_file = Path(record.exit_file)
+            for path in (
+                exit_file,
+                *(exit_file.with_suffix(x) for x in (".spec", ".warm")),
+                Path(record.workers_file),
+            ):
+                path.unlink(missing_ok=True)
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
         path = self.log_path(project, job, index)
@@ -165,9 +227,9 @@ class LocalExecutor:
             text = "".join(lines[-tail:]) if tail > 0 else ""
         return text
 
-    def _spawn(self, spec: LaunchSpec) -> int:
-        """Start the shim in a new session (its own process group), output appended to the log; its pid."""
-        env = {**os.environ, **spec.env, REPLICA_UID: self._uid(spec.replica_id)}
+    def _spawn(self, spec: LaunchSpec) -> _Started:
+        """Start the replica: a warm launcher from the pool when one fits, else the shim running its argv."""
+        env = dict(spec.env)
         if self._real_gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpu_ids)
         log = self.log_path(spec.project, spec.job, spec.index)
@@ -175,19 +237,45 @@ class LocalExecutor:
         header = f"--- tide: replica {spec.index} ({spec.replica_id}) starting on {spec.node} ---\n"
         with log.open("ab") as out:
             out.write(header.encode())
+        pool = self._warm_pool(spec)
+        launcher = pool.take(env, spec.argv, log) if pool is not None else None
+        if launcher is not None:
+            return _Started(
+                launcher.pid, str(launcher.exit_file), launcher.marker, str(launcher.workers_file)
+            )
         exit_file = self.state_dir / f"{spec.replica_id}.exit"
         exit_file.unlink(missing_ok=True)
-        argv = [sys.executable, "-I", "-S", shim.__file__, str(exit_file), "--", *spec.argv]
-        actions = [
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644),
-            (os.POSIX_SPAWN_DUP2, 1, 2),
-        ]
+        env = {**os.environ, **env, REPLICA_UID: self._uid(spec.replica_id)}
         try:
-            # posix_spawn, not Popen: no Popen object to outlive (a restarted service adopts by pid).
-            return os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
+            return _Started(spawn_shim(list(argv_for(spec.argv)), env, log, exit_file), None, None, None)
         except OSError as error:
             raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
+
+    def _warm_pool(self, spec: LaunchSpec) -> WarmPool | None:
+        """The pool of warm launchers, made at the first plain ``torchrun`` launch (None: disabled)."""
+        if self._pool_size <= 0 or not eligible(spec.argv):
+            return None
+        if self._pool is None:
+            self._pool = WarmPool(self.state_dir, self._instance, spawn_shim, self._pool_size)
+        return self._pool
+
+    def close(self) -> None:
+        """Kill the idle warm launchers (replicas keep running: a restarted service adopts them)."""
+        if self._pool is not None:
+            self._pool.close()
+
+    def _check_workers(self) -> None:
+        """Mark torchrun replicas whose workers started: their launch formed (one /proc pass for all).
+        Once every launch formed, refill the pool of warm launchers (off a resize's critical path)."""
+        waiting = [r for r in self._records.values() if r.torchrun and not r.ready and r.exit_code is None]
+        cold = {self._uid(r.replica_id): r for r in waiting if r.workers_file is None}
+        found = [cold[uid] for uid in with_workers(cold)] if cold else []
+        found += [r for r in waiting if r.workers_file is not None and Path(r.workers_file).exists()]
+        for record in found:
+            record.ready = True
+            self._save(record)
+        if self._pool is not None and len(found) == len(waiting):
+            self._pool.refill()
 
     def _alive(self, record: _Record) -> bool:
         try:
@@ -214,8 +302,9 @@ class LocalExecutor:
         self._save(record)
 
     def _exit_code(self, record: _Record) -> int:
+        path = Path(record.exit_file) if record.exit_file else self.state_dir / f"{record.replica_id}.exit"
         with suppress(OSError, ValueError):
-            return int((self.state_dir / f"{record.replica_id}.exit").read_text().strip())
+            return int(path.read_text().strip())
         return -int(signal.SIGKILL) if record.killed else LOST_EXIT_CODE
 
     def _signal(self, record: _Record, signum: signal.Signals) -> None:
@@ -229,7 +318,7 @@ class LocalExecutor:
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(record.pid, signum)
         if signum == signal.SIGKILL:
-            _kill_marked(f"{REPLICA_UID}={self._uid(record.replica_id)}")
+            _kill_marked(f"{REPLICA_UID}={record.marker or self._uid(record.replica_id)}")
 
     def _uid(self, replica_id: int) -> str:
         """Unique on this machine: replica ids of two services with different data dirs may coincide."""
@@ -242,6 +331,7 @@ class LocalExecutor:
             running=record.exit_code is None,
             exit_code=record.exit_code,
             stopping=record.stop_sent_at is not None,
+            ready=record.ready if record.torchrun else None,
         )
 
     def _save(self, record: _Record) -> None:

@@ -34,8 +34,10 @@ defaults a scale-up deadlocked (shared TCP store) and dead peers were noticed on
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import pairwise
 
 MASTER_INDEX = 0
 _MAX_PORT = 65535
@@ -178,6 +180,35 @@ def replica_env(launch: ReplicaLaunch) -> dict[str, str]:
     if launch.local_addr:
         env["PET_LOCAL_ADDR"] = launch.local_addr
     return env
+
+
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_MAX_RESTARTS_FLAGS = ("--max-restarts", "--max_restarts")
+DEFAULT_MAX_RESTARTS = 3
+
+
+def uses_torchrun(argv: Sequence[str]) -> bool:
+    """Whether a job's command is a torchrun launch: ``torchrun ...`` or ``python -m torch.distributed.run``.
+
+    This is how a job opts in to Tide's coordinated resize; any other command runs as given.
+    """
+    if not argv:
+        return False
+    if argv[0].rsplit("/", 1)[-1] == "torchrun":
+        return True
+    return any(a == "-m" and b in _TORCHRUN_MODULES for a, b in pairwise(argv))
+
+
+def job_max_restarts(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """The failures a job may survive: ``--max-restarts`` in its command, else ``PET_MAX_RESTARTS`` in its
+    env, else torchrun's usual 3. Tide counts them across launches (a resize is a new launch)."""
+    for i, arg in enumerate(argv):
+        for flag in _MAX_RESTARTS_FLAGS:
+            value = argv[i + 1] if arg == flag and i + 1 < len(argv) else arg.removeprefix(f"{flag}=")
+            if (arg == flag or arg.startswith(f"{flag}=")) and value.isdigit():
+                return int(value)
+    raw = env.get("PET_MAX_RESTARTS", "")
+    return int(raw) if raw.isdigit() else DEFAULT_MAX_RESTARTS
 
 
 def pod_env(env: dict[str, str]) -> list[dict[str, str]]:

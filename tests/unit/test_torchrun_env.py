@@ -8,15 +8,19 @@ from pathlib import Path
 import pytest
 
 from scheduler.executors.torchrun import (
+    DEFAULT_MAX_RESTARTS,
     RendezvousTuning,
     ReplicaLaunch,
     Role,
+    job_max_restarts,
     nproc_for,
     pod_env,
     rdzv_conf,
     replica_env,
     run_id_for,
+    uses_torchrun,
 )
+from scheduler.executors.torchrun_local import shutdown_timeout
 
 
 def launch(**overrides: object) -> ReplicaLaunch:
@@ -185,3 +189,41 @@ def test_torchrun_reads_every_variable_we_set(monkeypatch: pytest.MonkeyPatch) -
     assert params.get_as_int("join_timeout") == 300
     # Not a PET_ option: the c10d handler reads this one straight from the environment.
     assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" in Path(dynamic_rendezvous.__file__).read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["torchrun", "train.py"], True),
+        (["/opt/venv/bin/torchrun", "--nproc-per-node=2", "train.py"], True),
+        (["python", "-m", "torch.distributed.run", "train.py"], True),
+        (["python3", "train.py"], False),
+        (["sleep", "600"], False),
+        (["python", "-m", "torch"], False),
+        ([], False),
+    ],
+)
+def test_a_job_opts_in_by_launching_with_torchrun(argv: list[str], expected: bool) -> None:
+    assert uses_torchrun(argv) is expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["torchrun", "train.py"], {}, DEFAULT_MAX_RESTARTS),
+        (["torchrun", "--max-restarts=5", "train.py"], {}, 5),
+        (["torchrun", "--max_restarts", "0", "train.py"], {"PET_MAX_RESTARTS": "7"}, 0),
+        (["torchrun", "train.py"], {"PET_MAX_RESTARTS": "7"}, 7),
+        (["torchrun", "train.py", "--max-restarts=x"], {"PET_MAX_RESTARTS": "bad"}, DEFAULT_MAX_RESTARTS),
+    ],
+)
+def test_the_jobs_max_restarts_come_from_its_command_then_its_env(
+    argv: list[str], env: dict[str, str], expected: int
+) -> None:
+    assert job_max_restarts(argv, env) == expected
+
+
+def test_the_agents_shutdown_timeout_fits_inside_the_executors_grace() -> None:
+    for grace in (0.5, 2, 9.9, 10, 30, 120):
+        assert shutdown_timeout(grace) >= 1 and (shutdown_timeout(grace) < grace or grace < 2)
+    assert shutdown_timeout(30) == 25

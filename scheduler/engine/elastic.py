@@ -1,0 +1,186 @@
+"""Coordinated restarts of torchrun jobs: how a resize, a failure or a stuck launch takes effect.
+
+Contract (docs/elastic-resize.md). A job whose command is a torchrun launch (``uses_torchrun``) on an
+executor with ``coordinated_restarts`` (the local one) runs as a series of launches, each a fresh
+rendezvous of exactly the job's size (the executor sets ``PET_NNODES=N:N`` from ``TIDE_NUM_REPLICAS`` and
+a run id and port per ``TIDE_GENERATION``). Replica rows outlive launches: the master keeps its node and
+GPUs throughout. A replica whose process must end before the next launch stays ``desired == "run"`` and
+is marked ``status == "terminating"``; ``stop_requested_at`` records its SIGTERM.
+
+- ``sync_launches``: a job resized since its launch (wanted replicas not launched beside live ones after
+  a GROW; live replicas told to stop beside live wanted ones after a SHRINK) has every live wanted
+  replica marked; marked replicas get SIGTERM with the job's grace. Returns how many are restarting.
+- ``on_exit``: a marked replica's exit is a restart: the row is cleared to launch again (GPUs kept).
+  Any replica exiting 0 on its own means the training completed (the job succeeds, not shrinks).
+  A replica that exited non-zero on its own restarts the whole job from its checkpoint (a new launch),
+  while the failures stay within the job's ``max_restarts`` (``job_max_restarts``; counted across
+  launches as ``restart`` events with cause ``failure``); past it the job fails with the reason.
+  Resizes never count.
+- ``launchable``: all wanted replicas of such a job launch together, once no process of the job is left.
+- ``check_launches``: a launch whose workers have not started (``Observation.ready``) within the launch
+  timeout is stopped and tried again once (a ``restart`` event, cause ``timeout``); if the retry does not
+  start either, the job fails with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from scheduler.executors.base import Executor, Observation
+from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
+from scheduler.store.models import EventRow, JobRow, ReplicaRow
+from scheduler.store.queries import ACTIVE, add_event
+
+RESTART = "restart"
+FailJob = Callable[[Session, JobRow, str, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ExitOutcome:
+    """What ``on_exit`` made of an exit: ``handled`` (the job goes on), ``finished`` (the training is done:
+    a torchrun agent exits 0 only when its worker group completed), or a note for the failure reason."""
+
+    handled: bool
+    finished: bool = False
+    note: str = ""
+
+
+def coordinated(executor: Executor, job: JobRow) -> bool:
+    return bool(getattr(executor, "coordinated_restarts", False)) and uses_torchrun(job.command)
+
+
+def _live(replica: ReplicaRow) -> bool:
+    return replica.pid is not None and replica.exit_code is None
+
+
+def _mark(job: JobRow) -> int:
+    """Mark every live wanted replica of ``job`` to end before the next launch."""
+    marked = 0
+    for replica in job.replicas:
+        if replica.desired == "run" and _live(replica) and replica.status != "terminating":
+            replica.status = "terminating"
+            marked += 1
+    return marked
+
+
+def _resized(job: JobRow) -> bool:
+    wanted = [r for r in job.replicas if r.desired == "run"]
+    running = [r for r in wanted if _live(r) and r.status != "terminating"]
+    if not running:
+        return False
+    grown = any(r.pid is None for r in wanted)
+    shrunk = any(r.desired == "stop" and _live(r) for r in job.replicas)
+    return grown or shrunk
+
+
+def sync_launches(session: Session, executor: Executor, *, now: float, grace: float) -> int:
+    """Mark the replicas of resized jobs, signal every marked one; how many are still restarting."""
+    if not getattr(executor, "coordinated_restarts", False):
+        return 0
+    jobs = session.scalars(
+        select(JobRow).where(JobRow.status.in_(ACTIVE)).options(selectinload(JobRow.replicas))
+    ).all()
+    restarting = 0
+    for job in jobs:
+        if not coordinated(executor, job):
+            continue
+        if _resized(job):
+            _mark(job)
+        for replica in job.replicas:
+            if replica.desired != "run" or replica.status != "terminating" or not _live(replica):
+                continue
+            restarting += 1
+            if replica.stop_requested_at is None:
+                executor.stop(replica.id, job.grace_period if job.grace_period is not None else grace)
+                replica.stop_requested_at = now
+    return restarting
+
+
+def _clear(replica: ReplicaRow) -> None:
+    """Ready to launch again: no process, same node and GPUs."""
+    replica.pid = None
+    replica.exit_code = None
+    replica.started_at = None
+    replica.stop_requested_at = None
+    replica.status = "starting"
+
+
+def _count(session: Session, job: JobRow, cause: str, since: float) -> int:
+    query = select(func.count(EventRow.id)).where(
+        EventRow.project == job.project.name,
+        EventRow.job == job.name,
+        EventRow.kind == RESTART,
+        EventRow.cause == cause,
+        EventRow.time >= since,
+    )
+    return int(session.scalar(query) or 0)
+
+
+def _restart_job(session: Session, job: JobRow, *, now: float, cause: str, reason: str) -> None:
+    """End the current launch of ``job`` and launch it again at the same size (from its checkpoint)."""
+    _mark(job)
+    job.generation += 1
+    replicas = sorted(r.index for r in job.replicas if r.desired == "run")
+    add_event(
+        session, time=now, kind=RESTART, project=job.project.name, job=job.name,
+        replicas=replicas, reason=reason, cause=cause,
+    )  # fmt: skip
+
+
+def on_exit(
+    session: Session, executor: Executor, replica: ReplicaRow, code: int, *, now: float, what: str
+) -> ExitOutcome:
+    """Fold the exit of a wanted replica of an active job; ``what`` describes it for a person."""
+    job = replica.job
+    if replica.status == "terminating" and replica.desired == "run":
+        _clear(replica)
+        return ExitOutcome(handled=True)
+    if not coordinated(executor, job):
+        return ExitOutcome(handled=False)
+    if code == 0:
+        return ExitOutcome(handled=False, finished=True)
+    allowed = job_max_restarts(job.command, job.env)
+    failures = _count(session, job, "failure", job.created_at)
+    if failures >= allowed:
+        return ExitOutcome(handled=False, note=f"after {failures} restarts (max_restarts {allowed})")
+    _clear(replica)
+    reason = f"{what}; restarting from the checkpoint (failure {failures + 1} of max_restarts {allowed})"
+    _restart_job(session, job, now=now, cause="failure", reason=reason)
+    return ExitOutcome(handled=True)
+
+
+def launchable(job: JobRow) -> bool:
+    """A torchrun job launches as a whole: only when none of its processes is left."""
+    return not any(_live(r) for r in job.replicas)
+
+
+def check_launches(
+    session: Session,
+    executor: Executor,
+    seen: Mapping[int, Observation],
+    *,
+    now: float,
+    timeout: float,
+    fail: FailJob,
+) -> None:
+    """Stop a launch whose workers did not start within ``timeout``: retry once, then fail the job."""
+    stuck = [rid for rid, obs in seen.items() if obs.running and obs.ready is False and not obs.stopping]
+    if not stuck:
+        return
+    rows = session.scalars(
+        select(ReplicaRow)
+        .where(ReplicaRow.id.in_(stuck), ReplicaRow.desired == "run", ReplicaRow.started_at < now - timeout)
+        .options(selectinload(ReplicaRow.job).selectinload(JobRow.replicas))
+    ).all()
+    for job in {r.job.id: r.job for r in rows if r.job.status in ACTIVE}.values():
+        size = sum(1 for r in job.replicas if r.desired == "run")
+        what = f"the launch at {size} replicas did not start its workers within {timeout:g} s"
+        since = job.last_resized_at if job.last_resized_at is not None else job.created_at
+        if _count(session, job, "timeout", since) >= 1:
+            fail(session, job, f"{what}, twice: giving up", now)
+        else:
+            _restart_job(session, job, now=now, cause="timeout", reason=f"{what}; trying once more")

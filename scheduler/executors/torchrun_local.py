@@ -1,0 +1,124 @@
+"""torchrun replicas on this machine: the ``PET_*`` settings of each launch, and whether its workers started.
+
+Contract: the local executor uses ``TorchrunLaunches`` for a job whose command is a torchrun launch
+(``torchrun.uses_torchrun``). Every launch of such a job is a fresh rendezvous of exactly the job's current
+size (docs/elastic-resize.md, "coordinated restart"): ``env_for(spec, data_dir)`` returns the replica's
+environment for launch ``TIDE_GENERATION`` at size ``TIDE_NUM_REPLICAS`` (both set by the engine):
+``PET_NNODES=N:N``, run id per generation, a port allocated once per (project, job, generation) on
+127.0.0.1 (every virtual node is this machine), ``PET_MAX_RESTARTS=0`` (Tide counts failures across
+launches, so a resize never spends one), the agent's shutdown timeout below the executor's grace, and the
+checkpoint directory ``DATA/checkpoints/PROJECT/JOB-ID`` (unless an ``EnvBuilder`` set ``TIDE_CHECKPOINT_DIR``).
+Other variables the job set itself win. ``argv_for`` runs ``torchrun`` from beside the service's Python when
+none is on ``PATH``. ``with_workers(uids)`` returns the replica uids that have a worker process: torchrun
+starts workers only once the rendezvous completed, so that is when a launch has formed. Workers are found
+in ``/proc`` by the ``TIDE_REPLICA_UID`` they inherit and the ``TORCHELASTIC_RUN_ID`` torchrun gives them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Iterable
+from contextlib import suppress
+from pathlib import Path
+
+from scheduler.executors.base import LaunchSpec
+from scheduler.executors.torchrun import (
+    RendezvousTuning,
+    ReplicaLaunch,
+    nproc_for,
+    replica_env,
+    run_id_for,
+)
+
+HOST = "127.0.0.1"
+REPLICA_UID = "TIDE_REPLICA_UID"
+# What a launch must be for Tide's resize to work: these are Tide's, whatever the job's env says.
+_FORCED = ("PET_NNODES", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_RDZV_CONF", "PET_MAX_RESTARTS")
+
+
+def shutdown_timeout(grace: float) -> int:
+    """The agent's grace for its workers after SIGTERM: inside the executor's own grace, so that the
+    agent (not a SIGKILL from the executor) ends the workers and the checkpoint is complete."""
+    if grace >= 10:
+        return int(grace - 5)
+    return max(1, int(grace / 2))
+
+
+def free_port(host: str = HOST) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class TorchrunLaunches:
+    """Ports and environments of the torchrun launches of one local executor."""
+
+    def __init__(self, default_grace: float = 30.0) -> None:
+        self.default_grace = default_grace
+        self._ports: dict[tuple[str, str], tuple[int, int]] = {}  # (project, job) -> (generation, port)
+
+    def port(self, project: str, job: str, generation: int) -> int:
+        """The rendezvous port of one launch: the same for all its replicas, a new one for the next."""
+        known = self._ports.get((project, job))
+        if known is None or known[0] != generation:
+            known = (generation, free_port())
+            self._ports[(project, job)] = known
+        return known[1]
+
+    def env_for(self, spec: LaunchSpec, data_dir: Path) -> dict[str, str]:
+        job_env = spec.env
+        size = max(int(job_env.get("TIDE_NUM_REPLICAS", "1")), spec.index + 1)
+        generation = int(job_env.get("TIDE_GENERATION", "0"))
+        grace = spec.grace if spec.grace is not None else self.default_grace
+        job_id = job_env.get("TIDE_JOB_ID", "0")
+        checkpoints = job_env.get("TIDE_CHECKPOINT_DIR") or str(
+            data_dir / "checkpoints" / spec.project / f"{spec.job}-{job_id}"
+        )
+        launch = ReplicaLaunch(
+            job=spec.job,
+            project=spec.project,
+            replica_index=spec.index,
+            run_id=run_id_for(spec.project, spec.job, generation),
+            rdzv_host=HOST,
+            rdzv_port=self.port(spec.project, spec.job, generation),
+            min_nodes=size,
+            max_nodes=size,
+            checkpoint_dir=checkpoints,
+            nproc_per_node=nproc_for(len(spec.gpu_ids)),
+            max_restarts=0,
+            local_addr=HOST,
+            tuning=RendezvousTuning(shutdown_timeout_s=shutdown_timeout(grace)),
+        )
+        ours = replica_env(launch)
+        merged = {**ours, **job_env}
+        merged.update({k: ours[k] for k in _FORCED})
+        return merged
+
+
+def argv_for(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """``torchrun`` from ``PATH``, else the one installed beside the service's Python."""
+    if argv and argv[0] == "torchrun" and shutil.which("torchrun") is None:
+        beside = Path(sys.executable).parent / "torchrun"
+        if beside.is_file():
+            return (str(beside), *argv[1:])
+    return argv
+
+
+def with_workers(uids: Iterable[str]) -> set[str]:
+    """The replica uids (``TIDE_REPLICA_UID`` values) of which a torchrun worker process exists now."""
+    wanted = {f"{REPLICA_UID}={uid}".encode(): uid for uid in uids}
+    found: set[str] = set()
+    if not wanted:
+        return found
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with suppress(OSError):
+            variables = (proc / "environ").read_bytes().split(b"\0")
+            if not any(v.startswith(b"TORCHELASTIC_RUN_ID=") for v in variables):
+                continue
+            found.update(wanted[v] for v in variables if v in wanted)
+    return found
