@@ -66,6 +66,7 @@ class Ledger:
     failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
+    _rollbacks: int = 0
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
 
@@ -179,8 +180,14 @@ class Ledger:
         return len(self._undo)
 
     def rollback(self, mark: int) -> None:
+        if len(self._undo) > mark:
+            self._rollbacks += 1
         while len(self._undo) > mark:
             self._undo.pop()()
+
+    def version(self) -> tuple[int, int]:
+        """Equal versions mean an unchanged ledger: every mutation logs an undo, every rollback is counted."""
+        return (len(self._undo), self._rollbacks)
 
     def place(self, job: Job, count: int, *, reserve: bool, firm: bool = True) -> list[Placement]:
         """Best-fit ``count`` replicas (R12). ``reserve``: on free+releasing GPUs, held back, not started;

@@ -44,6 +44,7 @@ class SimOptions:
     grace_seconds: float = 60.0
     check_invariants: bool = False
     max_busy_cycles: int = 200
+    skip_unchanged: bool = True
 
 
 class InvariantViolation(AssertionError):
@@ -53,6 +54,7 @@ class InvariantViolation(AssertionError):
 @dataclass(slots=True)
 class Counters:
     cycles: int = 0
+    skipped_cycles: int = 0
     busy_cycles: int = 0
     resizes: int = 0
     evictions: int = 0
@@ -99,6 +101,10 @@ class Simulator:
         self.seq = 0
         self.wanted: set[float] = set()
         self.now = 0.0
+        # cycle skipping: the core's input is (jobs, settling jobs); unchanged input gives the same empty plan
+        self.changed = True  # an arrival, a completion or an applied plan since the last cycle planned
+        self.last_cycle = -math.inf
+        self.settle_ends: list[float] = []  # when jobs resized by applied plans stop settling (ascending)
         for spec in specs:
             self._push(spec.submit, ARRIVE, spec.key, 0)
 
@@ -167,6 +173,7 @@ class Simulator:
         self.by_project[spec.project][spec.key] = None
         self.demand[spec.project] += job.demand_gpus
         self.counters.busy_cycles = 0
+        self.changed = True
         self._want_cycle(self.now)
 
     def _finish(self, key: Key, version: int, now: float) -> bool:
@@ -181,13 +188,28 @@ class Simulator:
         self.alloc[job.project] -= run.gpus
         run.gpus = 0
         self.counters.busy_cycles = 0
+        self.changed = True
         self._want_cycle(now)
         return True
 
+    def _unchanged_since_last_cycle(self, now: float) -> bool:
+        """Whether the core would see what it saw at the last cycle, whose plan was empty: no arrival, no
+        completion, no plan applied since, and no job stopped settling in between (``now`` enters
+        ``plan_cycle`` only through which jobs are settling). ``plan_cycle`` is pure, so it would return the same
+        empty plan: the cycle is skipped."""
+        ends = self.settle_ends
+        while ends and ends[0] <= self.last_cycle:
+            ends.pop(0)
+        return not self.changed and not (ends and ends[0] <= now)
+
     def _cycle(self, now: float) -> None:
+        if self.opts.skip_unchanged and self._unchanged_since_last_cycle(now):
+            self.counters.skipped_cycles += 1
+            return
         state = ClusterState(self.nodes, self.projects, tuple(self.jobs.values()))
         plan = plan_cycle(state, self.config, now=now)
         self.counters.cycles += 1
+        self.changed, self.last_cycle = False, now
         self.fair = {s.project: s.fair_share_gpus for s in plan.shares} or self.fair
         if self.opts.check_invariants:
             problems = check_invariants(state, plan, self.config, now=now)
@@ -196,6 +218,8 @@ class Simulator:
         if not plan.decisions:
             return
         self._apply(plan, apply_plan(state, plan, now=now), now)
+        self.changed = True
+        self.settle_ends.append(now + self.config.settle_seconds)
         self.counters.busy_cycles += 1
         if self.counters.busy_cycles < self.opts.max_busy_cycles:
             self._want_cycle(now + self.config.settle_seconds)
