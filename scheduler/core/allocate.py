@@ -124,7 +124,7 @@ def _serve(
     if job.key in ledger.released:
         return  # a victim of this cycle claims again in the next one, once its replicas have stopped
     if not ledger.active[job.key]:
-        _serve_start(ledger, order, claims, job, head_of_line)
+        _serve_start(ledger, order, claims, job, head_of_line, queue)
         if ledger.config.elastic and 0 < len(ledger.active[job.key]) < job.max_replicas:
             queue.append(job)  # now running: its growth towards fair share is a later claim
     else:
@@ -168,7 +168,7 @@ def _rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
 
 
 def _serve_start(
-    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str]
+    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str], queue: list[Job]
 ) -> None:
     k, g = job.min_replicas, job.gpus_per_replica
     blocked = explain.blocked_by_caps(ledger, job, k * g)
@@ -180,7 +180,7 @@ def _serve_start(
         return
     entitled_before = claims.failed_starts.get((_shape(job), ledger.version()))
     if entitled_before is not None:
-        _record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled_before), waiting=True)
+        _fail_alike(ledger, claims, job, queue, entitled_before)
         return
     if ledger.free.slots(g) >= k:
         ledger.place(job, k, reserve=False)
@@ -198,6 +198,22 @@ def _serve_start(
         return
     claims.failed_starts[(_shape(job), ledger.version())] = entitled
     _record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
+
+
+def _fail_alike(ledger: Ledger, claims: Claims, job: Job, queue: list[Job], entitled: bool) -> None:
+    """A start that failed before on this ledger, and the pending jobs of the same shape right behind it in
+    its project's line: they would each fail the same way, one after the other (a failure changes neither
+    the ledger nor the project's rank, so the project stays first in turn), so they are recorded at once."""
+    shape = _shape(job)
+    reason = explain.pending(ledger, job, job.min_replicas * job.gpus_per_replica, entitled=entitled)
+    _record(claims, job, reason, waiting=True)
+    while queue and _shape(nxt := queue[0]) == shape and _plain_pending(ledger, claims, nxt):
+        queue.pop(0)
+        _record(claims, nxt, reason, waiting=True)
+
+
+def _plain_pending(ledger: Ledger, claims: Claims, job: Job) -> bool:
+    return not ledger.active[job.key] and job.key not in ledger.released and job.key not in claims.held_in_vain
 
 
 def _shape(job: Job) -> tuple[str, int, int, int, bool]:

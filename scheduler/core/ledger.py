@@ -242,7 +242,8 @@ class Ledger:
         before = list(self.active[key])
         rel = self.released.get(key)
         prev = (list(rel.replicas), rel.whole) if rel is not None else ([], False)
-        self.active[key] = [r for r in before if r not in replicas]
+        gone = {r.index for r in replicas}  # a job's active replicas have distinct indices
+        self.active[key] = [r for r in before if r.index not in gone]
         whole = not self.active[key]
         if rel is None:
             self.released[key] = Release(list(replicas), reason, cause, for_job, whole)
@@ -268,7 +269,8 @@ class Ledger:
         rel = self.released[key]
         before, prev = self.active[key], (list(rel.replicas), rel.whole)
         self.active[key] = sorted(before + replicas, key=lambda r: r.index)
-        rel.replicas = [r for r in rel.replicas if r not in replicas]
+        back = {r.index for r in replicas}
+        rel.replicas = [r for r in rel.replicas if r.index not in back]
         rel.whole = False
         if not rel.replicas:
             del self.released[key]

@@ -16,6 +16,7 @@ no arrival or completion in between stop the follow-ups and are reported as a pi
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -121,6 +122,16 @@ class Simulator:
 
     def run(self, on_progress: ProgressHook | None = None, every: int = 500) -> RunResult:
         """Replay until no event is left; ``on_progress(now, finished_jobs)`` every ``every`` batches."""
+        # The workload (specs, runs, events) lives as long as the replay: moved out of the cyclic garbage
+        # collector's sight, it is not walked again at every full collection.
+        gc.collect()
+        gc.freeze()
+        try:
+            return self._run(on_progress, every)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, on_progress: ProgressHook | None, every: int) -> RunResult:
         finished, batches = 0, 0
         while self._drop_stale():
             self.now = self.events[0][0]
@@ -217,7 +228,7 @@ class Simulator:
                 raise InvariantViolation(f"t={now:.0f}s: " + "; ".join(problems))
         if not plan.decisions:
             return
-        self._apply(plan, apply_plan(state, plan, now=now), now)
+        self._apply(plan, state, apply_plan(state, plan, now=now), now)
         self.changed = True
         self.settle_ends.append(now + self.config.settle_seconds)
         self.counters.busy_cycles += 1
@@ -229,8 +240,10 @@ class Simulator:
                 "arrival or completion in between (ping-pong?); follow-up cycles stopped until the next event"
             )
 
-    def _apply(self, plan: Plan, after: ClusterState, now: float) -> None:
-        self.jobs = {j.key: j for j in after.jobs}
+    def _apply(self, plan: Plan, before: ClusterState, after: ClusterState, now: float) -> None:
+        for old, new in zip(before.jobs, after.jobs, strict=True):
+            if new is not old:
+                self.jobs[new.key] = new
         touched = dict.fromkeys((d.project, d.job) for d in plan.decisions)
         for key in touched:
             gpus = sum(r.gpus for r in self.jobs[key].active)
