@@ -124,7 +124,7 @@ def _serve(
     if job.key in ledger.released:
         return  # a victim of this cycle claims again in the next one, once its replicas have stopped
     if not ledger.active[job.key]:
-        _serve_start(ledger, order, claims, job, head_of_line, queue)
+        _serve_start(ledger, order, claims, job, head_of_line, queue=queue)
         if ledger.config.elastic and 0 < len(ledger.active[job.key]) < job.max_replicas:
             queue.append(job)  # now running: its growth towards fair share is a later claim
     else:
@@ -168,7 +168,7 @@ def _rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
 
 
 def _serve_start(
-    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str], queue: list[Job]
+    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str], *, queue: list[Job]
 ) -> None:
     k, g = job.min_replicas, job.gpus_per_replica
     blocked = explain.blocked_by_caps(ledger, job, k * g)
@@ -213,7 +213,9 @@ def _fail_alike(ledger: Ledger, claims: Claims, job: Job, queue: list[Job], enti
 
 
 def _plain_pending(ledger: Ledger, claims: Claims, job: Job) -> bool:
-    return not ledger.active[job.key] and job.key not in ledger.released and job.key not in claims.held_in_vain
+    return (
+        not ledger.active[job.key] and job.key not in ledger.released and job.key not in claims.held_in_vain
+    )
 
 
 def _shape(job: Job) -> tuple[str, int, int, int, bool]:
