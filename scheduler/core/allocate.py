@@ -55,6 +55,11 @@ class Claims:
     line: list[JobKey]
     # blocked starts whose one chance (preempt, drain) failed in the owed phase
     held_in_vain: set[JobKey] = field(default_factory=set)
+    # (start shape, ledger version) of starts that failed, with whether they were entitled; see ``_shape``
+    failed_starts: dict[tuple[tuple[str, int, int, int, bool], tuple[int, int]], bool] = field(
+        default_factory=dict
+    )
+    failed_holds: set[tuple[tuple[str, int, int, int, bool], tuple[int, int]]] = field(default_factory=set)
 
 
 def restore_gangs(ledger: Ledger, claims: Claims) -> None:
@@ -91,8 +96,11 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
         while queue and not _owed(ledger, queue[0]):
             job = queue.pop(0)
             if _blocked_start(ledger, job):
-                if _hold_place(ledger, order, claims, job, head_of_line):
+                if (_shape(job), ledger.version()) not in claims.failed_holds and _hold_place(
+                    ledger, order, claims, job, head_of_line
+                ):
                     continue  # it keeps its place in its project's line: younger jobs do not take its GPUs
+                claims.failed_holds.add((_shape(job), ledger.version()))
                 claims.held_in_vain.add(job.key)
             borrowers.setdefault(project, []).append(job)  # its turn comes in the borrowing phase
         if not queue:
@@ -116,7 +124,7 @@ def _serve(
     if job.key in ledger.released:
         return  # a victim of this cycle claims again in the next one, once its replicas have stopped
     if not ledger.active[job.key]:
-        _serve_start(ledger, order, claims, job, head_of_line)
+        _serve_start(ledger, order, claims, job, head_of_line, queue=queue)
         if ledger.config.elastic and 0 < len(ledger.active[job.key]) < job.max_replicas:
             queue.append(job)  # now running: its growth towards fair share is a later claim
     else:
@@ -160,7 +168,7 @@ def _rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
 
 
 def _serve_start(
-    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str]
+    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str], *, queue: list[Job]
 ) -> None:
     k, g = job.min_replicas, job.gpus_per_replica
     blocked = explain.blocked_by_caps(ledger, job, k * g)
@@ -169,6 +177,10 @@ def _serve_start(
         return
     if job.key in claims.held_in_vain:
         _record(claims, job, explain.pending(ledger, job, k * g, entitled=False), waiting=True)
+        return
+    entitled_before = claims.failed_starts.get((_shape(job), ledger.version()))
+    if entitled_before is not None:
+        _fail_alike(ledger, claims, job, queue, entitled_before)
         return
     if ledger.free.slots(g) >= k:
         ledger.place(job, k, reserve=False)
@@ -184,7 +196,34 @@ def _serve_start(
         return
     if _try_drain(ledger, claims, job, head_of_line):
         return
+    claims.failed_starts[(_shape(job), ledger.version())] = entitled
     _record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
+
+
+def _fail_alike(ledger: Ledger, claims: Claims, job: Job, queue: list[Job], entitled: bool) -> None:
+    """A start that failed before on this ledger, and the pending jobs of the same shape right behind it in
+    its project's line: they would each fail the same way, one after the other (a failure changes neither
+    the ledger nor the project's rank, so the project stays first in turn), so they are recorded at once."""
+    shape = _shape(job)
+    reason = explain.pending(ledger, job, job.min_replicas * job.gpus_per_replica, entitled=entitled)
+    _record(claims, job, reason, waiting=True)
+    while queue and _shape(nxt := queue[0]) == shape and _plain_pending(ledger, claims, nxt):
+        queue.pop(0)
+        _record(claims, nxt, reason, waiting=True)
+
+
+def _plain_pending(ledger: Ledger, claims: Claims, job: Job) -> bool:
+    return (
+        not ledger.active[job.key] and job.key not in ledger.released and job.key not in claims.held_in_vain
+    )
+
+
+def _shape(job: Job) -> tuple[str, int, int, int, bool]:
+    """What a failed start or hold depends on besides the ledger, the job's place in line and whether it was
+    a victim this cycle (neither of which lets a later job succeed: a victim is served in the next cycle, and
+    a job further back in its project's line has at least as many GPUs ahead of it). So a start of this shape
+    that failed on an unchanged ledger (same ``Ledger.version``) fails again: it is not searched again."""
+    return (job.project, job.gpus_per_replica, job.min_replicas, job.priority, job.interactive)
 
 
 def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) -> None:

@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeAlias
 
 from scheduler.core.model import ClusterState, Config, Project
+
+Rational: TypeAlias = Fraction | int  # exact; ints where no fraction arose
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +30,7 @@ class Claimant:
 
     name: str
     deserved: int
-    weight: Fraction
+    weight: Fraction | int
     cap: int
     order: tuple[float, str]
 
@@ -94,8 +97,10 @@ def fair_shares(state: ClusterState, config: Config) -> Shares:
     return Shares(project_share, dept_share, demand, guarantee)
 
 
-def _weight(w: float) -> Fraction:
-    return Fraction(max(w, 0.0))
+def _weight(w: float) -> Fraction | int:
+    """Exact weight; an int when it is whole (the usual case), which keeps the arithmetic below in ints."""
+    f = Fraction(max(w, 0.0))
+    return f.numerator if f.denominator == 1 else f
 
 
 def _project_claimant(p: Project, cap: int) -> Claimant:
@@ -107,34 +112,41 @@ def _project_claimant(p: Project, cap: int) -> Claimant:
 def divide(pool: int, claimants: Sequence[Claimant]) -> dict[str, int]:
     """Divide ``pool`` whole GPUs among ``claimants`` (steps 1-3 of the module contract)."""
     pool = max(pool, 0)
-    base = {c.name: Fraction(max(min(c.deserved, c.cap), 0)) for c in claimants}
+    # exact rationals throughout; they stay ints (much faster) until a level or a proportion needs a fraction
+    base: dict[str, Rational] = {c.name: max(min(c.deserved, c.cap), 0) for c in claimants}
     if sum(base.values()) > pool:
         share = _proportional(pool, base)
     else:
         share = dict(base)
-        rest = Fraction(pool) - sum(share.values(), Fraction(0))
+        rest: Rational = pool - sum(share.values())
         weighted = [c for c in claimants if c.weight > 0]
-        rest = _water_fill(share, [(c.name, c.weight, Fraction(c.cap)) for c in weighted], rest)
-        unweighted = [(c.name, Fraction(1), Fraction(c.cap)) for c in claimants if c.weight == 0]
+        rest = _water_fill(share, [(c.name, c.weight, c.cap) for c in weighted], rest)
+        unweighted: list[tuple[str, Rational, Rational]] = [
+            (c.name, 1, c.cap) for c in claimants if c.weight == 0
+        ]
         _water_fill(share, unweighted, rest)
     return _whole(share, {c.name: c.order for c in claimants})
 
 
-def _proportional(pool: int, base: dict[str, Fraction]) -> dict[str, Fraction]:
+def _proportional(pool: int, base: dict[str, Rational]) -> dict[str, Rational]:
     """Quotas that oversubscribe the pool: each gets the pool in proportion to its quota."""
     total = sum(base.values())
-    return {name: pool * b / total for name, b in base.items()}
+    return {name: Fraction(pool * b) / total for name, b in base.items()}
+
+
+def _ratio(need: Rational, w: Rational) -> Rational:
+    return need if w == 1 else Fraction(need) / w
 
 
 def _water_fill(
-    share: dict[str, Fraction], items: list[tuple[str, Fraction, Fraction]], rest: Fraction
-) -> Fraction:
+    share: dict[str, Rational], items: list[tuple[str, Rational, Rational]], rest: Rational
+) -> Rational:
     """Raise a common level; each item gets ``level * weight`` more, up to its cap. Returns what is left."""
     open_items = sorted(
         ((name, w, cap - share[name]) for name, w, cap in items if cap > share[name]),
-        key=lambda t: (t[2] / t[1], t[0]),
+        key=lambda t: (_ratio(t[2], t[1]), t[0]),
     )
-    weight_left = sum((w for _, w, _ in open_items), Fraction(0))
+    weight_left: Rational = sum(w for _, w, _ in open_items)
     for i, (name, w, need) in enumerate(open_items):
         if rest <= 0:
             break
@@ -143,14 +155,14 @@ def _water_fill(
             rest -= need
             weight_left -= w
             continue
-        level = rest / weight_left
+        level = Fraction(rest) / weight_left
         for other, w2, _ in open_items[i:]:
             share[other] += level * w2
-        return Fraction(0)
+        return 0
     return rest
 
 
-def _whole(share: dict[str, Fraction], order: dict[str, tuple[float, str]]) -> dict[str, int]:
+def _whole(share: dict[str, Rational], order: dict[str, tuple[float, str]]) -> dict[str, int]:
     floors = {name: int(v) for name, v in share.items()}
     leftover = int(sum(share.values())) - sum(floors.values())
     by_fraction = sorted(share, key=lambda n: (-(share[n] - floors[n]), order[n]))

@@ -66,6 +66,7 @@ class Ledger:
     failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
+    _rollbacks: int = 0
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
 
@@ -179,8 +180,14 @@ class Ledger:
         return len(self._undo)
 
     def rollback(self, mark: int) -> None:
+        if len(self._undo) > mark:
+            self._rollbacks += 1
         while len(self._undo) > mark:
             self._undo.pop()()
+
+    def version(self) -> tuple[int, int]:
+        """Equal versions mean an unchanged ledger: every mutation logs an undo, every rollback is counted."""
+        return (len(self._undo), self._rollbacks)
 
     def place(self, job: Job, count: int, *, reserve: bool, firm: bool = True) -> list[Placement]:
         """Best-fit ``count`` replicas (R12). ``reserve``: on free+releasing GPUs, held back, not started;
@@ -235,7 +242,8 @@ class Ledger:
         before = list(self.active[key])
         rel = self.released.get(key)
         prev = (list(rel.replicas), rel.whole) if rel is not None else ([], False)
-        self.active[key] = [r for r in before if r not in replicas]
+        gone = {r.index for r in replicas}  # a job's active replicas have distinct indices
+        self.active[key] = [r for r in before if r.index not in gone]
         whole = not self.active[key]
         if rel is None:
             self.released[key] = Release(list(replicas), reason, cause, for_job, whole)
@@ -261,7 +269,8 @@ class Ledger:
         rel = self.released[key]
         before, prev = self.active[key], (list(rel.replicas), rel.whole)
         self.active[key] = sorted(before + replicas, key=lambda r: r.index)
-        rel.replicas = [r for r in rel.replicas if r not in replicas]
+        back = {r.index for r in replicas}
+        rel.replicas = [r for r in rel.replicas if r.index not in back]
         rel.whole = False
         if not rel.replicas:
             del self.released[key]

@@ -10,7 +10,7 @@ master (it hosts the torchrun rendezvous), replicas 1..N are workers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -90,10 +90,11 @@ class Job:
     submitted_at: float = 0.0
     replicas: tuple[Replica, ...] = ()
     last_resized_at: float | None = None
+    # ``(project, name)``, computed once: the core looks it up millions of times per replay
+    key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.project, self.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.project, self.name))
 
     @property
     def elastic(self) -> bool:

@@ -200,7 +200,8 @@ def _take_on(
         if ledger.avail.value[node] >= claim.gpus_per_replica:
             break
         # a whole job's unit is what is left of it after its extras here went (its master always is)
-        left = [r for r in unit.replicas if r in ledger.active[unit.key]]
+        still = {r.index for r in ledger.active[unit.key]}
+        left = [r for r in unit.replicas if r.index in still]
         unit = Unit(unit.key, tuple(left), unit.whole)  # noqa: PLW2901
         if not allowed(unit.key[0], unit):
             continue

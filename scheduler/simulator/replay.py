@@ -16,6 +16,7 @@ no arrival or completion in between stop the follow-ups and are reported as a pi
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ class SimOptions:
     grace_seconds: float = 60.0
     check_invariants: bool = False
     max_busy_cycles: int = 200
+    skip_unchanged: bool = True
 
 
 class InvariantViolation(AssertionError):
@@ -53,6 +55,7 @@ class InvariantViolation(AssertionError):
 @dataclass(slots=True)
 class Counters:
     cycles: int = 0
+    skipped_cycles: int = 0
     busy_cycles: int = 0
     resizes: int = 0
     evictions: int = 0
@@ -99,6 +102,10 @@ class Simulator:
         self.seq = 0
         self.wanted: set[float] = set()
         self.now = 0.0
+        # cycle skipping: the core's input is (jobs, settling jobs); unchanged input gives the same empty plan
+        self.changed = True  # an arrival, a completion or an applied plan since the last cycle planned
+        self.last_cycle = -math.inf
+        self.settle_ends: list[float] = []  # when jobs resized by applied plans stop settling (ascending)
         for spec in specs:
             self._push(spec.submit, ARRIVE, spec.key, 0)
 
@@ -115,6 +122,16 @@ class Simulator:
 
     def run(self, on_progress: ProgressHook | None = None, every: int = 500) -> RunResult:
         """Replay until no event is left; ``on_progress(now, finished_jobs)`` every ``every`` batches."""
+        # The workload (specs, runs, events) lives as long as the replay: moved out of the cyclic garbage
+        # collector's sight, it is not walked again at every full collection.
+        gc.collect()
+        gc.freeze()
+        try:
+            return self._run(on_progress, every)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, on_progress: ProgressHook | None, every: int) -> RunResult:
         finished, batches = 0, 0
         while self._drop_stale():
             self.now = self.events[0][0]
@@ -167,6 +184,7 @@ class Simulator:
         self.by_project[spec.project][spec.key] = None
         self.demand[spec.project] += job.demand_gpus
         self.counters.busy_cycles = 0
+        self.changed = True
         self._want_cycle(self.now)
 
     def _finish(self, key: Key, version: int, now: float) -> bool:
@@ -181,13 +199,28 @@ class Simulator:
         self.alloc[job.project] -= run.gpus
         run.gpus = 0
         self.counters.busy_cycles = 0
+        self.changed = True
         self._want_cycle(now)
         return True
 
+    def _unchanged_since_last_cycle(self, now: float) -> bool:
+        """Whether the core would see what it saw at the last cycle, whose plan was empty: no arrival, no
+        completion, no plan applied since, and no job stopped settling in between (``now`` enters
+        ``plan_cycle`` only through which jobs are settling). ``plan_cycle`` is pure, so it would return the same
+        empty plan: the cycle is skipped."""
+        ends = self.settle_ends
+        while ends and ends[0] <= self.last_cycle:
+            ends.pop(0)
+        return not self.changed and not (ends and ends[0] <= now)
+
     def _cycle(self, now: float) -> None:
+        if self.opts.skip_unchanged and self._unchanged_since_last_cycle(now):
+            self.counters.skipped_cycles += 1
+            return
         state = ClusterState(self.nodes, self.projects, tuple(self.jobs.values()))
         plan = plan_cycle(state, self.config, now=now)
         self.counters.cycles += 1
+        self.changed, self.last_cycle = False, now
         self.fair = {s.project: s.fair_share_gpus for s in plan.shares} or self.fair
         if self.opts.check_invariants:
             problems = check_invariants(state, plan, self.config, now=now)
@@ -195,7 +228,9 @@ class Simulator:
                 raise InvariantViolation(f"t={now:.0f}s: " + "; ".join(problems))
         if not plan.decisions:
             return
-        self._apply(plan, apply_plan(state, plan, now=now), now)
+        self._apply(plan, state, apply_plan(state, plan, now=now), now)
+        self.changed = True
+        self.settle_ends.append(now + self.config.settle_seconds)
         self.counters.busy_cycles += 1
         if self.counters.busy_cycles < self.opts.max_busy_cycles:
             self._want_cycle(now + self.config.settle_seconds)
@@ -205,8 +240,10 @@ class Simulator:
                 "arrival or completion in between (ping-pong?); follow-up cycles stopped until the next event"
             )
 
-    def _apply(self, plan: Plan, after: ClusterState, now: float) -> None:
-        self.jobs = {j.key: j for j in after.jobs}
+    def _apply(self, plan: Plan, before: ClusterState, after: ClusterState, now: float) -> None:
+        for old, new in zip(before.jobs, after.jobs, strict=True):
+            if new is not old:
+                self.jobs[new.key] = new
         touched = dict.fromkeys((d.project, d.job) for d in plan.decisions)
         for key in touched:
             gpus = sum(r.gpus for r in self.jobs[key].active)

@@ -129,3 +129,21 @@ def test_pollux_slice_takes_the_busiest_window() -> None:
     picked = pollux_slice(jobs, random.Random(2), count=50, hours=2)
     assert len(picked) == 50 and picked[0].submit == 0
     assert max(j.submit for j in picked) < 2 * 3600
+
+
+@pytest.mark.parametrize("policy", ["tide", "whole-job", "static"])
+def test_skipping_unchanged_cycles_changes_nothing_but_the_cycle_count(policy: str) -> None:
+    """A cycle whose input (jobs, settling jobs) is that of the last one, whose plan was empty, is skipped:
+    every other figure of the report is the same as when every scheduled cycle runs."""
+    busy = replace(SMALL, arrivals_per_hour=240)
+
+    def run(skip: bool) -> tuple[object, int, int]:
+        sim = SimOptions(check_invariants=True, skip_unchanged=skip)
+        report = run_simulation(settings(synthetic=busy, gpus=16, sim=sim, policies=(policy,)))
+        (summary,), (result,) = report.summaries, report.results
+        return replace(summary, cycles=0), result.counters.cycles, result.counters.skipped_cycles
+
+    skipped, every = run(True), run(False)
+    assert skipped[0] == every[0]
+    assert skipped[2] > 0 and every[2] == 0
+    assert skipped[1] + skipped[2] == every[1]
