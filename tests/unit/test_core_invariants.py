@@ -25,6 +25,7 @@ from scheduler.core import (
     Replica,
     plan_cycle,
 )
+from scheduler.core.consolidate import consolidate
 from scheduler.core.fairshare import fair_shares
 from scheduler.core.invariants import check_invariants
 from scheduler.core.ledger import Ledger
@@ -250,3 +251,18 @@ def test_node_targeted_reclaim_takes_nothing_the_rules_forbid() -> None:
     claim = Job("a", "big", 1, 1, 2)
     assert _take_on(ledger, "node-1", claim, units, allowed=lambda p, u: False, reason="test") is None
     assert ledger.released == {}
+
+
+def test_failed_consolidation_is_not_retried_for_a_claim_as_big_in_the_same_cycle() -> None:
+    # Each 4-GPU node holds an interactive replica of a (R3: never moved), so no node can be freed for b.
+    pinned = tuple(
+        Job("a", f"i{n}", 1, 1, interactive=True, replicas=(Replica(0, f"node-{n}", 1),)) for n in (1, 2)
+    )
+    state = ClusterState(
+        nodes(2, gpus=4), (Project("a", 2), Project("b", 6)), (*pinned, Job("b", "x", 2, 2, 4))
+    )
+    ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
+    claim = ledger.jobs[("b", "x")]
+    assert consolidate(ledger, claim, 1) is None
+    assert ledger.failed_consolidations == {4: 1}
+    assert consolidate(ledger, claim, 2) is None  # answered from the memo: free GPUs only dwindle in a cycle
