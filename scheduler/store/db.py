@@ -4,7 +4,8 @@ Contract: ``Database(url)`` opens a pool; ``read()`` and ``write()`` are session
 commits on success and rolls back on error. Write transactions run one at a time, so a scheduling cycle
 never interleaves with an API change: on SQLite they begin with ``BEGIN IMMEDIATE`` on their own engine (WAL
 mode lets readers run beside them), on PostgreSQL they take a transaction-level advisory lock first (keyed
-by schema); reads never wait for writers. PostgreSQL connections are checked before use (``pool_pre_ping``:
+by schema); reads never wait for writers and see one snapshot (a SQLite read transaction; REPEATABLE READ
+on PostgreSQL). PostgreSQL connections are checked before use (``pool_pre_ping``:
 one broken by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
 ``sqlite_url(data_dir)`` names the default database.
 """
@@ -77,7 +78,14 @@ class Database:
                 self.url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=timeout
             )
             self.write_engine = self.engine
-        self._read = sessionmaker(self.engine, expire_on_commit=False)
+        # A read is one snapshot: a cycle's commit never shows half in a read of several statements (a
+        # project's fair share from before it, its GPUs from after). Read-only, so it never fails to serialise.
+        reader = (
+            self.engine
+            if self.is_sqlite
+            else self.engine.execution_options(isolation_level="REPEATABLE READ")
+        )
+        self._read = sessionmaker(reader, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
 
     @property

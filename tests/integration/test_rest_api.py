@@ -87,7 +87,8 @@ def test_pending_job_explains_itself(admin: TideClient) -> None:
     admin.submit("a", {"name": "next", "workers": 1, **JOB})
     waiting = wait_for(lambda: (j := admin.job("a", "next")).pending_reason and j, what="a pending reason")
     assert waiting.status == "pending" and waiting.queue_position == 1  # type: ignore[union-attr]
-    assert admin.cluster().allocated_gpus == 4
+    # node figures are physical: the launch commits just after the plan that wrote the note
+    wait_for(lambda: admin.cluster().allocated_gpus == 4, what="big's 4 replicas launched")
 
 
 def test_cluster_and_events(admin: TideClient) -> None:
