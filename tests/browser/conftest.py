@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from integration.servicekit import kill_leftovers, wait_for
+from integration.servicekit import answers, free_port, kill_leftovers, wait_for
 from playwright.sync_api import sync_playwright
 
 from api.client import TideClient
@@ -111,27 +109,13 @@ class Tide:
         return client
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
     """Start ``tide serve`` (local executor) with ``nodes`` of ``gpus`` GPUs; stopped after the test."""
     started: list[Tide] = []
 
     def start(nodes: int = 4, gpus: int = 1) -> Tide:
-        port = _free_port()
+        port = free_port()
         data_dir = tmp_path / f"data-{len(started)}"
         env = {
             k: v for k, v in os.environ.items() if not k.startswith("TIDE_")
@@ -145,7 +129,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
             process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
         server = Tide(url=f"http://127.0.0.1:{port}", data_dir=data_dir, process=process)
         started.append(server)
-        wait_for(lambda: _answers(server.url) or process.poll() is not None, timeout=60, what="tide serve")
+        wait_for(lambda: answers(server.url) or process.poll() is not None, timeout=60, what="tide serve")
         assert process.poll() is None, log.read_text()
         return server
 

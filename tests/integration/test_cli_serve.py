@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
-from servicekit import alive, kill_leftovers, running_pids, wait_for
+from servicekit import alive, answers, free_port, kill_leftovers, running_pids, wait_for
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -25,13 +23,6 @@ from api.cli.main import app
 from api.client import TideClient, local_server
 from scheduler.store.db import Database, sqlite_url
 from scheduler.store.migrate import upgrade
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
@@ -42,13 +33,6 @@ def _serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 def _stop(process: subprocess.Popen[str]) -> str:
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=20)
@@ -56,11 +40,11 @@ def _stop(process: subprocess.Popen[str]) -> str:
 
 
 def test_serve_prints_where_it_is_and_its_token(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = _serve(tmp_path, port)
     try:
-        wait_for(lambda: _up(url), timeout=30, what="tide serve to answer")
+        wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         found_url, token = local_server(tmp_path)
         assert found_url == url and token
         assert (tmp_path / "admin-token").stat().st_mode & 0o777 == 0o600
@@ -72,17 +56,17 @@ def test_serve_prints_where_it_is_and_its_token(tmp_path: Path) -> None:
     assert f"Tide API:      {url}/api/v1" in output and f"API docs:      {url}/docs" in output
     assert f"{token}  (generated now" in output
     again = _serve(tmp_path, port)
-    wait_for(lambda: _up(url), timeout=30, what="the second start")
+    wait_for(lambda: answers(url), timeout=30, what="the second start")
     assert "stored in" in _stop(again)
 
 
 @pytest.mark.slow
 def test_serve_killed_with_sigkill_and_restarted_adopts_its_processes(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = _serve(tmp_path, port)
     try:
-        wait_for(lambda: _up(url), timeout=30, what="tide serve to answer")
+        wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         _, token = local_server(tmp_path)
         with TideClient(url, token) as client:
             client.create_project({"name": "a", "deserved_gpus": 2})
@@ -92,7 +76,7 @@ def test_serve_killed_with_sigkill_and_restarted_adopts_its_processes(tmp_path: 
         process.communicate(timeout=10)
         assert all(alive(pid) for pid in before)  # type: ignore[attr-defined]
         process = _serve(tmp_path, port)
-        wait_for(lambda: _up(url), timeout=30, what="the restarted service")
+        wait_for(lambda: answers(url), timeout=30, what="the restarted service")
         with TideClient(url, token) as client:
             wait_for(lambda: client.health().cycles >= 3, what="cycles after the restart")
             assert running_pids(client, "a", "train", 2) == before

@@ -4,31 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import httpx
-from servicekit import kill_leftovers, wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/api/v1/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
+from servicekit import answers, free_port, kill_leftovers, wait_for
 
 
 def test_cli_finds_the_local_server_and_runs_a_job(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TIDE_DATA_DIR": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
     env |= {"TIDE_NODES": "1", "TIDE_GPUS_PER_NODE": "2", "COLUMNS": "80"}
     for name in ("TIDE_ADMIN_TOKEN", "TIDE_URL", "TIDE_TOKEN", "TIDE_PROJECT"):
@@ -46,7 +30,7 @@ def test_cli_finds_the_local_server_and_runs_a_job(tmp_path: Path) -> None:
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
     try:
-        wait_for(lambda: _up(f"http://127.0.0.1:{port}"), timeout=30, what="tide serve")
+        wait_for(lambda: answers(f"http://127.0.0.1:{port}"), timeout=30, what="tide serve")
         assert tide("project", "create", "team-a", "--deserved", "2").returncode == 0
         submitted = tide("submit-dist", "pytorch", "--name", "hello", "-p", "team-a", "--", "sleep", "30")
         assert submitted.returncode == 0, submitted.stderr

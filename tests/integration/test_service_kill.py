@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
-from servicekit import alive, kill_leftovers, running_pids, wait_for
+from servicekit import alive, answers, free_port, kill_leftovers, running_pids, wait_for
 
 from api.client import TideClient, local_server
 
@@ -38,13 +36,6 @@ def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
     argv += ["--cycle-period", "0.2", "--grace-period", "30"]
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _ours(data_dir: Path) -> list[int]:
@@ -85,13 +76,11 @@ def _set_the_scene(client: TideClient) -> tuple[list[int], list[int], list[int]]
 
 @pytest.mark.slow
 def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = _serve(tmp_path, port)
     try:
-        wait_for(lambda: _up(url), timeout=30, what="tide serve to answer")
+        wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         _, token = local_server(tmp_path)
         with TideClient(url, token) as client:
             train, stubborn, short = _set_the_scene(client)
@@ -104,7 +93,7 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
         )
 
         process = _serve(tmp_path, port)
-        wait_for(lambda: _up(url), timeout=30, what="the restarted service")
+        wait_for(lambda: answers(url), timeout=30, what="the restarted service")
         with TideClient(url, token) as client:
             names = {j.name: j.status for j in client.jobs(project="a")}
             assert set(names) == {"train", "stubborn", "short", "waiting"}
