@@ -1,13 +1,16 @@
 """The Tide service: ``create_app(settings)`` builds the FastAPI app; its lifespan runs the scheduling loop.
 
-Contract: nothing is opened at import. The lifespan migrates the database (refusing one from a newer Tide),
-builds the executor, takes part in leader election, runs ``Engine.run`` as a task, and on shutdown stops the
+Contract: nothing is opened at import. The lifespan migrates the database (refusing one from a newer Tide)
+and runs the engine (leader election, executor, cycles) one of two ways: with ``Settings.engine_process``
+(``tide serve``) in a child process of its own (``api.engine_link``, ``api.engine_host``), so a cycle never
+holds the interpreter that answers requests; otherwise (tests, tools) in this process, ``Engine.run`` as
+a task beside the API. Either way it waits for the first cycle before serving, and on shutdown stops the
 loop without stopping replicas (a restarted service adopts them) and closes the executor if it has a
 ``close`` (the kubernetes one ends its watches). Routes live under ``/api/v1`` (GETs answer
 304 to a matching ``If-None-Match``); ``/docs``
 serves OpenAPI; ``/metrics`` Prometheus metrics (``api.metrics``; every request is timed and carries a
 request id: ``api.observe``); ``/`` serves the dashboard (``api.dashboard``) when its ``index.html`` is there, a placeholder
-otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``).
+otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``; in-process engine only).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
@@ -23,22 +26,19 @@ from fastapi.responses import HTMLResponse
 from api.auth import admin_token
 from api.cache import StateVersion, ViewCache, WriteCounter
 from api.dashboard import STATIC, DashboardFiles
-from api.deps import Services
+from api.deps import LogReader, Services
+from api.engine_link import EngineLink
 from api.errors import BodyLimit, install_error_handlers
 from api.etag import ETagMiddleware
 from api.metrics import Metrics
 from api.metrics import router as metrics_router
 from api.observe import ObserveMiddleware
 from api.openapi import MethodGuard, install
+from api.parts import build_executor, engine_settings
 from api.routes import cluster, departments, events, health, jobs, nodes, projects, tokens
 from api.settings import Settings
-from scheduler.core import Config, Node
-from scheduler.engine.loop import Engine, EngineSettings
+from scheduler.engine.loop import Engine
 from scheduler.executors.base import Executor
-from scheduler.executors.fake import FakeExecutor
-from scheduler.executors.kube.config import KubeSettings
-from scheduler.executors.kubernetes import KubernetesExecutor
-from scheduler.executors.local import LocalExecutor, visible_gpu_count
 from scheduler.store.db import Database
 from scheduler.store.migrate import upgrade
 
@@ -49,66 +49,69 @@ PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>Tide</t
 its documentation is at <a href="/docs">/docs</a>.</p></body></html>"""
 
 
-def resolve_nodes(settings: Settings) -> tuple[tuple[Node, ...], bool]:
-    """The local executor's nodes and whether their GPUs are real (R12 places onto these)."""
-    if settings.nodes is None and settings.gpus_per_node is None:
-        count = visible_gpu_count()
-        if count > 0:
-            return (Node(name="node-0", gpus=count),), True
-    nodes = settings.nodes if settings.nodes is not None else 1
-    gpus = settings.gpus_per_node if settings.gpus_per_node is not None else 4
-    return tuple(Node(name=f"node-{i}", gpus=gpus) for i in range(nodes)), False
-
-
-def kube_settings(settings: Settings) -> KubeSettings:
-    return KubeSettings(
-        namespace=settings.namespace,
-        kubeconfig=settings.kubeconfig,
-        default_image=settings.default_image,
-        node_selector=settings.node_selector,
-        checkpoint_claim=settings.checkpoint_claim,
-    )
-
-
-def build_executor(settings: Settings) -> Executor:
-    """The executor named by ``settings.executor``; the kubernetes one connects at its first use."""
-    if settings.executor == "kubernetes":
-        return KubernetesExecutor(
-            kube_settings(settings), data_dir=settings.data_dir, grace_period=settings.grace_period
-        )
-    nodes, real = resolve_nodes(settings)
-    if settings.executor == "local":
-        return LocalExecutor(settings.data_dir, nodes, real_gpus=real)
-    if settings.executor == "fake":
-        return FakeExecutor(nodes)
-    raise ValueError(f"unknown executor {settings.executor!r}: use local or kubernetes")
-
-
 def build_services(
     settings: Settings, metrics: Metrics, version: StateVersion, executor: Executor | None = None
-) -> Services:
+) -> tuple[Services, AbstractAsyncContextManager[None]]:
+    """The service's parts, and what runs the engine while the service serves."""
     db = Database(settings.resolved_database_url())
-    upgrade(db)
-    executor = executor or build_executor(settings)
-    engine_settings = EngineSettings(
-        cycle_period=settings.cycle_period,
-        grace_period=settings.grace_period,
-        core=Config(settle_seconds=settings.settle_seconds),
-        check_invariants=settings.check_invariants,
-    )
+    upgrade(db)  # before an engine process starts: it never migrates
     token, _ = admin_token(settings)
-    engine = Engine(db, executor, engine_settings, metrics=metrics.engine)
+    engine: Engine | EngineLink
+    if settings.engine_process:
+        engine = link = EngineLink(settings)
+        metrics.watch_engine(link.metrics_text)
+        logs: LogReader = link
+        runner = _engine_process(link) if settings.run_loop else nullcontext()
+    else:
+        executor = executor or build_executor(settings)
+        engine = Engine(db, executor, engine_settings(settings), metrics=metrics.local_engine())
+        logs = executor
+        runner = _engine_here(engine, executor, run=settings.run_loop)
     metrics.watch_state(db, engine)
     version.cycles = lambda: engine.changes
-    return Services(
+    services = Services(
         settings=settings,
         db=db,
-        executor=executor,
+        logs=logs,
         engine=engine,
         admin_token=token,
         metrics=metrics,
         views=ViewCache(version),
     )
+    return services, runner
+
+
+@asynccontextmanager
+async def _engine_here(engine: Engine, executor: Executor, *, run: bool) -> AsyncIterator[None]:
+    """The engine as a task on this event loop (tests, and ``create_app`` without ``engine_process``)."""
+    task = None
+    if run:
+        try:  # lead (or not) and know the nodes before serving
+            await asyncio.to_thread(engine.tick)
+        except Exception:
+            log.exception("first scheduling cycle failed; the loop retries")
+        task = asyncio.create_task(engine.run(), name="tide-engine")
+    try:
+        yield
+    finally:
+        engine.stop()
+        if task is not None:
+            with suppress(asyncio.CancelledError):
+                await task
+        engine.close()
+        close_executor = getattr(executor, "close", None)  # the kubernetes one has watches
+        if callable(close_executor):
+            close_executor()
+
+
+@asynccontextmanager
+async def _engine_process(link: EngineLink) -> AsyncIterator[None]:
+    """The engine in a child process (``tide serve``): its cycles never hold this process's interpreter."""
+    await asyncio.to_thread(link.start)  # its first cycle done: the nodes are known before serving
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(link.stop)
 
 
 def create_app(settings: Settings, *, executor: Executor | None = None) -> FastAPI:
@@ -117,27 +120,13 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = await asyncio.to_thread(build_services, settings, metrics, version, executor)
+        services, runner = await asyncio.to_thread(build_services, settings, metrics, version, executor)
         app.state.tide = services
-        task = None
-        if settings.run_loop:
-            try:  # lead (or not) and know the nodes before serving
-                await asyncio.to_thread(services.engine.tick)
-            except Exception:
-                log.exception("first scheduling cycle failed; the loop retries")
-            task = asyncio.create_task(services.engine.run(), name="tide-engine")
         try:
-            yield
+            async with runner:
+                yield
         finally:
-            services.engine.stop()
-            if task is not None:
-                with suppress(asyncio.CancelledError):
-                    await task
-            services.engine.close()
             services.db.dispose()
-            close_executor = getattr(services.executor, "close", None)  # the kubernetes one has watches
-            if callable(close_executor):
-                close_executor()
 
     app = FastAPI(
         title="Tide",

@@ -1,22 +1,24 @@
 """What routes depend on: the running service's parts and the caller's identity.
 
-Contract: ``Services`` is built once by ``api.app`` and kept on ``app.state.tide``. ``Svc`` and ``Caller``
+Contract: ``Services`` is built once by ``api.app`` and kept on ``app.state.tide``; its ``engine`` is the
+``Engine`` itself when it runs in this process, else an ``api.engine_link.EngineLink`` (``EngineHandle`` is
+what routes may use of either), and ``logs`` reads a replica's output (the executor, or the engine process
+on its behalf). ``Svc`` and ``Caller``
 are FastAPI dependencies (annotated types) giving a route the services and the authenticated principal;
 authentication runs on every route that declares ``Caller`` (every route but health and docs).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Principal, bearer, is_admin, project_principal
 from api.settings import Settings
-from scheduler.engine.loop import Engine
-from scheduler.executors.base import Executor
 from scheduler.store.db import Database
 
 if TYPE_CHECKING:  # api.metrics depends on this module
@@ -24,12 +26,32 @@ if TYPE_CHECKING:  # api.metrics depends on this module
     from api.metrics import Metrics
 
 
+class EngineHandle(Protocol):
+    """The scheduling engine as the API sees it, in this process or another."""
+
+    role: str
+    cycles: int
+    changes: int
+    last_cycle_at: float | None
+    last_error: str | None
+    clock: Callable[[], float]
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def trigger(self) -> None: ...
+
+
+class LogReader(Protocol):
+    def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None: ...
+
+
 @dataclass
 class Services:
     settings: Settings
     db: Database
-    executor: Executor
-    engine: Engine
+    logs: LogReader
+    engine: EngineHandle
     admin_token: str
     metrics: Metrics
     views: ViewCache

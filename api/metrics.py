@@ -2,7 +2,9 @@
 
 Contract: ``Metrics`` holds one ``CollectorRegistry`` per service (never the process-global one, so several
 apps in one process do not clash) with: the engine's metrics (``scheduler.engine.metrics``: cycle durations,
-decisions by kind and cause, executor and cycle errors); the API's request latency histogram
+decisions by kind and cause, executor and cycle errors), kept here when the engine runs in this process
+(``local_engine``), else asked of the engine process at each scrape (``watch_engine``; absent from a scrape
+while it does not answer); the API's request latency histogram
 (``tide_http_request_duration_seconds`` by route template, method and status, fed by ``api.observe``); and
 figures read from the database at each scrape (``StateCollector``): per project its deserved, fair-share,
 allocated and pending GPUs (labels ``project`` and ``department``, empty when none), jobs by project and
@@ -17,12 +19,13 @@ through the API anyway; no token, hash, env value or command appears in them.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
@@ -30,8 +33,8 @@ from sqlalchemy.orm import Session, selectinload
 
 from api.auth import Principal, bearer, is_admin, project_principal
 from api.convert import Figures, Totals
-from api.deps import Svc
-from scheduler.engine.loop import Engine
+from api.deps import EngineHandle, Svc
+from api.engine_link import EngineUnavailable
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.store.db import Database
 from scheduler.store.models import JobRow, NodeRow, ProjectRow
@@ -53,7 +56,7 @@ class Metrics:
 
     def __post_init__(self) -> None:
         self._state: StateCollector | None = None
-        self.engine = EngineMetrics(self.registry)
+        self._engine: EngineMetrics | RemoteCollector | None = None
         self.requests = Histogram(
             "tide_http_request_duration_seconds",
             "Seconds to answer an HTTP request, by route template, method and status code.",
@@ -62,7 +65,21 @@ class Metrics:
             registry=self.registry,
         )
 
-    def watch_state(self, db: Database, engine: Engine) -> None:
+    def local_engine(self) -> EngineMetrics:
+        """The engine's metrics, for an engine in this process (registered once per app)."""
+        if not isinstance(self._engine, EngineMetrics):
+            self._engine = EngineMetrics(self.registry)
+        return self._engine
+
+    def watch_engine(self, fetch: Callable[[], str]) -> None:
+        """The engine's metrics, as the engine process exposes them (``fetch``), read at every scrape."""
+        if self._engine is None:
+            self._engine = RemoteCollector(fetch)
+            self.registry.register(self._engine)
+        elif isinstance(self._engine, RemoteCollector):
+            self._engine.fetch = fetch  # the service restarted in this process (tests)
+
+    def watch_state(self, db: Database, engine: EngineHandle) -> None:
         """Read the database's figures at every scrape (once the service's parts exist; again on restart)."""
         if self._state is not None:
             self.registry.unregister(self._state)
@@ -70,8 +87,22 @@ class Metrics:
         self.registry.register(self._state)
 
 
+class RemoteCollector(Collector):
+    """Metrics of another process, given in Prometheus' text format; none while it does not answer."""
+
+    def __init__(self, fetch: Callable[[], str]) -> None:
+        self.fetch = fetch
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            text = self.fetch()
+        except EngineUnavailable:
+            return
+        yield from text_string_to_metric_families(text)
+
+
 class StateCollector(Collector):
-    def __init__(self, db: Database, engine: Engine) -> None:
+    def __init__(self, db: Database, engine: EngineHandle) -> None:
         self.db = db
         self.engine = engine
 

@@ -44,6 +44,9 @@ class Settings:
     checkpoint_claim: str | None = None
     max_body_bytes: int = 1 << 20
     run_loop: bool = True
+    engine_process: bool = False  # the engine in a child process (``tide serve``), else in the API's (tests)
+    log_level: str = "info"  # the engine process's logging (``api.logs``)
+    log_format: str = "text"
     check_invariants: bool = False
 
     def resolved_database_url(self) -> str:

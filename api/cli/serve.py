@@ -1,5 +1,8 @@
 """``tide serve``: run the service (API, scheduling loop, local or kubernetes executor) in the foreground.
 
+The API answers in this process; the scheduling engine (leader election, executor, cycles) runs in a child
+process of its own (``api.engine_host``) that dies with it; SIGTERM or SIGINT stops both.
+
 Contract: every flag has a ``TIDE_*`` environment equivalent (flag wins). With ``--executor kubernetes`` it
 reaches the cluster before serving (a bad kubeconfig or an unreachable API is exit 2 with the reason) and
 the banner says where the jobs go; flags of one executor given to the other are refused. On start it prints where the API
@@ -22,11 +25,12 @@ import typer
 import uvicorn
 from sqlalchemy.exc import OperationalError
 
-from api.app import build_executor, create_app
+from api.app import create_app
 from api.auth import ADMIN_TOKEN_FILE, admin_token
 from api.logs import FORMATS, configure_logging
+from api.parts import build_executor
 from api.settings import Settings, default_data_dir
-from scheduler.executors.base import ExecutorError
+from scheduler.executors.base import Executor, ExecutorError
 from scheduler.executors.kube.retry import KubeApiError
 from scheduler.executors.kubernetes import KubernetesExecutor
 from scheduler.store.db import Database
@@ -136,16 +140,18 @@ def serve(
         default_image=default_image,
         node_selector=node_selector,
         checkpoint_claim=checkpoint_claim,
+        engine_process=True,
+        log_level=log_level,
+        log_format=log_format,
     )
     _check_executor(settings)
     token, created = admin_token(settings)
     _refuse_weak_tokens_beyond_loopback(settings, token)
     _refuse_newer_schema(settings)
-    built = build_executor(settings)
-    where = _connect_kubernetes(built) if isinstance(built, KubernetesExecutor) else None
+    where = _connect_kubernetes(build_executor(settings)) if settings.executor == "kubernetes" else None
     typer.echo(_banner(settings, token, created) + (f"\nKubernetes:    {where}" if where else ""))
     (settings.data_dir / "server.json").write_text(json.dumps({"url": f"http://{host}:{port}"}))
-    app = create_app(settings, executor=built)
+    app = create_app(settings)  # the engine in a process of its own (settings.engine_process)
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=None)  # logs: ours
 
 
@@ -200,14 +206,19 @@ def _check_executor(settings: Settings) -> None:
         )
 
 
-def _connect_kubernetes(executor: KubernetesExecutor) -> str:
-    """Reach the API before serving: a wrong kubeconfig or an unreachable cluster is exit 2, not a loop."""
+def _connect_kubernetes(executor: Executor) -> str:
+    """Reach the API before serving: a wrong kubeconfig or an unreachable cluster is exit 2, not a loop.
+
+    The engine process connects again with an executor of its own; this one only checks, then closes.
+    """
+    assert isinstance(executor, KubernetesExecutor)
     try:
         nodes = executor.nodes()
     except (ExecutorError, KubeApiError) as error:
-        executor.close()
         typer.echo(f"tide: {error}", err=True)
         raise typer.Exit(2) from error
+    finally:
+        executor.close()
     gpus = sum(n.gpus for n in nodes)
     usable = sum(1 for n in nodes if n.schedulable)
     return (

@@ -23,6 +23,7 @@ from api import convert, schemas
 from api.auth import require_project_writer
 from api.cache import cached_response
 from api.deps import Caller, Services, Svc
+from api.engine_link import EngineUnavailable
 from api.routes.projects import get_project
 from api.settings import Settings
 from scheduler.engine.reconcile import stop_job_replicas
@@ -185,7 +186,10 @@ def read_logs(
     with svc.db.read() as session:
         _get_job(session, project, name)
     require_project_writer(caller, project)  # a job's output is its project's: it may print its secrets
-    text = svc.executor.read_log(project, name, replica, tail)
+    try:
+        text = svc.logs.read_log(project, name, replica, tail)
+    except EngineUnavailable as error:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"logs are unavailable: {error}") from error
     if text is None:
         raise HTTPException(
             status.HTTP_404_NOT_FOUND, f"no logs for replica {replica} of {project}/{name} (has it started?)"

@@ -19,7 +19,9 @@ so reclaimed GPUs reach their claimant about as soon as the processes exit (R2).
 
 Every time comes from ``clock`` (the shell's, never the core's). Errors in a cycle are logged and kept in
 ``last_error`` and counted (``scheduler.engine.metrics``, as are cycle durations and applied decisions);
-the loop goes on. With ``check_invariants`` (debug, tests) every plan is checked against
+the loop goes on. ``on_change`` (a no-op unless given) is called after each bump of ``changes`` and after
+each turn of ``run``: ``tide serve`` runs the engine in a process of its own and tells the API process
+(``api.engine_host``). With ``check_invariants`` (debug, tests) every plan is checked against
 ``scheduler.core.invariants`` and violations are logged and kept in ``violations``.
 """
 
@@ -92,6 +94,7 @@ class Engine:
         leadership: Leadership | None = None,
         clock: Callable[[], float] = time.time,
         metrics: EngineMetrics | None = None,
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.db = db
         self.executor = executor
@@ -99,6 +102,7 @@ class Engine:
         self.leadership = leadership or leadership_for(db)
         self.clock = clock
         self.metrics = metrics if metrics is not None else EngineMetrics()
+        self.on_change = on_change  # after each change of role, counters or ``last_error`` (api.engine_host)
         self.knobs = Knobs(
             grace_period=settings.grace_period,
             env_builder=settings.env_builder,
@@ -154,11 +158,13 @@ class Engine:
     @contextmanager
     def _write(self) -> Iterator[Session]:
         self.changes += 1  # a view built while the transaction runs is stale once it ends
+        self.on_change()
         try:
             with self.db.write() as session:
                 yield session
         finally:
             self.changes += 1
+            self.on_change()
 
     def _cycle(self) -> Plan:
         started = time.perf_counter()
@@ -204,6 +210,7 @@ class Engine:
                 self.last_error = f"{type(error).__name__}: {error}"
                 self.metrics.cycle_failed(error)
                 log.exception("scheduling cycle failed")
+            self.on_change()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self._next_wait())
             self._wake.clear()
