@@ -16,6 +16,7 @@ otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``; in-proc
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
@@ -114,6 +115,13 @@ async def _engine_process(link: EngineLink) -> AsyncIterator[None]:
         await asyncio.to_thread(link.stop)
 
 
+def settle_heap() -> None:
+    """Move what startup built out of the collector's sight: a full collection then scans only what
+    requests made since, instead of pausing every request for 100+ ms every few seconds under load."""
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(settings: Settings, *, executor: Executor | None = None) -> FastAPI:
     metrics = Metrics()  # a registry per app: several apps in one process (tests) do not clash
     version = StateVersion()  # what polled reads are cached against (api.cache)
@@ -124,6 +132,8 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
         app.state.tide = services
         try:
             async with runner:
+                if settings.engine_process:  # the server's own process (tide serve), not a test's
+                    settle_heap()
                 yield
         finally:
             services.db.dispose()

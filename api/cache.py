@@ -2,14 +2,17 @@
 
 Contract: ``StateVersion`` counts changes this service knows of: every API write (``bump``, called by
 ``WriteCounter`` when a non-GET request under the API prefix starts, and again when its answer starts,
-after its transaction committed) plus the engine's write transactions (``Engine.changes``, bumped before
-and after each one). ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
+after its transaction committed) plus the engine's write transactions (``Engine.changes``, bumped after
+each one that wrote something, and when it becomes leader; from the engine process through
+``api.engine_link``). ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
 memory when they were built at the current version less than ``max_age`` seconds ago, else from ``build``
 (run in a worker thread). One build per key runs at a time; requests that arrive meanwhile wait for it and take
 its answer when it is recent enough for them (it started at or after their version), so a burst of
 pollers costs one database read, not one each. Changes another service instance made (a standby's view
-of the leader's cycles) show within ``max_age``. A read after a write of this service always sees it: the
-write bumped the version first. At most ``max_entries`` keys are kept (the oldest goes first), so a
+of the leader's cycles) show within ``max_age`` plus one read: a view of the current version older than
+``max_age`` (but not twice that) is answered while one rebuild runs in the background, so pollers never
+queue behind a rebuild that only looks for such changes (a failed rebuild drops the view). A read after
+a write of this service always sees it: the write bumped the version first. At most ``max_entries`` keys are kept (the oldest goes first), so a
 client varying query strings cannot grow it without bound.
 """
 
@@ -60,6 +63,7 @@ class ViewCache:
         self.max_entries = max_entries
         self._views: OrderedDict[str, View] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
 
     def _fresh(self, key: str, version: int) -> View | None:
         view = self._views.get(key)
@@ -67,10 +71,21 @@ class ViewCache:
             return None
         return view
 
+    def _aged(self, key: str, version: int) -> View | None:
+        """A view of the current version past ``max_age`` but not twice as old: served while rebuilt."""
+        view = self._views.get(key)
+        if view is None or view.version < version or time.monotonic() - view.built_at > 2 * self.max_age:
+            return None
+        return view
+
     async def get(self, key: str, build: Callable[[], bytes]) -> View:
         wanted = self.version.current()
         view = self._fresh(key, wanted)
         if view is not None:
+            return view
+        view = self._aged(key, wanted)
+        if view is not None:  # only another instance's changes can be missing: nobody waits for them
+            self._refresh(key, build)
             return view
         lock = self._locks.get(key)
         if lock is None:
@@ -81,6 +96,20 @@ class ViewCache:
         finally:
             if key not in self._views and not lock.locked():
                 self._locks.pop(key, None)  # a failed build (a 404) leaves no lock behind
+
+    def _refresh(self, key: str, build: Callable[[], bytes]) -> None:
+        if key not in self._refreshing:
+            self._refreshing[key] = asyncio.create_task(self._refresh_now(key, build))
+
+    async def _refresh_now(self, key: str, build: Callable[[], bytes]) -> None:
+        try:
+            lock = self._locks.setdefault(key, asyncio.Lock())
+            async with lock:
+                await self._build(key, self.version.current(), build)
+        except Exception:  # the database went away: the next request builds, and gets the error
+            self._views.pop(key, None)
+        finally:
+            self._refreshing.pop(key, None)
 
     async def _build(self, key: str, wanted: int, build: Callable[[], bytes]) -> View:
         view = self._fresh(key, wanted)  # built while this request waited

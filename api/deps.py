@@ -57,7 +57,7 @@ class Services:
     views: ViewCache
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:  # async: a sync dependency costs a thread hop
     services: Services = request.app.state.tide
     return services
 

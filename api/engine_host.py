@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -119,6 +120,8 @@ class Host:
             log.exception("first scheduling cycle failed; the loop retries")
         self.ready = True
         self.publish()
+        gc.collect()
+        gc.freeze()  # what startup built is never garbage: full collections skip it
         await self.engine.run()
 
     def close(self) -> None:

@@ -119,6 +119,8 @@ class EngineLink:
                     future.set_exception(EngineUnavailable(value))
 
     def _update(self, status: dict[str, Any]) -> None:
+        if status["role"] != self.role:
+            self._bump()  # /cluster shows who leads
         self.role = status["role"]
         self.cycles = status["cycles"]
         self.last_cycle_at = status["last_cycle_at"]

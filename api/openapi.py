@@ -96,6 +96,7 @@ def _pattern(template: str) -> re.Pattern[str]:
     return re.compile("^" + "".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts) + "$")
 
 
+SEEN_PATHS = 1024
 Route = tuple[re.Pattern[str], dict[str, frozenset[str]]]  # a path, and per method its query parameters
 
 
@@ -104,6 +105,7 @@ class MethodGuard:
         self.app = app
         self.api = api
         self._paths: list[Route] | None = None
+        self._seen: dict[str, dict[str, frozenset[str]] | None] = {}  # polled paths repeat
 
     def _route(self, path: str) -> dict[str, frozenset[str]] | None:
         if self._paths is None:
@@ -120,7 +122,13 @@ class MethodGuard:
                 )
                 for template, item in self.api.openapi().get("paths", {}).items()
             ]
-        return next((methods for pattern, methods in self._paths if pattern.match(path)), None)
+        if path in self._seen:
+            return self._seen[path]
+        found = next((methods for pattern, methods in self._paths if pattern.match(path)), None)
+        if len(self._seen) >= SEEN_PATHS:
+            self._seen.clear()  # clients varying paths cannot grow it
+        self._seen[path] = found
+        return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":

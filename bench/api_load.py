@@ -151,9 +151,13 @@ async def phase(
     return stats, time.perf_counter() - started
 
 
-def table(title: str, stats: Stats, elapsed: float, cpu: float) -> str:
+def table(title: str, stats: Stats, elapsed: float, cpu: tuple[float, float]) -> str:
     total = sum(len(v) for v in stats.latencies.values())
-    title += f"; server CPU {cpu / elapsed:.0%} of a core, {cpu / max(total, 1) * 1e3:.2f} ms per request"
+    api, engine = cpu
+    title += (
+        f"; API process CPU {api / elapsed:.0%} of a core, {api / max(total, 1) * 1e3:.2f} ms per request; "
+        f"engine process {engine / elapsed:.0%}"
+    )
     rows = [
         f"\n{title}",
         f"{'endpoint':<26}{'requests':>10}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'200':>8}{'304':>8}{'other':>8}",
@@ -191,9 +195,20 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User + system CPU time of a process so far (Linux); 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of ``tide serve``'s API process and of its children (the engine process)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        children += [int(c) for c in task.read_text().split()]
+    return cpu_seconds(pid), sum(cpu_seconds(child) for child in children)
 
 
 @contextmanager
@@ -253,11 +268,13 @@ def main() -> None:
         )
 
         def run(title: str, paths: list[str], submitters: int, rate: float) -> None:
-            before = cpu_seconds(pid)
+            before = server_cpu(pid)
             stats, elapsed = asyncio.run(
                 phase(port, args.pollers, paths, submitters, args.seconds, rate=rate)
             )
-            print(table(f"{title}, {elapsed:.1f} s", stats, elapsed, cpu_seconds(pid) - before))
+            after = server_cpu(pid)
+            cpu = (after[0] - before[0], after[1] - before[1])
+            print(table(f"{title}, {elapsed:.1f} s", stats, elapsed, cpu))
 
         run(f"1a: {args.pollers} pollers on GET /cluster, back to back", ["/cluster"], 0, 0)
         run(

@@ -47,7 +47,7 @@ from scheduler.engine.nodes import release_taken_nodes
 from scheduler.engine.persist import persist_plan
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
-from scheduler.store.db import Database
+from scheduler.store.db import Database, WriteWatch
 from scheduler.store.mapper import load_state
 from scheduler.store.models import NodeRow, ReplicaRow
 
@@ -110,7 +110,7 @@ class Engine:
         )
         self.role = "starting"
         self.cycles = 0
-        self.changes = 0  # bumped around each write transaction: readers' caches key on it (api.cache)
+        self.changes = 0  # bumped after each write transaction that wrote: readers' caches key on it (api.cache)
         self.last_cycle_at: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
@@ -146,6 +146,7 @@ class Engine:
         self._synced_nodes = None
         self._sync_nodes()
         self.role = "leader"
+        self.changes += 1  # /cluster shows who leads
 
     def _sync_nodes(self) -> None:
         """Record the executor's nodes when they changed (Kubernetes nodes come, go, cordon, taint)."""
@@ -157,14 +158,20 @@ class Engine:
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        self.changes += 1  # a view built while the transaction runs is stale once it ends
-        self.on_change()
+        """A write transaction; ``changes`` moves once it ended, if it wrote anything.
+
+        A view read before the bump is stale after it, whether it saw the commit or not; one read after it
+        sees the commit. A cycle that changed nothing (the steady state) leaves readers' caches valid.
+        """
+        watch: WriteWatch | None = None
         try:
             with self.db.write() as session:
+                watch = WriteWatch(session)
                 yield session
         finally:
-            self.changes += 1
-            self.on_change()
+            if watch is None or watch.wrote:
+                self.changes += 1
+                self.on_change()
 
     def _cycle(self) -> Plan:
         started = time.perf_counter()

@@ -7,7 +7,7 @@ mode lets readers run beside them), on PostgreSQL they take a transaction-level 
 by schema); reads never wait for writers and see one snapshot (a SQLite read transaction; REPEATABLE READ
 on PostgreSQL). PostgreSQL connections are checked before use (``pool_pre_ping``:
 one broken by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
-``sqlite_url(data_dir)`` names the default database.
+``sqlite_url(data_dir)`` names the default database. ``WriteWatch(session)`` tells whether a session wrote.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 5
@@ -114,3 +114,22 @@ class Database:
         self.engine.dispose()
         if self.write_engine is not self.engine:
             self.write_engine.dispose()
+
+
+class WriteWatch:
+    """Whether a session wrote anything since ``WriteWatch(session)``: a flush, or an ORM DML statement.
+
+    A transaction that wrote nothing leaves readers' caches valid (``scheduler.engine.loop``)."""
+
+    def __init__(self, session: Session) -> None:
+        self.wrote = False
+        event.listen(session, "after_flush", self._flushed)
+        event.listen(session, "do_orm_execute", self._executed)
+
+    def _flushed(self, _session: Session, _context: Any) -> None:
+        self.wrote = True
+
+    def _executed(self, state: ORMExecuteState) -> None:
+        if not state.is_select:
+            self.wrote = True
+
