@@ -1,6 +1,8 @@
 """Jobs: submit, read, list, delete (stop) and read a replica's logs.
 
-Contract: a job is created ``pending`` and the loop is woken at once. Names are unique among a project's
+Contract: a job is created ``pending`` and the loop is woken at once (the answer never waits for a cycle;
+the submit's write transaction holds the database's write lock only to check the name and insert: the
+other checks read before it, so a project deleted in between makes the submit a 409). Names are unique among a project's
 jobs; submitting the name of a *finished* job replaces that job (its history stays in the events), an
 active one is a 409. A job whose replica needs more GPUs than any node has, or whose ``min_replicas`` can
 never fit in the cluster, is refused (422), and so is a job without an image on Kubernetes when the
@@ -27,7 +29,7 @@ from api.engine_link import EngineUnavailable
 from api.routes.projects import get_project
 from api.settings import Settings
 from scheduler.engine.reconcile import stop_job_replicas
-from scheduler.store.models import JobRow, NodeRow, ProjectRow
+from scheduler.store.models import JobRow, NodeRow
 from scheduler.store.queries import ACTIVE, add_event, job_by_name, job_views
 
 router = APIRouter(tags=["jobs"])
@@ -77,11 +79,12 @@ def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
     "/projects/{project}/jobs", status_code=status.HTTP_201_CREATED, response_model=schemas.JobPublic
 )
 def submit_job(project: str, body: schemas.JobCreate, svc: Svc, caller: Caller) -> schemas.JobPublic:
-    with svc.db.write() as session:
-        owner = get_project(session, project)
+    with svc.db.read() as session:  # checks that only read, before the write lock: writes are serialised
+        owner = get_project(session, project).id
         require_project_writer(caller, project)
         _check_image(svc.settings, body)
         _check_fits(session, body)
+    with svc.db.write() as session:
         existing = job_by_name(session, project, body.name, lock=True)
         if existing is not None and existing.status in ACTIVE:
             raise HTTPException(
@@ -100,10 +103,10 @@ def submit_job(project: str, body: schemas.JobCreate, svc: Svc, caller: Caller) 
     return public
 
 
-def _new_job(project: ProjectRow, body: schemas.JobCreate, now: float) -> JobRow:
+def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
     assert body.min_replicas is not None and body.max_replicas is not None  # filled in by the schema
     return JobRow(
-        project=project,
+        project_id=project_id,
         name=body.name,
         status="pending",
         workers=body.workers,
