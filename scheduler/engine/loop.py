@@ -110,7 +110,7 @@ class Engine:
         )
         self.role = "starting"
         self.cycles = 0
-        self.changes = 0  # bumped after each write transaction that wrote: readers' caches key on it (api.cache)
+        self.changes = 0  # bumped after each write that changed something: caches key on it (api.cache)
         self.last_cycle_at: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None

@@ -132,4 +132,3 @@ class WriteWatch:
     def _executed(self, state: ORMExecuteState) -> None:
         if not state.is_select:
             self.wrote = True
-
