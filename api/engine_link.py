@@ -8,8 +8,9 @@ runs one cycle after its current one, however many wakes came meanwhile); ``read
 ``metrics_text`` ask the engine process and wait for its answer (``EngineUnavailable`` when it does not
 answer in ``CALL_TIMEOUT_S`` or is not running). ``start()`` starts the engine process and waits until its
 first cycle is done (at most ``timeout`` seconds: the API serves anyway, and the loop retries). A
-supervisor thread reads the engine's messages; if the engine process ends without being asked to, it is
-logged, shown in ``last_error`` and the process started again after ``RESTART_DELAY_S``. ``stop()`` asks it
+supervisor thread reads the engine's messages; if the engine process fails (a non-zero exit, a signal),
+it is logged, shown in ``last_error`` and the process started again after ``RESTART_DELAY_S``; one that
+exits cleanly was stopped (SIGTERM) and is not started again (``role`` is ``stopped``). ``stop()`` asks it
 to stop after its current cycle, waits ``timeout`` seconds for it to exit, then kills it. ``changes`` only
 grows (across restarts of the engine process): the view cache keys on it (``api.cache``).
 """
@@ -94,6 +95,11 @@ class EngineLink:
             code = self._process.wait() if self._process is not None else None
             self._fail_calls()
             if self._stopping.is_set():
+                break
+            if code == 0:  # it was stopped (SIGTERM to it, or to the service's whole process group)
+                log.warning("the engine process stopped; this service no longer schedules")
+                self.role = "stopped"
+                self._bump()
                 break
             self.role = "starting"
             self.last_error = f"the engine process exited with code {code}; starting it again"
