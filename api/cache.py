@@ -57,8 +57,16 @@ def etag_of(body: bytes) -> str:
 
 
 class ViewCache:
-    def __init__(self, version: StateVersion, *, max_age: float = 1.0, max_entries: int = 64) -> None:
+    def __init__(
+        self,
+        version: StateVersion,
+        *,
+        max_age: float = 1.0,
+        max_entries: int = 64,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.version = version
+        self.clock = clock
         self.max_age = max_age
         self.max_entries = max_entries
         self._views: OrderedDict[str, View] = OrderedDict()
@@ -67,14 +75,14 @@ class ViewCache:
 
     def _fresh(self, key: str, version: int) -> View | None:
         view = self._views.get(key)
-        if view is None or view.version < version or time.monotonic() - view.built_at > self.max_age:
+        if view is None or view.version < version or self.clock() - view.built_at > self.max_age:
             return None
         return view
 
     def _aged(self, key: str, version: int) -> View | None:
         """A view of the current version past ``max_age`` but not twice as old: served while rebuilt."""
         view = self._views.get(key)
-        if view is None or view.version < version or time.monotonic() - view.built_at > 2 * self.max_age:
+        if view is None or view.version < version or self.clock() - view.built_at > 2 * self.max_age:
             return None
         return view
 
@@ -115,7 +123,7 @@ class ViewCache:
         view = self._fresh(key, wanted)  # built while this request waited
         if view is not None:
             return view
-        version, started = self.version.current(), time.monotonic()  # before reading: a write meanwhile
+        version, started = self.version.current(), self.clock()  # before reading: a write meanwhile
         body = await run_in_threadpool(build)  # makes this view stale at once
         view = View(version=version, built_at=started, body=body, etag=etag_of(body))
         self._views[key] = view

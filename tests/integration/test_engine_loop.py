@@ -174,3 +174,18 @@ def test_an_unwanted_process_is_stopped(harness: Harness) -> None:
     assert harness.stopping("ghost") == [0]
     harness.cycle(3)
     assert 999 not in harness.executor.records  # stopped, then forgotten
+
+
+def test_caches_are_invalidated_only_by_cycles_that_changed_something(harness: Harness) -> None:
+    """``changes`` (what the API's view cache keys on, ``api.cache``) moves after a cycle that wrote, and
+    stays put through cycles with nothing to do: pollers of a settled cluster are answered from memory."""
+    harness.project("a", 2)
+    harness.submit("a", "train", 2, 2)
+    harness.cycle(4)
+    assert len(harness.live("train")) == 2
+    settled = harness.engine.changes
+    harness.cycle(5)
+    assert harness.engine.changes == settled
+    harness.submit("a", "next", 1, 1)
+    harness.cycle()
+    assert harness.engine.changes > settled
