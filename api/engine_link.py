@@ -63,10 +63,6 @@ class EngineLink:
     def is_leader(self) -> bool:
         return self.role == "leader"
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
     def start(self, timeout: float = 60.0) -> None:
         self._thread = threading.Thread(target=self._supervise, name="tide-engine-link", daemon=True)
         self._thread.start()
@@ -105,7 +101,7 @@ class EngineLink:
             self.last_error = f"the engine process exited with code {code}; starting it again"
             self._bump()
             log.error("%s", self.last_error)
-            time.sleep(RESTART_DELAY_S)
+            self._stopping.wait(RESTART_DELAY_S)
         self._ready.set()
 
     def _pump(self, sock: socket.socket) -> None:
