@@ -38,6 +38,7 @@ from scheduler.executors.torchrun_local import REPLICA_UID, TorchrunLaunches, ar
 from scheduler.executors.warm_pool import WarmPool, eligible
 
 MAX_LOG_READ_BYTES = 1 << 20
+REFILL_DELAY_S = 2.0  # after a launch formed, before the pool of warm launchers refills
 
 
 @dataclass
@@ -131,6 +132,7 @@ class LocalExecutor:
         self._torchrun = TorchrunLaunches()
         self._pool_size = warm_launchers(nodes)
         self._pool: WarmPool | None = None
+        self._formed_at = 0.0  # when a torchrun launch last formed
         self._real_gpus = real_gpus
         self.state_dir = data_dir / "replicas"
         self.log_dir = data_dir / "logs"
@@ -238,8 +240,11 @@ class LocalExecutor:
         with log.open("ab") as out:
             out.write(header.encode())
         pool = self._warm_pool(spec)
-        launcher = pool.take(env, spec.argv, log) if pool is not None else None
-        if launcher is not None:
+        if pool is not None:
+            try:
+                launcher = pool.take(env, spec.argv, log)
+            except OSError as error:
+                raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
             return _Started(
                 launcher.pid, str(launcher.exit_file), launcher.marker, str(launcher.workers_file)
             )
@@ -252,8 +257,10 @@ class LocalExecutor:
             raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
 
     def _warm_pool(self, spec: LaunchSpec) -> WarmPool | None:
-        """The pool of warm launchers, made at the first plain ``torchrun`` launch (None: disabled)."""
-        if self._pool_size <= 0 or not eligible(spec.argv):
+        """The launchers of plain ``torchrun`` commands (None: another command), made at the first one.
+        Every replica of such a job runs in a launcher (an idle one, else one started for it), so that all
+        replicas of a launch take the same path (``warm_agent``'s rendezvous or torchrun's)."""
+        if not eligible(spec.argv):
             return None
         if self._pool is None:
             self._pool = WarmPool(self.state_dir, self._instance, spawn_shim, self._pool_size)
@@ -266,15 +273,19 @@ class LocalExecutor:
 
     def _check_workers(self) -> None:
         """Mark torchrun replicas whose workers started: their launch formed (one /proc pass for all).
-        Once every launch formed, refill the pool of warm launchers (off a resize's critical path)."""
+        A warm launcher's workers create its workers file; a cold ``torchrun`` (or a launcher that handed
+        over to one) is seen by its workers' ``TIDE_REPLICA_UID``. Refill the pool of warm launchers once no
+        launch formed for ``REFILL_DELAY_S`` (off a resize's critical path and its first steps)."""
+        now = time.time()
         waiting = [r for r in self._records.values() if r.torchrun and not r.ready and r.exit_code is None]
-        cold = {self._uid(r.replica_id): r for r in waiting if r.workers_file is None}
-        found = [cold[uid] for uid in with_workers(cold)] if cold else []
-        found += [r for r in waiting if r.workers_file is not None and Path(r.workers_file).exists()]
+        found = [r for r in waiting if r.workers_file is not None and Path(r.workers_file).exists()]
+        unseen = {(r.marker or self._uid(r.replica_id)): r for r in waiting if r not in found}
+        found += [unseen[uid] for uid in with_workers(unseen)] if unseen else []
         for record in found:
             record.ready = True
+            self._formed_at = now
             self._save(record)
-        if self._pool is not None and len(found) == len(waiting):
+        if self._pool is not None and now - self._formed_at >= REFILL_DELAY_S:
             self._pool.refill()
 
     def _alive(self, record: _Record) -> bool:

@@ -82,19 +82,23 @@ class WarmPool:
         """Idle launchers done warming up."""
         return sum(1 for launcher in self.idle if _warm_file(launcher).exists())
 
-    def take(self, env: Mapping[str, str], argv: tuple[str, ...], log: Path) -> Launcher | None:
+    def take(self, env: Mapping[str, str], argv: tuple[str, ...], log: Path) -> Launcher:
+        """An idle launcher (warm ones first) for this replica, else a new one started for it."""
         self.idle.sort(key=lambda launcher: not _warm_file(launcher).exists())
         while self.idle:
             launcher = self.idle.pop(0)
             if _alive(launcher.pid):
-                files = {"TIDE_WORKERS_FILE": str(launcher.workers_file), "TIDE_REPLICA_LOG": str(log)}
-                spec = {"env": {**env, **files}, "argv": list(argv[1:]),
-                        "log": str(log)}  # fmt: skip
-                tmp = launcher.spec_file.with_suffix(".tmp")
-                tmp.write_text(json.dumps(spec))
-                os.replace(tmp, launcher.spec_file)
-                return launcher
-        return None
+                return self._hand(launcher, env, argv, log)
+        return self._hand(self._start(), env, argv, log)
+
+    @staticmethod
+    def _hand(launcher: Launcher, env: Mapping[str, str], argv: tuple[str, ...], log: Path) -> Launcher:
+        files = {"TIDE_WORKERS_FILE": str(launcher.workers_file), "TIDE_REPLICA_LOG": str(log)}
+        spec = {"env": {**env, **files}, "argv": list(argv[1:]), "log": str(log)}
+        tmp = launcher.spec_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(spec))
+        os.replace(tmp, launcher.spec_file)
+        return launcher
 
     def close(self) -> None:
         for launcher in self.idle:
