@@ -35,6 +35,7 @@ from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
 from scheduler.executors.torchrun import uses_torchrun
 from scheduler.executors.torchrun_local import REPLICA_UID, TorchrunLaunches, argv_for, with_workers
+from scheduler.executors.trace import trace
 from scheduler.executors.warm_pool import WarmPool, eligible
 
 MAX_LOG_READ_BYTES = 1 << 20
@@ -191,6 +192,7 @@ class LocalExecutor:
         )
         self._records[spec.replica_id] = record
         self._save(record)
+        trace("spawned", replica=spec.index, job=spec.job)
         return self._observation(record)
 
     def stop(self, replica_id: int, grace: float) -> None:
@@ -198,6 +200,7 @@ class LocalExecutor:
         if record is None or record.exit_code is not None or record.stop_sent_at is not None:
             return
         record.stop_sent_at = time.time()
+        trace("sigterm", replica=record.index, job=record.job)
         record.grace = max(grace, 0.0)
         self._signal(record, signal.SIGKILL if grace <= 0 else signal.SIGTERM)
         record.killed = grace <= 0
@@ -309,6 +312,7 @@ class LocalExecutor:
                 self._save(record)
             return
         record.exit_code = self._exit_code(record)
+        trace("noticed-exit", replica=record.index, code=record.exit_code, job=record.job)
         self._signal(record, signal.SIGKILL)  # leftovers of the group, if the command forked any
         self._save(record)
 

@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduler.executors.trace import trace
+
 OPT_OUT = "TIDE_TORCHRUN_AGENT"  # "torchrun": run torchrun's own agent (rendezvous, fork server)
 STOPPED_EXIT = 143
 FAILED_EXIT = 1
@@ -201,6 +203,7 @@ class _Workers:
         self.kill_at: float | None = None
 
     def on_signal(self, signum: int, _frame: object) -> None:
+        trace("agent-signal", pids=len(self.pids))
         if not self.pids and not self.stop_requested:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -217,6 +220,7 @@ class _Workers:
 
     def kill_overdue(self) -> None:
         if self.kill_at is not None and time.monotonic() >= self.kill_at:
+            trace("agent-sigkill")
             for pid in self.pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -248,6 +252,7 @@ def _wait(workers: _Workers) -> int:
             continue
         local_rank = workers.pids.pop(pid, None)
         code = os.waitstatus_to_exitcode(status)
+        trace("worker-exit", code=code, stop=workers.stop_requested)
         if local_rank is not None and code != 0 and failed is None and not workers.stop_requested:
             failed = (local_rank, code)
             print(f"tide agent: worker {local_rank} exited with code {code}; stopping the others",
@@ -264,6 +269,7 @@ def run(launch: Launch, entry: Callable[[int], None], workers_file: str | None) 
     signal.signal(signal.SIGTERM, workers.on_signal)
     signal.signal(signal.SIGINT, workers.on_signal)
     master_port = rendezvous(launch)
+    trace("formed", node=launch.node_rank, run_id=launch.run_id)
     print(f"tide agent: launch {launch.run_id} formed: node {launch.node_rank} of {launch.nnodes}, "
           f"{launch.nproc} worker(s), store {launch.host}:{master_port}", file=sys.stderr, flush=True)  # fmt: skip
     if workers_file:

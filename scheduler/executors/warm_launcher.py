@@ -38,6 +38,7 @@ import torch.distributed.run as torchrun
 from torch.nn.parallel import DistributedDataParallel  # noqa: F401 - preloaded for the workers
 
 from scheduler.executors import warm_agent
+from scheduler.executors.trace import trace
 
 WORKERS_FILE = "TIDE_WORKERS_FILE"
 
@@ -96,6 +97,7 @@ def _exit(code: int) -> NoReturn:
 
 def run_script(path: str, argv: list[str], module: bool) -> NoReturn:
     """A worker: the user's training script (or ``-m`` module), unchanged, as ``python -u`` would run it."""
+    trace("worker-start", rank=os.environ.get("RANK"))
     _unbuffered()
     sys.argv = [path, *argv]
     sys.path.insert(0, os.getcwd() if module else str(Path(path).resolve().parent))
@@ -114,6 +116,7 @@ def run_script(path: str, argv: list[str], module: bool) -> NoReturn:
     except BaseException:
         traceback.print_exc()
         code = 1
+    trace("worker-script-returned", code=code)
     _exit(code)
 
 
@@ -129,6 +132,7 @@ def main() -> None:
     spec_file = Path(sys.argv[1])
     spec_file.with_suffix(".warm").touch()  # the pool hands out warm launchers first
     spec = _wait_for(spec_file)
+    trace("launcher-got-spec")
     _redirect(spec["log"])
     os.environ.update(spec["env"])
     argv: list[str] = spec["argv"]
@@ -147,6 +151,7 @@ def main() -> None:
         run_script(script, rest, bool(args.module))
 
     code = warm_agent.run(launch, entry, os.environ.get(WORKERS_FILE))
+    trace("launcher-exit", code=code)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
