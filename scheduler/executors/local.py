@@ -12,6 +12,9 @@ Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping 
 
 A job whose command is a torchrun launch (``torchrun.uses_torchrun``) gets the ``PET_*`` environment of a
 fixed-size launch (``torchrun_local``), and its observations say whether its workers started (``ready``).
+Every replica of a plain ``torchrun ARGS`` job runs in a launcher (``warm_pool``: an idle, pre-warmed one,
+else one started for it), which plays torchrun's agent when it can (``warm_agent``) and hands over to
+torchrun otherwise; so all replicas of a launch take the same path.
 The executor supports the engine's coordinated restart (``coordinated_restarts``): a replica id may be
 started again once its earlier process was observed to exit and was forgotten.
 """
@@ -96,7 +99,8 @@ def visible_gpu_count() -> int:
 
 
 def warm_launchers(nodes: tuple[Node, ...]) -> int:
-    """Idle warm launchers to keep: ``$TIDE_WARM_LAUNCHERS``, else one per GPU up to 8 (0: none)."""
+    """Idle warm launchers to keep: ``$TIDE_WARM_LAUNCHERS``, else one per GPU up to 8 (0: none kept idle;
+    each replica then gets a launcher started for it)."""
     raw = os.environ.get("TIDE_WARM_LAUNCHERS", "")
     return int(raw) if raw.isdigit() else min(8, sum(n.gpus for n in nodes))
 
