@@ -55,6 +55,7 @@ class TideJob:
         return self.current
 
     def start(self, n: int) -> None:
+        self.prepare(n)  # a job's first launch takes launchers from the pool too
         if n < BIG:
             self._claim()
         command = ["torchrun", str(self.script), "--steps", "10000000", "--ckpt-every", str(self.cfg.ckpt_every),
@@ -74,6 +75,8 @@ class TideJob:
         refill (it does once every launch formed), so that a resize seconds after the previous one is not
         timed against launchers still importing torch. Bounded; a cold pool only makes the figure worse."""
         pool = self.data / "replicas" / "pool"
+        if not pool.is_dir():
+            return  # made at the service's first torchrun launch
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self._warm_idle(pool) < n:
             time.sleep(0.2)

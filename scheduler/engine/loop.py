@@ -52,7 +52,7 @@ from scheduler.store.mapper import load_state
 from scheduler.store.models import NodeRow, ReplicaRow
 
 log = logging.getLogger(__name__)
-RELEASE_POLL_SECONDS = 0.2
+RELEASE_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)

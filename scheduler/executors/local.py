@@ -12,6 +12,9 @@ Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping 
 
 A job whose command is a torchrun launch (``torchrun.uses_torchrun``) gets the ``PET_*`` environment of a
 fixed-size launch (``torchrun_local``), and its observations say whether its workers started (``ready``).
+Every replica of a plain ``torchrun ARGS`` job runs in a launcher (``warm_pool``: an idle, pre-warmed one,
+else one started for it), which plays torchrun's agent when it can (``warm_agent``) and hands over to
+torchrun otherwise; so all replicas of a launch take the same path.
 The executor supports the engine's coordinated restart (``coordinated_restarts``): a replica id may be
 started again once its earlier process was observed to exit and was forgotten.
 """
@@ -35,9 +38,11 @@ from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
 from scheduler.executors.torchrun import uses_torchrun
 from scheduler.executors.torchrun_local import REPLICA_UID, TorchrunLaunches, argv_for, with_workers
+from scheduler.executors.trace import trace
 from scheduler.executors.warm_pool import WarmPool, eligible
 
 MAX_LOG_READ_BYTES = 1 << 20
+REFILL_DELAY_S = 2.0  # after a launch formed, before the pool of warm launchers refills
 
 
 @dataclass
@@ -94,7 +99,8 @@ def visible_gpu_count() -> int:
 
 
 def warm_launchers(nodes: tuple[Node, ...]) -> int:
-    """Idle warm launchers to keep: ``$TIDE_WARM_LAUNCHERS``, else one per GPU up to 8 (0: none)."""
+    """Idle warm launchers to keep: ``$TIDE_WARM_LAUNCHERS``, else one per GPU up to 8 (0: none kept idle;
+    each replica then gets a launcher started for it)."""
     raw = os.environ.get("TIDE_WARM_LAUNCHERS", "")
     return int(raw) if raw.isdigit() else min(8, sum(n.gpus for n in nodes))
 
@@ -131,6 +137,7 @@ class LocalExecutor:
         self._torchrun = TorchrunLaunches()
         self._pool_size = warm_launchers(nodes)
         self._pool: WarmPool | None = None
+        self._formed_at = 0.0  # when a torchrun launch last formed
         self._real_gpus = real_gpus
         self.state_dir = data_dir / "replicas"
         self.log_dir = data_dir / "logs"
@@ -189,6 +196,7 @@ class LocalExecutor:
         )
         self._records[spec.replica_id] = record
         self._save(record)
+        trace("spawned", replica=spec.index, job=spec.job)
         return self._observation(record)
 
     def stop(self, replica_id: int, grace: float) -> None:
@@ -196,6 +204,7 @@ class LocalExecutor:
         if record is None or record.exit_code is not None or record.stop_sent_at is not None:
             return
         record.stop_sent_at = time.time()
+        trace("sigterm", replica=record.index, job=record.job)
         record.grace = max(grace, 0.0)
         self._signal(record, signal.SIGKILL if grace <= 0 else signal.SIGTERM)
         record.killed = grace <= 0
@@ -238,8 +247,11 @@ class LocalExecutor:
         with log.open("ab") as out:
             out.write(header.encode())
         pool = self._warm_pool(spec)
-        launcher = pool.take(env, spec.argv, log) if pool is not None else None
-        if launcher is not None:
+        if pool is not None:
+            try:
+                launcher = pool.take(env, spec.argv, log)
+            except OSError as error:
+                raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
             return _Started(
                 launcher.pid, str(launcher.exit_file), launcher.marker, str(launcher.workers_file)
             )
@@ -252,8 +264,10 @@ class LocalExecutor:
             raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
 
     def _warm_pool(self, spec: LaunchSpec) -> WarmPool | None:
-        """The pool of warm launchers, made at the first plain ``torchrun`` launch (None: disabled)."""
-        if self._pool_size <= 0 or not eligible(spec.argv):
+        """The launchers of plain ``torchrun`` commands (None: another command), made at the first one.
+        Every replica of such a job runs in a launcher (an idle one, else one started for it), so that all
+        replicas of a launch take the same path (``warm_agent``'s rendezvous or torchrun's)."""
+        if not eligible(spec.argv):
             return None
         if self._pool is None:
             self._pool = WarmPool(self.state_dir, self._instance, spawn_shim, self._pool_size)
@@ -266,15 +280,19 @@ class LocalExecutor:
 
     def _check_workers(self) -> None:
         """Mark torchrun replicas whose workers started: their launch formed (one /proc pass for all).
-        Once every launch formed, refill the pool of warm launchers (off a resize's critical path)."""
+        A warm launcher's workers create its workers file; a cold ``torchrun`` (or a launcher that handed
+        over to one) is seen by its workers' ``TIDE_REPLICA_UID``. Refill the pool of warm launchers once no
+        launch formed for ``REFILL_DELAY_S`` (off a resize's critical path and its first steps)."""
+        now = time.time()
         waiting = [r for r in self._records.values() if r.torchrun and not r.ready and r.exit_code is None]
-        cold = {self._uid(r.replica_id): r for r in waiting if r.workers_file is None}
-        found = [cold[uid] for uid in with_workers(cold)] if cold else []
-        found += [r for r in waiting if r.workers_file is not None and Path(r.workers_file).exists()]
+        found = [r for r in waiting if r.workers_file is not None and Path(r.workers_file).exists()]
+        unseen = {(r.marker or self._uid(r.replica_id)): r for r in waiting if r not in found}
+        found += [unseen[uid] for uid in with_workers(unseen)] if unseen else []
         for record in found:
             record.ready = True
+            self._formed_at = now
             self._save(record)
-        if self._pool is not None and len(found) == len(waiting):
+        if self._pool is not None and now - self._formed_at >= REFILL_DELAY_S:
             self._pool.refill()
 
     def _alive(self, record: _Record) -> bool:
@@ -298,6 +316,7 @@ class LocalExecutor:
                 self._save(record)
             return
         record.exit_code = self._exit_code(record)
+        trace("noticed-exit", replica=record.index, code=record.exit_code, job=record.job)
         self._signal(record, signal.SIGKILL)  # leftovers of the group, if the command forked any
         self._save(record)
 

@@ -2,75 +2,49 @@
 
 Contract: started by the local executor's pool (``warm_pool``) under the shim, as
 ``python -c "from scheduler.executors import warm_launcher as m; m.main()" SPEC_FILE``. It imports torch
-and torchrun's launcher, builds a throw-away optimiser (the first one imports ``torch._dynamo``: ~1 s),
-starts a single-threaded fork server that preloads this module, creates ``SPEC_FILE`` with the suffix
-``.warm`` (it is ready), then waits for ``SPEC_FILE`` to appear:
-one JSON object ``{"env", "argv", "log"}``. It then sends its output to ``log``, applies ``env`` and runs
-torchrun's launcher in-process on ``argv`` (torchrun's arguments, without ``torchrun``) with start method
-``forkserver``: the workers are forked from the preloaded server and run the training script unchanged
-(``runpy``, ``sys.argv`` set, the replica's env applied again), so no process of a launch imports torch.
-A worker sends its output to the replica's log too (``$TIDE_REPLICA_LOG``: the fork server's output is
-the pool's) and creates ``$TIDE_WORKERS_FILE`` when it starts: the launch formed. Exit status: 0 when the worker
-group succeeded, 1 when it failed, 143 when stopped by SIGTERM (workers closed, interpreter teardown
-skipped). Never initialises CUDA itself: only workers touch the GPU. This module imports torch: the service
-never imports it (docs/elastic-resize.md, "The warm launcher").
+and torchrun's launcher and builds a throw-away optimiser (the first one imports ``torch._dynamo``: ~1 s,
+4 s with four of them on two busy cores), creates ``SPEC_FILE`` with the suffix ``.warm`` (it is ready),
+then waits for ``SPEC_FILE`` to appear: one JSON object ``{"env", "argv", "log"}``. It sends its output to
+``log``, applies ``env`` and parses ``argv`` (torchrun's arguments, without ``torchrun``) with torchrun's
+own parser.
+
+When ``warm_agent.plan`` accepts the launch (a fixed-size launch of a script; see there), this process plays
+torchrun's agent (``warm_agent.run``): no rendezvous round trips, no agent threads, and the workers are
+forked from this preloaded process, so no process of a launch imports torch. A worker runs the training
+script unchanged as torchrun's would (``runpy``, ``sys.argv`` set, the script's directory first on
+``sys.path``, unbuffered output, ``$TIDE_WORKERS_FILE`` created once the launch formed), then runs the
+``atexit`` handlers and exits without the interpreter's teardown (seconds with torch loaded: the script has
+returned, its files are closed). Exit status: 0 when every worker returned 0, 1 when one failed, 143 when
+stopped by SIGTERM. Otherwise (or with ``TIDE_TORCHRUN_AGENT=torchrun``) it replaces itself with torchrun
+(``python -m torch.distributed.run ARGV``): the plain, cold path. Never initialises CUDA itself: only
+workers touch the GPU. This module imports torch: the service never imports it (docs/elastic-resize.md).
 """
 
 from __future__ import annotations
 
+import atexit
+import io
 import json
-import multiprocessing
 import os
 import runpy
-import signal
 import sys
 import time
-from multiprocessing import forkserver
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed.run as torchrun
-from torch.distributed.elastic.multiprocessing import api as mp_api
-from torch.distributed.elastic.multiprocessing.api import SignalException
-from torch.distributed.launcher.api import elastic_launch
+from torch.nn.parallel import DistributedDataParallel  # noqa: F401 - preloaded for the workers
+
+from scheduler.executors import warm_agent
+from scheduler.executors.trace import trace
 
 WORKERS_FILE = "TIDE_WORKERS_FILE"
-LOG_FILE = "TIDE_REPLICA_LOG"
-STOPPED_EXIT = 143
-_original_close = mp_api.MultiprocessContext._close
-
-
-def _close_releasing_finished(self: Any, death_sig: signal.Signals, timeout: int = 30) -> None:
-    # A worker that returned waits for this event before it exits; torch sets it only on success, so a
-    # worker that saved and returned on SIGTERM would wait for SIGKILL (torch 2.13, pinned).
-    self._worker_finished_event.set()
-    _original_close(self, death_sig, timeout)
-
-
-def worker(env: dict[str, str], path: str, *argv: str) -> None:
-    """The entrypoint of one worker (forked from the fork server): the user's script, unchanged."""
-    os.environ.update(env)  # the server predates the replica's env; torchrun's RANK etc. are set already
-    _redirect(os.environ[LOG_FILE])  # the fork server's output is the pool's, not this replica's
-    marker = os.environ.get(WORKERS_FILE)
-    if marker:
-        Path(marker).touch()
-    sys.argv = [path, *argv]
-    try:
-        runpy.run_path(path, run_name="__main__")
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        if code:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
 
 
 def _warm_up() -> None:
-    mp_api.MultiprocessContext._close = _close_releasing_finished  # type: ignore[method-assign]
-    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
-    multiprocessing.set_forkserver_preload([__name__])
-    forkserver.ensure_running()
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # the lazy torch._dynamo import
 
 
 def _wait_for(spec_file: Path) -> dict[str, Any]:
@@ -102,24 +76,82 @@ def _redirect(log: str) -> None:
     os.close(fd)
 
 
+def _unbuffered() -> None:
+    """What ``python -u`` (torchrun's worker command) gives: output written through at once."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        raw = open(fd, "wb", buffering=0, closefd=False)  # noqa: SIM115 - lives as long as the process
+        stream = io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, write_through=True)
+        setattr(sys, name, stream)
+
+
+def _exit(code: int) -> NoReturn:
+    """Exit as the interpreter would, minus its teardown: ``atexit`` handlers run, output is flushed."""
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run_script(path: str, argv: list[str], module: bool) -> NoReturn:
+    """A worker: the user's training script (or ``-m`` module), unchanged, as ``python -u`` would run it."""
+    trace("worker-start", rank=os.environ.get("RANK"))
+    _unbuffered()
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.getcwd() if module else str(Path(path).resolve().parent))
+    code = 0
+    try:
+        if module:
+            runpy.run_module(path, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as stop:
+        if isinstance(stop.code, int) or stop.code is None:
+            code = stop.code or 0
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    trace("worker-script-returned", code=code)
+    _exit(code)
+
+
+def _torchrun(argv: list[str]) -> NoReturn:
+    """torchrun's own launcher, in place of this process (cold: its workers import torch again)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", *argv])
+
+
 def main() -> None:
     _warm_up()
     spec_file = Path(sys.argv[1])
     spec_file.with_suffix(".warm").touch()  # the pool hands out warm launchers first
     spec = _wait_for(spec_file)
+    trace("launcher-got-spec")
     _redirect(spec["log"])
-    env: dict[str, str] = spec["env"]
-    os.environ.update(env)
-    args = torchrun.parse_args(spec["argv"])  # type: ignore[no-untyped-call]
-    config, _, _ = torchrun.config_from_args(args)
-    config.start_method = "forkserver"
+    os.environ.update(spec["env"])
+    argv: list[str] = spec["argv"]
     try:
-        elastic_launch(config, worker)(env, args.training_script, *args.training_script_args)
-    except SignalException:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(STOPPED_EXIT)
-    except Exception as error:  # the worker group failed: torchrun already printed why
-        print(f"tide warm launcher: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        sys.exit(1)
-    sys.exit(0)
+        args = torchrun.parse_args(argv)  # type: ignore[no-untyped-call]
+    except SystemExit:
+        _torchrun(argv)  # torchrun prints the usage error itself
+    launch = warm_agent.plan(args, os.environ)
+    if isinstance(launch, str):
+        print(f"tide launcher: torchrun's own agent runs this launch: {launch}", file=sys.stderr, flush=True)
+        _torchrun(argv)
+    script: str = args.training_script
+    rest: list[str] = list(args.training_script_args)
+
+    def entry(local_rank: int) -> None:
+        run_script(script, rest, bool(args.module))
+
+    code = warm_agent.run(launch, entry, os.environ.get(WORKERS_FILE))
+    trace("launcher-exit", code=code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

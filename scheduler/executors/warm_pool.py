@@ -1,14 +1,15 @@
-"""Pre-started warm torchrun launchers of the local executor (docs/elastic-resize.md, "The warm launcher").
+"""Launchers of the local executor's torchrun replicas, kept warm ahead of need (docs/elastic-resize.md).
 
-Contract: ``WarmPool(state_dir, spawn, size)`` keeps up to ``size`` idle launchers
+Contract: ``WarmPool(state_dir, instance, spawn, size)`` keeps up to ``size`` idle launchers
 (``warm_launcher``), each a process tree started by ``spawn`` (the executor's: shim, own session, the
 pool's ``TIDE_REPLICA_UID`` marker) with its output in ``state_dir/pool/N.log``. ``take(env, argv, log)``
 hands one launcher a replica (torchrun's arguments, the replica's env, its log file) by writing its spec
-file (warm ones first: a launcher marks itself ``N.warm`` once it is ready), and returns the ``Launcher`` (pid, its exit file, its kill marker, the file its workers create);
-None when the pool is empty (the executor then starts a cold ``torchrun``). ``refill()`` starts launchers
-up to ``size`` (called after a launch, outside the resize's critical path); ``close()`` kills the idle
-ones. A launcher still importing torch when it is taken just starts its replica once it is ready.
-Launchers are used for plain ``torchrun`` commands only (``eligible``).
+file (warm ones first: a launcher marks itself ``N.warm`` once it is ready; a new one when none is idle),
+and returns the ``Launcher`` (pid, its exit file, its kill marker, the file its workers create).
+``refill()`` starts launchers up to ``size`` (the executor calls it once no launch formed for a moment,
+off a resize's critical path); ``close()`` kills the idle ones. A launcher still importing torch when it
+is taken just starts its replica once it is ready. Used for plain ``torchrun`` commands only
+(``eligible``).
 """
 
 from __future__ import annotations
@@ -82,19 +83,23 @@ class WarmPool:
         """Idle launchers done warming up."""
         return sum(1 for launcher in self.idle if _warm_file(launcher).exists())
 
-    def take(self, env: Mapping[str, str], argv: tuple[str, ...], log: Path) -> Launcher | None:
+    def take(self, env: Mapping[str, str], argv: tuple[str, ...], log: Path) -> Launcher:
+        """An idle launcher (warm ones first) for this replica, else a new one started for it."""
         self.idle.sort(key=lambda launcher: not _warm_file(launcher).exists())
         while self.idle:
             launcher = self.idle.pop(0)
             if _alive(launcher.pid):
-                files = {"TIDE_WORKERS_FILE": str(launcher.workers_file), "TIDE_REPLICA_LOG": str(log)}
-                spec = {"env": {**env, **files}, "argv": list(argv[1:]),
-                        "log": str(log)}  # fmt: skip
-                tmp = launcher.spec_file.with_suffix(".tmp")
-                tmp.write_text(json.dumps(spec))
-                os.replace(tmp, launcher.spec_file)
-                return launcher
-        return None
+                return self._hand(launcher, env, argv, log)
+        return self._hand(self._start(), env, argv, log)
+
+    @staticmethod
+    def _hand(launcher: Launcher, env: Mapping[str, str], argv: tuple[str, ...], log: Path) -> Launcher:
+        files = {"TIDE_WORKERS_FILE": str(launcher.workers_file), "TIDE_REPLICA_LOG": str(log)}
+        spec = {"env": {**env, **files}, "argv": list(argv[1:]), "log": str(log)}
+        tmp = launcher.spec_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(spec))
+        os.replace(tmp, launcher.spec_file)
+        return launcher
 
     def close(self) -> None:
         for launcher in self.idle:
