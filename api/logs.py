@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 import uuid
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -63,9 +64,18 @@ def formatter(fmt: str) -> logging.Formatter:
     raise ValueError(f"unknown log format {fmt!r}: use {' or '.join(FORMATS)}")
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes each record to ``sys.stderr`` as it is at that moment, not as it was when logging was set up
+    (a CLI runner or a test that swapped ``sys.stderr`` and closed its stream must not break later logging)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure_logging(level: str, fmt: str) -> None:
     """Route every log line (Tide's and uvicorn's) through one root handler in ``fmt``."""
-    handler = logging.StreamHandler()
+    handler = _StderrHandler()
     handler.setFormatter(formatter(fmt))
     root = logging.getLogger()
     for old in list(root.handlers):

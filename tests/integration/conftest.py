@@ -8,6 +8,7 @@ loudly. ``make_service`` starts services (``servicekit.RunningService``) and sto
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,23 @@ import pytest
 from servicekit import RunningService, kill_leftovers, settings_for
 
 from scheduler.executors.base import Executor
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """A test that runs ``tide serve`` in-process configures the root logger; put it back afterwards so
+    that later tests (the CLI's ``--json`` output above all) do not get its log lines."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+
 
 PG_URL = os.environ.get("TIDE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
