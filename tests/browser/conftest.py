@@ -74,8 +74,10 @@ def chromium() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium: Path) -> Iterator[Any]:
+    # Module scope, not session: Playwright's sync API leaves its event loop marked running in this thread
+    # until it stops, so later tests that call asyncio.run() would fail.
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
             executable_path=str(chromium), args=["--no-sandbox", "--headless"]
