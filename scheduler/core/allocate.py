@@ -267,7 +267,10 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
     k = min(job.max_replicas - act, owed // g, ledger.room(job) // g)
     if k <= 0:
         return
-    for count, r2 in ((k, False), (min(k, -(-short // g)), True)):
+    # the guarantee's share of the growth, then (when that is several replicas and none could be made room
+    # for) one replica: part of what is owed now beats all of it later (node-targeted reclaim is for one)
+    r2_count = min(k, -(-short // g))
+    for count, r2 in ((k, False), (r2_count, True), (1 if r2_count > 1 else 0, True)):
         if count <= 0 or (r2 and short <= 0):
             continue
         if ledger.free.slots(g) >= count:
