@@ -3,9 +3,11 @@
 Contract: ``consolidate(ledger, claim, count)`` runs after reclaim has failed. For each replica still
 missing it picks the node closest to fitting one (most GPUs free or being released, big enough), holds what
 that node has for the claimant, and moves small preemptible replicas off it: each is stopped and GPUs are
-held for it on a free node elsewhere, so it restarts there next cycle. A moved job's project keeps its GPU
-count (GPUs released = GPUs held), so no project drops below its fair share (R7); it moves only jobs that
-are not settling and not interactive (R3), and never a master without its whole job (R5). On failure the
+held for it on a free node elsewhere, so it restarts there next cycle. Single replicas move first (elastic
+extras, one-replica jobs), then whole jobs whose every replica is on that node (master and workers
+together). A moved job's project keeps its GPU count (GPUs released = GPUs held), so no project drops below
+its fair share (R7); it moves only jobs that are not settling and not interactive (R3), and never a master
+without its whole job (R5). On failure the
 ledger is rolled back and ``None`` is returned; on success the replicas moved.
 
 KAI-Scheduler's consolidation action does the same (victims must all be re-placed); here it serves only the
