@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 
 from scheduler.core import explain
@@ -60,13 +61,15 @@ class Claims:
         default_factory=dict
     )
     failed_holds: set[tuple[tuple[str, int, int, int, bool], tuple[int, int]]] = field(default_factory=set)
+    # whether the plan explains waiting jobs (R13 notes); if not, outcomes that only notes read are not kept
+    explain: bool = True
 
 
 def restore_gangs(ledger: Ledger, claims: Claims) -> None:
     """A running job below ``min_replicas`` (a node was lost) gets its replicas back now, or goes back to
     pending whole, so that no gang sits below its minimum holding GPUs (R8)."""
-    for key, job in ledger.jobs.items():  # in key order
-        act = ledger.active[key]
+    for key in ledger.running:  # in key order; limits (step 2) only took replicas away
+        job, act = ledger.jobs[key], ledger.active[key]
         if not act or len(act) >= job.min_replicas:
             continue
         missing = job.min_replicas - len(act)
@@ -86,7 +89,7 @@ def restore_gangs(ledger: Ledger, claims: Claims) -> None:
 def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
     """Owed claims first (those that keep their project within fair share), then borrowers'."""
     queues = _queues(ledger)
-    borrowers: dict[str, list[Job]] = {}
+    borrowers: dict[str, deque[Job]] = {}
     head_of_line: set[str] = set()
     heap = [(_rank(ledger, p), p) for p in sorted(queues)]
     heapq.heapify(heap)
@@ -94,7 +97,7 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
         _, project = heapq.heappop(heap)
         queue = queues[project]
         while queue and not _owed(ledger, queue[0]):
-            job = queue.pop(0)
+            job = queue.popleft()
             if _blocked_start(ledger, job):
                 if (_shape(job), ledger.version()) not in claims.failed_holds and _hold_place(
                     ledger, order, claims, job, head_of_line
@@ -102,7 +105,19 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
                     continue  # it keeps its place in its project's line: younger jobs do not take its GPUs
                 claims.failed_holds.add((_shape(job), ledger.version()))
                 claims.held_in_vain.add(job.key)
-            borrowers.setdefault(project, []).append(job)  # its turn comes in the borrowing phase
+            waiting = borrowers.setdefault(project, deque())
+            waiting.append(job)  # its turn comes in the borrowing phase
+            # pending jobs of the same shape right behind it go the same way on this unchanged ledger: not owed,
+            # and blocked with a hold that failed for their shape, or not blocked (``_shape``)
+            if not ledger.active[job.key]:
+                held = job.key in claims.held_in_vain
+                while queue and _same_pending(ledger, job, queue[0]):
+                    nxt = queue.popleft()
+                    if held and not claims.explain:
+                        continue  # its turn would only record why it waits, which nobody reads
+                    waiting.append(nxt)
+                    if held:
+                        claims.held_in_vain.add(nxt.key)
         if not queue:
             continue
         _serve(ledger, order, claims, queue, head_of_line)
@@ -118,9 +133,9 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
 
 
 def _serve(
-    ledger: Ledger, order: VictimOrder, claims: Claims, queue: list[Job], head_of_line: set[str]
+    ledger: Ledger, order: VictimOrder, claims: Claims, queue: deque[Job], head_of_line: set[str]
 ) -> None:
-    job = queue.pop(0)
+    job = queue.popleft()
     if job.key in ledger.released:
         return  # a victim of this cycle claims again in the next one, once its replicas have stopped
     if not ledger.active[job.key]:
@@ -140,22 +155,22 @@ def _owed(ledger: Ledger, job: Job) -> bool:
     return _entitled(ledger, job, job.min_replicas * job.gpus_per_replica)
 
 
-def _queues(ledger: Ledger) -> dict[str, list[Job]]:
+def _queues(ledger: Ledger) -> dict[str, deque[Job]]:
     queues: dict[str, list[Job]] = {}
+    active, released, started, stopping = ledger.active, ledger.released, ledger.started, ledger.stopping
+    elastic = ledger.config.elastic
     for key, job in ledger.jobs.items():
-        act = ledger.active[key]
-        if key in ledger.released or key in ledger.started:
+        if key in released or key in started:
             continue  # touched already this cycle (limits, restores)
-        if key in ledger.stopping:
+        if key in stopping:
             continue  # resized again only once its stopping replicas have exited (no index reused)
-        if act and (len(act) >= job.max_replicas or not ledger.config.elastic):
+        act = active[key]
+        if act and (len(act) >= job.max_replicas or not elastic):
             continue
         queues.setdefault(job.project, []).append(job)
     for jobs in queues.values():
-        jobs.sort(
-            key=lambda j: (-j.priority, not j.interactive, bool(ledger.active[j.key]), j.submitted_at, j.name)
-        )
-    return queues
+        jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key]), j.submitted_at, j.name))
+    return {p: deque(jobs) for p, jobs in queues.items()}
 
 
 def _rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
@@ -168,7 +183,7 @@ def _rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
 
 
 def _serve_start(
-    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str], *, queue: list[Job]
+    ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str], *, queue: deque[Job]
 ) -> None:
     k, g = job.min_replicas, job.gpus_per_replica
     blocked = explain.blocked_by_caps(ledger, job, k * g)
@@ -176,7 +191,13 @@ def _serve_start(
         _record(claims, job, blocked, waiting=True)
         return
     if job.key in claims.held_in_vain:
-        _record(claims, job, explain.pending(ledger, job, k * g, entitled=False), waiting=True)
+        reason = explain.pending(ledger, job, k * g, entitled=False)
+        _record(claims, job, reason, waiting=True)
+        # the same-shape held jobs right behind it fare alike on this unchanged ledger (see ``_fail_alike``)
+        while queue and queue[0].key in claims.held_in_vain and _same_pending(ledger, job, queue[0]):
+            nxt = queue.popleft()
+            if claims.explain:
+                _record(claims, nxt, reason, waiting=True)
         return
     entitled_before = claims.failed_starts.get((_shape(job), ledger.version()))
     if entitled_before is not None:
@@ -200,21 +221,27 @@ def _serve_start(
     _record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
 
 
-def _fail_alike(ledger: Ledger, claims: Claims, job: Job, queue: list[Job], entitled: bool) -> None:
+def _fail_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], entitled: bool) -> None:
     """A start that failed before on this ledger, and the pending jobs of the same shape right behind it in
     its project's line: they would each fail the same way, one after the other (a failure changes neither
     the ledger nor the project's rank, so the project stays first in turn), so they are recorded at once."""
-    shape = _shape(job)
     reason = explain.pending(ledger, job, job.min_replicas * job.gpus_per_replica, entitled=entitled)
     _record(claims, job, reason, waiting=True)
-    while queue and _shape(nxt := queue[0]) == shape and _plain_pending(ledger, claims, nxt):
-        queue.pop(0)
-        _record(claims, nxt, reason, waiting=True)
+    while queue and _same_pending(ledger, job, nxt := queue[0]) and nxt.key not in claims.held_in_vain:
+        queue.popleft()
+        if claims.explain:
+            _record(claims, nxt, reason, waiting=True)
 
 
-def _plain_pending(ledger: Ledger, claims: Claims, job: Job) -> bool:
+def _same_pending(ledger: Ledger, job: Job, other: Job) -> bool:
+    """Whether ``other`` (behind ``job`` in the same project's line) is a pending job of the same ``_shape``."""
     return (
-        not ledger.active[job.key] and job.key not in ledger.released and job.key not in claims.held_in_vain
+        other.gpus_per_replica == job.gpus_per_replica
+        and other.min_replicas == job.min_replicas
+        and other.priority == job.priority
+        and other.interactive == job.interactive
+        and not ledger.active[other.key]
+        and other.key not in ledger.released
     )
 
 
@@ -240,7 +267,10 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
     k = min(job.max_replicas - act, owed // g, ledger.room(job) // g)
     if k <= 0:
         return
-    for count, r2 in ((k, False), (min(k, -(-short // g)), True)):
+    # the guarantee's share of the growth, then (when that is several replicas and none could be made room
+    # for) one replica: part of what is owed now beats all of it later (node-targeted reclaim is for one)
+    r2_count = min(k, -(-short // g))
+    for count, r2 in ((k, False), (r2_count, True), (1 if r2_count > 1 else 0, True)):
         if count <= 0 or (r2 and short <= 0):
             continue
         if ledger.free.slots(g) >= count:
@@ -357,12 +387,12 @@ def _ahead_in_line(ledger: Ledger, job: Job) -> int:
     """GPUs its project held at the start of the cycle in jobs ahead of this one in the project's line
     (younger ones do not count). Prefix sums per project, built once per cycle."""
     line = ledger.line_cache.get(job.project)
-    if line is None:
-        jobs = sorted((ledger.jobs[k] for k in ledger.by_project[job.project]), key=_line_key)
-        prefix = [0]
+    if line is None:  # only jobs that held GPUs count: pending ones add nothing to the sums
         held = ledger.held_gpus
+        jobs = sorted((ledger.jobs[k] for k in ledger.by_project[job.project] if held.get(k)), key=_line_key)
+        prefix = [0]
         for j in jobs:
-            prefix.append(prefix[-1] + held.get((j.project, j.name), 0))
+            prefix.append(prefix[-1] + held[j.key])
         line = ([_line_key(j) for j in jobs], prefix)
         ledger.line_cache[job.project] = line
     return line[1][bisect.bisect_left(line[0], _line_key(job))]
@@ -394,20 +424,27 @@ def _record(claims: Claims, job: Job, reason: str, *, waiting: bool) -> None:
 def grow_idle(ledger: Ledger, claims: Claims) -> None:
     """R4 + R9: idle GPUs go to elastic jobs below max, project furthest below its fair share first."""
     queues: dict[str, list[Job]] = {}
-    for key, job in ledger.jobs.items():
-        act = ledger.active[key]
+    if not ledger.config.elastic:
+        return
+    # the jobs running now: those running in the snapshot and those started this cycle, in key order
+    last = None
+    for key in heapq.merge(ledger.running, sorted(ledger.started)):
+        if key == last:
+            continue
+        last = key
+        job, act = ledger.jobs[key], ledger.active[key]
         if not act or len(act) >= job.max_replicas or key in ledger.released or key in claims.outcomes:
             continue
-        if ledger.settling(job) or not ledger.config.elastic or key in ledger.stopping:
+        if ledger.settling(job) or key in ledger.stopping:
             continue
         queues.setdefault(job.project, []).append(job)
     for jobs in queues.values():
-        jobs.sort(key=lambda j: (-j.priority, j.submitted_at, j.name))
+        jobs.sort(key=lambda j: (-j.priority, j.submitted_at, j.name), reverse=True)  # served from the end
     heap = [(_gap(ledger, p), p) for p in sorted(queues)]
     heapq.heapify(heap)
     while heap and ledger.free.total() > 0:
         _, project = heapq.heappop(heap)
-        job = queues[project].pop(0)
+        job = queues[project].pop()
         g = job.gpus_per_replica
         k = min(job.max_replicas - len(ledger.active[job.key]), ledger.room(job) // g, ledger.free.slots(g))
         if k > 0:

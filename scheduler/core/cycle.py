@@ -28,23 +28,26 @@ from scheduler.core.plan import Action, Decision, JobNote, Placement, Plan, Proj
 from scheduler.core.preemption import VictimOrder, enforce_limits
 
 
-def plan_cycle(state: ClusterState, config: Config, *, now: float) -> Plan:
+def plan_cycle(state: ClusterState, config: Config, *, now: float, explain_waiting: bool = True) -> Plan:
+    """Plan one cycle. ``explain_waiting=False`` leaves out the plan's ``notes`` (R13: why each job waits and
+    its place in line), and only them: a replay that never reads them (the simulator) saves their cost; the
+    decisions, with their reasons, and the reservations are the same either way."""
     # A cycle allocates a few objects per job and frees them all at its end; the cyclic garbage collector
     # would walk the whole heap (the snapshot included) several times meanwhile: 20 % of a 51,200-GPU cycle.
     # So it is paused for the cycle and collects afterwards as usual; the plan does not depend on it.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _plan(state, config, now)
+        return _plan(state, config, now, explain_waiting)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _plan(state: ClusterState, config: Config, now: float) -> Plan:
+def _plan(state: ClusterState, config: Config, now: float, explain_waiting: bool) -> Plan:
     shares = fair_shares(state, config)  # 1
     ledger = Ledger(state, shares, config, now)
-    claims = Claims(outcomes={}, start_reasons={}, line=[])
+    claims = Claims(outcomes={}, start_reasons={}, line=[], explain=explain_waiting)
     order = VictimOrder(ledger)
     enforce_limits(ledger, order)  # 2
     restore_gangs(ledger, claims)  # 3
@@ -52,7 +55,7 @@ def _plan(state: ClusterState, config: Config, now: float) -> Plan:
     grow_idle(ledger, claims)  # 5
     return Plan(  # 6
         decisions=_decisions(ledger, claims),
-        notes=_notes(ledger, claims),
+        notes=_notes(ledger, claims) if explain_waiting else (),
         shares=_shares(state, ledger),
         department_shares=tuple(
             ProjectShare(d.name, d.deserved_gpus, shares.department[d.name], _dept_alloc(state, d.name), 0)
@@ -99,11 +102,7 @@ def _notes(ledger: Ledger, claims: Claims) -> tuple[JobNote, ...]:
 
 
 def _shares(state: ClusterState, ledger: Ledger) -> tuple[ProjectShare, ...]:
-    before = {p.name: 0 for p in state.projects}
-    for job in state.jobs:
-        if job.project in before:
-            before[job.project] += sum(r.gpus for r in job.replicas if not r.releasing)
-    s = ledger.shares
+    before, s = ledger.held_by_project, ledger.shares
     return tuple(
         ProjectShare(p.name, p.deserved_gpus, s.project[p.name], before[p.name], s.demand[p.name])
         for p in sorted(state.projects, key=lambda p: p.name)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import TypeAlias
 
 from scheduler.core.model import ClusterState, Config, Project
@@ -64,9 +65,9 @@ def project_cap(project: Project, demand: int, config: Config) -> int:
 def fair_shares(state: ClusterState, config: Config) -> Shares:
     total = sum(n.gpus for n in state.nodes if n.schedulable)
     demand = {p.name: 0 for p in state.projects}
-    for job in state.jobs:
+    for job in state.jobs:  # R1 demand: ``Job.demand_gpus``, inlined (this loop runs over every job)
         if job.project in demand:
-            demand[job.project] += job.demand_gpus
+            demand[job.project] += job.max_replicas * job.gpus_per_replica
     caps = {p.name: project_cap(p, demand[p.name], config) for p in state.projects}
     depts = {d.name: d for d in state.departments}
     members: dict[str, list[Project]] = {name: [] for name in depts}
@@ -110,7 +111,14 @@ def _project_claimant(p: Project, cap: int) -> Claimant:
 
 
 def divide(pool: int, claimants: Sequence[Claimant]) -> dict[str, int]:
-    """Divide ``pool`` whole GPUs among ``claimants`` (steps 1-3 of the module contract)."""
+    """Divide ``pool`` whole GPUs among ``claimants`` (steps 1-3 of the module contract).
+
+    A pure function of its arguments, so it is memoised: consecutive cycles mostly ask the same division."""
+    return dict(_divide(pool, tuple(claimants)))
+
+
+@lru_cache(maxsize=1024)
+def _divide(pool: int, claimants: tuple[Claimant, ...]) -> dict[str, int]:
     pool = max(pool, 0)
     # exact rationals throughout; they stay ints (much faster) until a level or a proportion needs a fraction
     base: dict[str, Rational] = {c.name: max(min(c.deserved, c.cap), 0) for c in claimants}

@@ -22,7 +22,7 @@ from scheduler.core.plan import Cause, Placement, Reservation
 
 JobKey = tuple[str, str]
 _by_index = attrgetter("index")
-_job_key = attrgetter("project", "name")
+_job_key = attrgetter("key")  # (project, name), computed once per job
 
 
 @dataclass(slots=True)
@@ -60,12 +60,17 @@ class Ledger:
     _top: dict[str, str] = field(default_factory=dict)
     _on_node: dict[str, list[JobKey]] = field(default_factory=dict)
     by_project: dict[str, list[JobKey]] = field(default_factory=dict)
+    running: list[JobKey] = field(
+        default_factory=list
+    )  # jobs with an active replica in the snapshot, key order
     largest_node: int = 0
     line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
     failed_consolidations: dict[int, int] = field(default_factory=dict)
     failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
+    # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"
+    held_by_project: dict[str, int] = field(default_factory=dict)
     _rollbacks: int = 0
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
@@ -90,25 +95,31 @@ class Ledger:
         for p in self.projects:
             self.alloc[p] = 0
             self.interactive[p] = 0
-        projects, alloc, interactive, stopping, held_gpus = (
+            self.held_by_project[p] = 0
+        projects, alloc, interactive, stopping, held_gpus, held_by_project = (
             self.projects,
             self.alloc,
             self.interactive,
             self.stopping,
             self.held_gpus,
+            self.held_by_project,
         )
+        jobs, active, by_project, running = self.jobs, self.active, self.by_project, self.running
+        for p in projects:
+            by_project[p] = []
+        rigid = not self.config.elastic
         # sorted once: every later walk over ``jobs`` is in key order, whatever the snapshot's order
         for job in sorted(self.state.jobs, key=_job_key):
             p = job.project
             if p not in projects:
                 continue
-            if not self.config.elastic and job.min_replicas != job.max_replicas:
+            if rigid and job.min_replicas != job.max_replicas:
                 job = replace(job, min_replicas=job.max_replicas)  # noqa: PLW2901 (the rigid view of the job)
-            key = (p, job.name)
-            self.jobs[key] = job
-            self.by_project.setdefault(p, []).append(key)
+            key = job.key
+            jobs[key] = job
+            by_project[p].append(key)
             if not job.replicas:
-                self.active[key] = []
+                active[key] = []
                 continue
             # a replica on a node missing from the snapshot is lost with its node
             live = []
@@ -127,8 +138,11 @@ class Ledger:
                     held_on[r.node] += r.gpus
             if len(live) > 1:
                 live.sort(key=_by_index)
-            self.active[key] = live
+            active[key] = live
             held_gpus[key] = held
+            held_by_project[p] += held
+            if live:
+                running.append(key)
             if gpus:
                 alloc[p] += gpus
                 if job.interactive:

@@ -37,8 +37,9 @@ class VictimOrder:
 
     def __init__(self, ledger: Ledger) -> None:
         by_project: dict[str, list[Job]] = {}
-        for job in ledger.jobs.values():
-            if job.preemptible and ledger.active[job.key]:
+        for key in ledger.running:
+            job = ledger.jobs[key]
+            if job.preemptible:
                 by_project.setdefault(job.project, []).append(job)
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():

@@ -10,7 +10,12 @@ are exact). ``Recorder.summary()`` returns plain numbers. Definitions (also prin
 - guarantee: ``g = min(deserved, demand)``;
   honoured = integral of min(alloc, g) / integral of g (time with g > 0).
 - below guarantee (R2): the project holds less than g *and* one of its jobs could take a step (start its
-  minimum gang, or grow one replica) without lifting it above g; the longest such stretch is reported.
+  minimum gang, or grow one replica) without lifting it above g. R2 promises that owed GPUs arrive within
+  grace + one cycle, so what is measured is how long owed GPUs wait, oldest first: each time the project is
+  below and g rises above every level still owed, the level g is owed from that moment; it is met once the
+  project holds ``min(level, g)`` GPUs (or is no longer below). ``longest_below`` is the longest such wait.
+  A project that stays below for hours because new jobs keep arriving, each served within a cycle or two,
+  waits a cycle or two; one that never gets the GPUs it was owed at some moment waits until it does.
 - borrowed: integral of max(0, alloc - deserved); lent: a project's unused quota times the fraction of all
   unused quota that borrowers used at that moment.
 - fairness: Jain's index of alloc / fair share over projects with demand and a fair share (1 = exact),
@@ -46,6 +51,8 @@ class ProjectTotals:
     below_since: float | None = None
     longest_below: float = 0.0
     below_episodes: int = 0
+    # (since, level): guarantee levels owed and not yet met, oldest (and lowest) first
+    owed: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -70,7 +77,7 @@ class Recorder:
     def observe(self, now: float, sample: Mapping[str, ProjectSample]) -> list[str]:
         """Close ``[last_time, now)`` with the previous sample; return projects that just fell below (R2)."""
         self._integrate(now - self.last_time)
-        fell = [p for p, s in sample.items() if self._track_below(p, s.starving, now)]
+        fell = [p for p, s in sample.items() if self._track_below(p, s, now)]
         self.last_time, self.last = now, dict(sample)
         used = sum(s.alloc for s in sample.values())
         demand = sum(s.demand for s in sample.values())
@@ -78,13 +85,21 @@ class Recorder:
             self.series.append((now, used, demand))
         return fell
 
-    def _track_below(self, project: str, starving: bool, now: float) -> bool:
+    def _track_below(self, project: str, s: ProjectSample | None, now: float) -> bool:
+        """Update the owed levels (module docstring); True when the project just fell below its guarantee."""
         tot = self.projects[project]
+        starving = s is not None and s.starving
+        guarantee = min(s.deserved, s.demand) if s is not None else 0
+        owed = tot.owed
+        while owed and (not starving or s is None or s.alloc >= min(owed[0][1], guarantee)):
+            since, _ = owed.pop(0)
+            tot.longest_below = max(tot.longest_below, now - since)
+        if starving and (not owed or guarantee > owed[-1][1]):
+            owed.append((now, guarantee))
         if starving and tot.below_since is None:
             tot.below_since, tot.below_episodes = now, tot.below_episodes + 1
             return True
-        if not starving and tot.below_since is not None:
-            tot.longest_below = max(tot.longest_below, now - tot.below_since)
+        if not starving:
             tot.below_since = None
         return False
 
@@ -129,4 +144,4 @@ class Recorder:
         self._integrate(now - self.last_time)
         self.last_time = now
         for name in self.projects:
-            self._track_below(name, False, now)
+            self._track_below(name, None, now)

@@ -218,7 +218,7 @@ class Simulator:
             self.counters.skipped_cycles += 1
             return
         state = ClusterState(self.nodes, self.projects, tuple(self.jobs.values()))
-        plan = plan_cycle(state, self.config, now=now)
+        plan = plan_cycle(state, self.config, now=now, explain_waiting=False)  # notes (R13) are not read here
         self.counters.cycles += 1
         self.changed, self.last_cycle = False, now
         self.fair = {s.project: s.fair_share_gpus for s in plan.shares} or self.fair
@@ -228,7 +228,7 @@ class Simulator:
                 raise InvariantViolation(f"t={now:.0f}s: " + "; ".join(problems))
         if not plan.decisions:
             return
-        self._apply(plan, state, apply_plan(state, plan, now=now), now)
+        self._apply(plan, now)
         self.changed = True
         self.settle_ends.append(now + self.config.settle_seconds)
         self.counters.busy_cycles += 1
@@ -240,14 +240,15 @@ class Simulator:
                 "arrival or completion in between (ping-pong?); follow-up cycles stopped until the next event"
             )
 
-    def _apply(self, plan: Plan, before: ClusterState, after: ClusterState, now: float) -> None:
-        for old, new in zip(before.jobs, after.jobs, strict=True):
-            if new is not old:
-                self.jobs[new.key] = new
-        touched = dict.fromkeys((d.project, d.job) for d in plan.decisions)
+    def _apply(self, plan: Plan, now: float) -> None:
+        """``apply_plan`` on the jobs the plan touches (it changes no other job: decisions are per job, and no
+        replica is ever left releasing here, since releases are instant)."""
+        touched = list(dict.fromkeys((d.project, d.job) for d in plan.decisions))
+        before = ClusterState(self.nodes, self.projects, tuple(self.jobs[k] for k in touched))
+        for new in apply_plan(before, plan, now=now).jobs:
+            self.jobs[new.key] = new
         for key in touched:
-            gpus = sum(r.gpus for r in self.jobs[key].active)
-            self._resize(self.runs[key], gpus, now)
+            self._resize(self.runs[key], sum(r.gpus for r in self.jobs[key].active), now)
 
     def _resize(self, run: Run, gpus: int, now: float) -> None:
         old = run.gpus
@@ -294,9 +295,10 @@ class Simulator:
         room = min(self.deserved[project], self.demand[project]) - self.alloc[project]
         if room <= 0:
             return False
+        runs = self.runs
         for key in self.by_project[project]:
             job = self.jobs[key]
-            active = len(job.active)
+            active = runs[key].gpus // job.gpus_per_replica  # no replica is left releasing: see ``_apply``
             step = job.gpus_per_replica * (job.min_replicas if active == 0 else 1)
             if (active == 0 or active < job.max_replicas) and step <= room:
                 return True

@@ -501,6 +501,34 @@ def test_consolidation_tries_the_next_node_when_replicas_cannot_move() -> None:
     assert c.alloc("a") == 13 and c.alloc("b") == 6 and c.alloc("c") == 5
 
 
+def test_a_small_job_with_a_master_moves_whole_to_free_a_node_for_a_guarantee() -> None:
+    """R2, found on the Philly trace (a team 8 GPUs below its guarantee for 3.7 hours). a is owed one more
+    8-GPU replica; nobody is above their fair share; 8 GPUs are idle, 6 on node-2 and 2 on node-3. What sits on
+    node-2 is b's two-replica job "pair": moving only its worker frees 7 GPUs, and its master never moves
+    without its workers (R5). So the whole job moves to node-3's 2 idle GPUs; b keeps its 8 GPUs."""
+    c = Cluster(nodes(3, gpus=8), config=Config(settle_seconds=5)).project("a", 16).project("b", 8)
+    grow = Job("a", "grow", 1, 2, 8, replicas=(Replica(0, "node-1", 8),), last_resized_at=-10)
+    pair = Job(
+        "b", "pair", 1, 2, replicas=(Replica(0, "node-2", 1), Replica(1, "node-2", 1)), last_resized_at=-10
+    )
+    six = Job(
+        "b", "six", 6, 6, replicas=tuple(Replica(i, "node-3", 1) for i in range(6)), last_resized_at=-10
+    )
+    c.state = replace(c.state, jobs=(grow, pair, six))
+    plan = c.cycle()
+    assert c.decisions(plan) == [("evict", "b", "pair", [1, 0])]
+    assert [d.cause for d in plan.decisions] == [Cause.CONSOLIDATE]
+    assert sorted((r.project, r.node, r.gpus) for r in plan.reservations) == [
+        ("a", "node-2", 1),
+        ("a", "node-2", 1),
+        ("a", "node-2", 6),
+        ("b", "node-3", 1),
+        ("b", "node-3", 1),
+    ]
+    c.run(3)
+    assert (c.alloc("a"), c.alloc("b")) == (16, 8)
+
+
 def test_reclaim_targets_one_node_when_the_surplus_is_scattered() -> None:
     """a is owed one 4-GPU replica. b is 4 GPUs above its share, but taking its workers in plain R5 order
     (7, 6, 5, 4) would leave 1-2 free GPUs on each node; Tide instead takes the workers that share node-3."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.core import Config, Node, Project
+from scheduler.simulator.metrics import ProjectSample, Recorder
 from scheduler.simulator.replay import InvariantViolation, RunResult, SimOptions, Simulator
 from scheduler.simulator.report import summarize
 from scheduler.simulator.workload import JobSpec, load_quota_file, scale_quotas
@@ -130,3 +131,22 @@ def test_quota_scaling_and_yaml(tmp_path: Path) -> None:
         ("x", 16, 1.0, None),
         ("y", 8, 2.0, 24),
     ]
+
+
+def test_r2_figure_is_how_long_owed_gpus_wait_not_how_long_a_project_stays_below() -> None:
+    """Hand-computed: a stream of arrivals keeps a below its guarantee for 40 s, but each GPU it is owed
+    arrives 10 s later (R2 kept); then 8 GPUs are owed from t=100 and the last arrive at t=300 (200 s)."""
+    rec = Recorder.for_projects(16, {"a": 8})
+
+    def seen(t: float, alloc: int, demand: int, *, starving: bool = True) -> None:
+        rec.observe(t, {"a": ProjectSample(alloc, demand, 8, 8, starving)})
+
+    for t, alloc in ((0, 0), (10, 1), (20, 2), (30, 3)):
+        seen(t, alloc, alloc + 1)
+    seen(40, 4, 4, starving=False)
+    assert rec.projects["a"].longest_below == 10
+    seen(100, 4, 8)
+    seen(200, 6, 8)
+    seen(300, 8, 8, starving=False)
+    rec.close(400)
+    assert rec.projects["a"].longest_below == 200
