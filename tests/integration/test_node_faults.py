@@ -10,8 +10,10 @@ Changing a node needs the admin token; the state survives in the database.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from servicekit import RunningService, alive, wait_for
@@ -21,11 +23,15 @@ from api.cli.main import app
 from api.client import TideAPIError, TideClient
 from api.schemas import JobPublic
 
-# ignores SIGTERM: only a SIGKILL (grace over, or a lost node) ends it
+# ignores SIGTERM: only a SIGKILL (grace over, or a lost node) ends it. Once SIGTERM is ignored it creates
+# READY/<pid of its parent, the replica's shim: the pid Tide reports>; a SIGTERM before that (python still
+# starting, under load) would end it at once.
+READY = Path(tempfile.mkdtemp(prefix="tide-stubborn-"))
 STUBBORN = [
     sys.executable,
     "-c",
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
+    "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    f"open(os.path.join({str(READY)!r}, str(os.getppid())), 'w').close(); time.sleep(600)",
 ]
 LOCAL = {
     "executor": "local",
@@ -44,7 +50,11 @@ def _running(client: TideClient, job: str, count: int) -> JobPublic | None:
 
 
 def _where(job: JobPublic) -> dict[int, tuple[str, int]]:
-    return {r.index: (r.node, r.pid or 0) for r in job.replicas}
+    """Where each replica runs and its pid, once its process ignores SIGTERM."""
+    where = {r.index: (r.node, r.pid or 0) for r in job.replicas}
+    for _, pid in where.values():
+        wait_for(lambda pid=pid: (READY / str(pid)).exists(), timeout=30, what=f"process {pid} to be ready")
+    return where
 
 
 def _submit(client: TideClient, name: str, **body: object) -> None:
