@@ -189,6 +189,15 @@ def _serve_start(
     blocked = explain.blocked_by_caps(ledger, job, k * g)
     if blocked:
         _record(claims, job, blocked, waiting=True)
+        # the same-shape pending jobs right behind it are blocked alike on this unchanged ledger (and, being
+        # owed or not alike, would be served next in the same phase): recorded at once
+        held = job.key in claims.held_in_vain
+        while (
+            queue and _same_pending(ledger, job, nxt := queue[0]) and (nxt.key in claims.held_in_vain) == held
+        ):
+            queue.popleft()
+            if claims.explain:
+                _record(claims, nxt, blocked, waiting=True)
         return
     if job.key in claims.held_in_vain:
         reason = explain.pending(ledger, job, k * g, entitled=False)
