@@ -248,14 +248,19 @@ def _gang(job: Job, config: Config) -> int:
 
 
 def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) -> list[str]:
-    """R7: reclaim takes only from projects above their fair share, for projects below theirs."""
+    """R7: reclaim takes only from projects above their fair share, for projects below theirs. A victim is
+    measured by what it holds plus what the plan firmly holds for it (a start of its own this cycle)."""
     shares = fair_shares(before, config)
     alloc = _alloc(before)
+    firm: dict[str, int] = {}
+    for r in plan.reservations:
+        if r.firm:
+            firm[r.project] = firm.get(r.project, 0) + r.gpus
     out: list[str] = []
     for d in plan.decisions:
         if d.cause != Cause.RECLAIM or d.for_job is None:
             continue
-        if alloc[d.project] <= shares.project[d.project]:
+        if alloc[d.project] + firm.get(d.project, 0) <= shares.project[d.project]:
             out.append(f"reclaim took from {d.project}, which is not above its fair share")
         claimant = d.for_job[0]
         if alloc[claimant] >= shares.project[claimant]:

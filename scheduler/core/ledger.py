@@ -222,7 +222,7 @@ class Ledger:
             self._take(node, g)
         if reserve:
             for pl in out:
-                self._reserve(Reservation(job.project, job.name, pl.node, pl.gpus), firm=firm)
+                self._reserve(Reservation(job.project, job.name, pl.node, pl.gpus, firm))
         else:
             self._start(job, out)
         return out
@@ -246,7 +246,7 @@ class Ledger:
         """Hold back what a node has towards one replica of ``job`` (a draining reservation)."""
         g = min(self.avail.value[node], job.gpus_per_replica)
         self._take(node, g)
-        self._reserve(Reservation(job.project, job.name, node, g), firm=False)  # 0 GPUs still marks a drain
+        self._reserve(Reservation(job.project, job.name, node, g, firm=False))  # 0 GPUs still marks a drain
 
     def release(
         self, key: JobKey, replicas: list[Replica], reason: str, cause: Cause, for_job: JobKey | None
@@ -363,10 +363,10 @@ class Ledger:
     def top_claimed(self, top: str) -> int:
         return self.top_alloc.get(top, 0) + self.top_reserved.get(top, 0)
 
-    def _reserve(self, r: Reservation, *, firm: bool = True) -> None:
+    def _reserve(self, r: Reservation) -> None:
         """Hold GPUs; firm holds count as the project's (``claimed``), drain holds do not."""
         top = self.top_key(r.project)
-        gpus = r.gpus if firm else 0
+        gpus = r.gpus if r.firm else 0
         self.reservations.append(r)
         self.reserved[r.project] = self.reserved.get(r.project, 0) + gpus
         self.top_reserved[top] = self.top_reserved.get(top, 0) + gpus

@@ -82,12 +82,17 @@ class ProjectShare:
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """GPUs held back on ``node`` for a job that starts or grows once they are free (they stay idle)."""
+    """GPUs held back on ``node`` for a job that starts or grows once they are free (they stay idle).
+
+    ``firm``: the job will start there, so the GPUs count as its project's (R7 measures a victim by what it
+    holds plus its firm holds); a drain hold (an owed big replica waiting for a node to empty) is not firm.
+    """
 
     project: str
     job: str
     node: str
     gpus: int
+    firm: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -303,8 +303,10 @@ def _top_share(ledger: Ledger, project: str) -> int:
 
 
 def _why(ledger: Ledger, project: str) -> str:
+    promised = ledger.reserved.get(project, 0)
+    more = f" and is promised {promised} this cycle" if promised else ""
     return (
-        f"project {project} holds {ledger.alloc[project]} GPUs, "
+        f"project {project} holds {ledger.alloc[project]} GPUs{more}, "
         f"above its fair share of {ledger.shares.project[project]}"
     )
 

@@ -569,3 +569,31 @@ def test_reclaim_targets_one_node_when_the_surplus_is_scattered() -> None:
     assert {(r.project, r.node) for r in plan.reservations if r.gpus} == {("a", "node-3")}
     c.cycle()
     assert c.alloc("a") == 10 and c.alloc("b") == 4
+
+
+def test_reclaim_may_take_from_a_project_whose_own_start_this_cycle_puts_it_above_its_share() -> None:
+    """R7, found by the property test. p2 (fair share 3) holds 1 GPU (j8's master; its worker is stopping) and
+    the cycle firmly holds 3 GPUs for its higher-priority gang j9 (min 3): with them p2 would hold 4, above its
+    share, while p1 (fair share 7) holds 6 and is owed 1 for j6. Tide takes j8 from p2 for p1: p2 ends at its
+    share (j9's 3) and p1 at its (7). The reason says what p2 holds *and* what it was promised this cycle, and
+    the invariant measures a victim the same way (R7: "above its fair share" counts firm promises)."""
+    c = Cluster((Node("n0", 2), Node("n1", 8)), slow_release=True)
+    c.project("p1", 0, over_quota_weight=1.0).project("p2", 0, over_quota_weight=0.0)
+    j7 = Job(
+        "p1", "j7", 1, 3, 2, replicas=(Replica(0, "n0", 2), Replica(1, "n1", 2), Replica(2, "n1", 2)),
+        last_resized_at=0.0,
+    )  # fmt: skip
+    j8 = Job("p2", "j8", 1, 2, 1, replicas=(Replica(0, "n1", 1), Replica(1, "n1", 1, releasing=True)),
+             last_resized_at=1.0)  # fmt: skip
+    j9 = Job("p2", "j9", 3, 3, 1, priority=1, submitted_at=1.0)
+    j6 = Job("p1", "j6", 1, 1, 1, submitted_at=2.0)
+    c.state = replace(c.state, jobs=(j7, j8, j9, j6))
+    c.now = 2.0
+    plan = c.cycle()  # asserts every invariant, R7's included
+    assert c.decisions(plan) == [("evict", "p2", "j8", [0])]
+    (evict,) = plan.decisions
+    assert evict.cause == Cause.RECLAIM and evict.for_job == ("p1", "j6")
+    assert "p2 holds 1 GPUs and is promised 3 this cycle, above its fair share of 3" in evict.reason
+    c.release_done()
+    c.run(2)
+    assert (c.alloc("p1"), c.alloc("p2")) == (7, 3)
