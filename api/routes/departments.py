@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 from api import convert, schemas
 from api.auth import require_admin
 from api.deps import Caller, Svc
-from api.routes.projects import totals_for
+from api.routes.projects import apply_quota_changes, totals_for
 from scheduler.store.models import DepartmentRow
 
 router = APIRouter(prefix="/departments", tags=["departments"])
@@ -80,18 +80,7 @@ def update_department(
     with svc.db.write() as session:
         row = _get(session, department)
         changes = body.model_dump(exclude_unset=True)
-        deserved = (
-            changes.get("deserved_gpus") if changes.get("deserved_gpus") is not None else row.deserved_gpus
-        )
-        limit = changes.get("limit_gpus", row.limit_gpus)
-        if limit is not None and limit < deserved:
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
-                f"limit_gpus ({limit}) would be below deserved_gpus ({deserved}): change both together",
-            )
-        for key, value in changes.items():
-            if value is not None or key == "limit_gpus":
-                setattr(row, key, value)
+        apply_quota_changes(row, changes)
         session.flush()
         public = convert.department_public(row, totals_for(session))
     svc.engine.trigger()

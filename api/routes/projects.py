@@ -6,6 +6,8 @@ pending or running jobs cannot be deleted (409: delete its jobs first). Every ch
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
@@ -40,6 +42,21 @@ def department_id(session: Session, name: str | None) -> int | None:
             f"no department named {name!r}: create it first or leave it out",
         )
     return row.id
+
+
+def apply_quota_changes(row: ProjectRow | DepartmentRow, changes: dict[str, Any]) -> None:
+    """A PATCH of a project or department: ``null`` means "unchanged" except for ``limit_gpus``, where it
+    means "no limit"; a limit below the deserved quota (as it would be after the change) is a 422."""
+    deserved = changes["deserved_gpus"] if changes.get("deserved_gpus") is not None else row.deserved_gpus
+    limit = changes.get("limit_gpus", row.limit_gpus)
+    if limit is not None and limit < deserved:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"limit_gpus ({limit}) would be below deserved_gpus ({deserved}): change both together",
+        )
+    for key, value in changes.items():
+        if value is not None or key == "limit_gpus":
+            setattr(row, key, value)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=schemas.ProjectPublic)
@@ -93,19 +110,7 @@ def update_project(
         changes = body.model_dump(exclude_unset=True)
         if "department" in changes:
             row.department_id = department_id(session, changes.pop("department"))
-        deserved = (
-            changes.get("deserved_gpus") if changes.get("deserved_gpus") is not None else row.deserved_gpus
-        )
-        limit = changes.get("limit_gpus", row.limit_gpus)
-        if limit is not None and limit < deserved:
-            raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
-                f"limit_gpus ({limit}) would be below deserved_gpus ({deserved}): change both together",
-            )
-        for key, value in changes.items():
-            if value is None and key != "limit_gpus":
-                continue  # null means "unchanged" except for the limit, where it means "no limit"
-            setattr(row, key, value)
+        apply_quota_changes(row, changes)
         session.flush()
         session.refresh(row)
         public = convert.project_public(row, totals_for(session, row.id))
