@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
@@ -36,7 +35,7 @@ from api.metrics import Metrics
 from api.metrics import router as metrics_router
 from api.observe import ObserveMiddleware
 from api.openapi import MethodGuard, install
-from api.parts import build_executor, engine_settings
+from api.parts import build_executor, close_executor, engine_settings
 from api.routes import cluster, departments, events, health, jobs, nodes, projects, tokens
 from api.settings import Settings
 from scheduler.engine.loop import Engine
@@ -44,7 +43,6 @@ from scheduler.executors.base import Executor
 from scheduler.store.db import Database
 from scheduler.store.migrate import upgrade
 
-log = logging.getLogger(__name__)
 API_PREFIX = "/api/v1"
 PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>Tide</title></head>
 <body><h1>Tide is running</h1><p>The API is under <a href="/api/v1/cluster">/api/v1</a>;
@@ -88,10 +86,7 @@ async def _engine_here(engine: Engine, executor: Executor, *, run: bool) -> Asyn
     """The engine as a task on this event loop (tests, and ``create_app`` without ``engine_process``)."""
     task = None
     if run:
-        try:  # lead (or not) and know the nodes before serving
-            await asyncio.to_thread(engine.tick)
-        except Exception:
-            log.exception("first scheduling cycle failed; the loop retries")
+        await engine.turn()  # lead (or not) and know the nodes before serving
         task = asyncio.create_task(engine.run(), name="tide-engine")
     try:
         yield
@@ -101,9 +96,7 @@ async def _engine_here(engine: Engine, executor: Executor, *, run: bool) -> Asyn
             with suppress(asyncio.CancelledError):
                 await task
         engine.close()
-        close_executor = getattr(executor, "close", None)  # the kubernetes one has watches
-        if callable(close_executor):
-            close_executor()
+        close_executor(executor)
 
 
 @asynccontextmanager

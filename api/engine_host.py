@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import ctypes
 import gc
-import logging
 import os
 import signal
 import socket
@@ -32,14 +31,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 
 from api.logs import configure_logging
-from api.parts import build_executor, engine_settings
+from api.parts import build_executor, close_executor, engine_settings
 from api.settings import Settings
 from api.wire import Sender, receive
 from scheduler.engine.loop import Engine
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.store.db import Database
 
-log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
@@ -113,11 +111,7 @@ class Host:
     async def run(self) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.engine.stop)
         threading.Thread(target=self.listen, name="tide-engine-listen", daemon=True).start()
-        try:  # lead (or not) and know the nodes before the API serves
-            await asyncio.to_thread(self.engine.tick)
-        except Exception as error:
-            self.engine.last_error = f"{type(error).__name__}: {error}"
-            log.exception("first scheduling cycle failed; the loop retries")
+        await self.engine.turn()  # lead (or not) and know the nodes before the API serves
         self.ready = True
         self.publish()
         gc.collect()
@@ -128,9 +122,7 @@ class Host:
         self.engine.close()
         self.calls.shutdown(wait=False, cancel_futures=True)
         self.db.dispose()
-        close_executor = getattr(self.executor, "close", None)  # the kubernetes one has watches
-        if callable(close_executor):
-            close_executor()
+        close_executor(self.executor)
         self.publish()
 
 

@@ -1,8 +1,8 @@
 """The scheduling engine's parts, built from the service's settings (by ``api.app`` or ``api.engine_host``).
 
 Contract: ``build_executor(settings)`` gives the executor named by ``settings.executor`` (the kubernetes one
-connects at its first use; the local one's nodes come from ``resolve_nodes``); ``engine_settings(settings)``
-the loop's knobs. Nothing here opens a database or starts a task.
+connects at its first use; the local one's nodes come from ``resolve_nodes``); ``close_executor`` closes it
+when it has something to close; ``engine_settings(settings)`` the loop's knobs. Nothing here opens a database or starts a task.
 """
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ def build_executor(settings: Settings) -> Executor:
     if settings.executor == "fake":
         return FakeExecutor(nodes)
     raise ValueError(f"unknown executor {settings.executor!r}: use local or kubernetes")
+
+
+def close_executor(executor: Executor) -> None:
+    """Close an executor that has something to close (the kubernetes one ends its watches, the local one
+    its warm launchers)."""
+    close = getattr(executor, "close", None)
+    if callable(close):
+        close()
 
 
 def engine_settings(settings: Settings) -> EngineSettings:

@@ -205,18 +205,23 @@ class Engine:
             log.debug("state: %r\nplan: %r", state, plan)
         self.violations.extend(broken)
 
+    async def turn(self) -> None:
+        """One ``tick`` in a worker thread; a failure is logged, counted and kept in ``last_error``, never
+        raised (the services run one before serving, so the nodes are known; ``run`` retries)."""
+        try:
+            await asyncio.to_thread(self.tick)
+            self.last_error = None
+        except Exception as error:  # the loop must survive a bad cycle (database down, ...)
+            self.last_error = f"{type(error).__name__}: {error}"
+            self.metrics.cycle_failed(error)
+            log.exception("scheduling cycle failed")
+
     async def run(self) -> None:
         """Cycle until ``stop()``; a failing cycle is logged and retried next period."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         while not self._stopping:
-            try:
-                await asyncio.to_thread(self.tick)
-                self.last_error = None
-            except Exception as error:  # the loop must survive a bad cycle (database down, ...)
-                self.last_error = f"{type(error).__name__}: {error}"
-                self.metrics.cycle_failed(error)
-                log.exception("scheduling cycle failed")
+            await self.turn()
             self.on_change()
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self._next_wait())
