@@ -30,7 +30,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,8 @@ from pathlib import Path
 
 import httpx
 import psycopg
+
+from scheduler.executors.ports import free_port
 
 ADMIN = "bench-admin-token-" + "x" * 32
 PROJECTS = 10
@@ -185,13 +186,6 @@ def scratch_database(base: str) -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def cpu_seconds(pid: int) -> float:

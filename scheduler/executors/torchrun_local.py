@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
 from scheduler.executors.base import LaunchSpec
+from scheduler.executors.ports import free_port
 from scheduler.executors.torchrun import (
     RendezvousTuning,
     ReplicaLaunch,
@@ -45,12 +45,6 @@ def shutdown_timeout(grace: float) -> int:
     if grace >= 10:
         return int(grace - 5)
     return max(1, int(grace / 2))
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class TorchrunLaunches:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduler.executors.ports import free_port
 from scheduler.executors.trace import trace
 
 OPT_OUT = "TIDE_TORCHRUN_AGENT"  # "torchrun": run torchrun's own agent (rendezvous, fork server)
@@ -127,12 +128,6 @@ def worker_env(launch: Launch, local_rank: int, master_port: int) -> dict[str, s
     return env
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def _readline(conn: socket.socket) -> str:
     data = b""
     while not data.endswith(b"\n") and len(data) < 256:
@@ -159,7 +154,7 @@ def _host(launch: Launch) -> int:
                 conn.close()  # not one of this launch's replicas
                 continue
             peers[int(rank)] = conn
-    master_port = _free_port(launch.host)
+    master_port = free_port(launch.host)
     for conn in peers.values():
         conn.sendall(f"go {master_port}\n".encode())
     for conn in peers.values():  # the peer closes first: TIME_WAIT stays on its side
@@ -189,7 +184,7 @@ def _join(launch: Launch) -> int:
 def rendezvous(launch: Launch) -> int:
     """Every replica of the launch is there: the port of the process group's store (on the master)."""
     if launch.nnodes == 1:
-        return _free_port(launch.host)
+        return free_port(launch.host)
     return _host(launch) if launch.node_rank == 0 else _join(launch)
 
 

@@ -27,6 +27,7 @@ from api.client import TideClient
 from api.deps import Services
 from api.settings import Settings
 from scheduler.executors.base import Executor
+from scheduler.executors.ports import free_port  # noqa: F401 - the tests import it from here
 
 ADMIN = "test-admin-token"
 
@@ -122,13 +123,6 @@ def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.02)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def answers(url: str) -> bool:

@@ -23,6 +23,7 @@ import pytest
 
 from scheduler.executors import warm_agent
 from scheduler.executors.base import LaunchSpec
+from scheduler.executors.ports import free_port
 from scheduler.executors.torchrun_local import TorchrunLaunches
 
 torchrun = pytest.importorskip("torch.distributed.run")
@@ -88,12 +89,6 @@ def test_workers_get_every_variable_torchruns_agent_sets() -> None:
     assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["GROUP_RANK"]) == ("3", "1", "6", "1")
     assert (env["LOCAL_WORLD_SIZE"], env["GROUP_WORLD_SIZE"], env["MASTER_PORT"]) == ("2", "3", "2345")
     assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"  # rank 0's worker hosts the store
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_the_replicas_of_a_launch_agree_on_one_store_port() -> None:
