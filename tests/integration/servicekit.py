@@ -11,6 +11,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -131,3 +133,18 @@ def answers(url: str) -> bool:
         return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
     except httpx.TransportError:
         return False
+
+
+def serve_process(
+    data_dir: Path, port: int, *flags: str, gpus_per_node: int = 2, capture: bool = False
+) -> subprocess.Popen[str]:
+    """A real ``tide serve`` (one local node of ``gpus_per_node`` GPUs, a 0.2 s cycle, plus ``flags``) on
+    ``data_dir``, its admin token generated there; its output kept for ``communicate()`` when ``capture``."""
+    env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": str(gpus_per_node)}
+    env["TIDE_NODES"] = "1"
+    env.pop("TIDE_ADMIN_TOKEN", None)
+    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
+    argv += ["--cycle-period", "0.2", *flags]
+    out = subprocess.PIPE if capture else subprocess.DEVNULL
+    err = subprocess.STDOUT if capture else subprocess.DEVNULL
+    return subprocess.Popen(argv, env=env, stdout=out, stderr=err, text=True)

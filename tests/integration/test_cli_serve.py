@@ -8,14 +8,12 @@ it refuses a database written by a newer Tide with a clear message.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from servicekit import alive, answers, free_port, kill_leftovers, running_pids, wait_for
+from servicekit import alive, answers, free_port, kill_leftovers, running_pids, serve_process, wait_for
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -23,14 +21,6 @@ from api.cli.main import app
 from api.client import TideClient, local_server
 from scheduler.store.db import Database, sqlite_url
 from scheduler.store.migrate import upgrade
-
-
-def _serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": "2", "TIDE_NODES": "1"}
-    env.pop("TIDE_ADMIN_TOKEN", None)
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
-    argv += ["--cycle-period", "0.2"]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _stop(process: subprocess.Popen[str]) -> str:
@@ -42,7 +32,7 @@ def _stop(process: subprocess.Popen[str]) -> str:
 def test_serve_prints_where_it_is_and_its_token(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    process = _serve(tmp_path, port)
+    process = serve_process(tmp_path, port, capture=True)
     try:
         wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         found_url, token = local_server(tmp_path)
@@ -55,7 +45,7 @@ def test_serve_prints_where_it_is_and_its_token(tmp_path: Path) -> None:
     assert process.returncode in (0, -signal.SIGTERM), output  # uvicorn re-raises the signal it handled
     assert f"Tide API:      {url}/api/v1" in output and f"API docs:      {url}/docs" in output
     assert f"{token}  (generated now" in output
-    again = _serve(tmp_path, port)
+    again = serve_process(tmp_path, port, capture=True)
     wait_for(lambda: answers(url), timeout=30, what="the second start")
     assert "stored in" in _stop(again)
 
@@ -64,7 +54,7 @@ def test_serve_prints_where_it_is_and_its_token(tmp_path: Path) -> None:
 def test_serve_killed_with_sigkill_and_restarted_adopts_its_processes(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    process = _serve(tmp_path, port)
+    process = serve_process(tmp_path, port, capture=True)
     try:
         wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         _, token = local_server(tmp_path)
@@ -75,7 +65,7 @@ def test_serve_killed_with_sigkill_and_restarted_adopts_its_processes(tmp_path: 
         process.kill()  # no shutdown at all
         process.communicate(timeout=10)
         assert all(alive(pid) for pid in before)  # type: ignore[attr-defined]
-        process = _serve(tmp_path, port)
+        process = serve_process(tmp_path, port, capture=True)
         wait_for(lambda: answers(url), timeout=30, what="the restarted service")
         with TideClient(url, token) as client:
             wait_for(lambda: client.health().cycles >= 3, what="cycles after the restart")

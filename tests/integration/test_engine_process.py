@@ -11,22 +11,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
-from servicekit import alive, answers, free_port, kill_leftovers, running_pids, wait_for
+from servicekit import alive, answers, free_port, kill_leftovers, running_pids, serve_process, wait_for
 
 from api.client import TideClient, local_server
-
-
-def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": "2", "TIDE_NODES": "1"}
-    env.pop("TIDE_ADMIN_TOKEN", None)
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
-    argv += ["--cycle-period", "0.2", "--grace-period", "5"]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _engine(pid: int) -> int | None:
@@ -51,7 +41,7 @@ def _cycles(url: str) -> int:
 def test_the_engine_process_schedules_and_dies_with_the_service(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    process = _serve(tmp_path, port)
+    process = serve_process(tmp_path, port, "--grace-period", "5")
     try:
         wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         engine = wait_for(lambda: _engine(process.pid), what="the engine process")
@@ -83,7 +73,9 @@ def test_the_engine_process_schedules_and_dies_with_the_service(tmp_path: Path) 
         process.wait(timeout=10)
         wait_for(lambda: not alive(engine), timeout=5, what="the engine process to die with the service")
 
-        process = _serve(tmp_path, port)  # started again: it leads (no survivor holds the leadership)
+        process = serve_process(
+            tmp_path, port, "--grace-period", "5"
+        )  # started again: it leads (no survivor holds the leadership)
         wait_for(lambda: answers(url), timeout=30, what="the restarted service")
         wait_for(lambda: _health(url)["role"] == "leader", timeout=30, what="the new engine to lead")
         engine = _engine(process.pid)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,18 +19,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servicekit import ADMIN, alive, kill_leftovers, running_pids, wait_for
+from servicekit import ADMIN, alive, free_port, kill_leftovers, running_pids, wait_for
 
 from api.client import TideClient
 
 HANDOVER_LIMIT_S = 10.0
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _serve(data_dir: Path, db_url: str, port: int) -> subprocess.Popen[bytes]:
@@ -52,7 +44,7 @@ def _role(url: str) -> str | None:
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_killing_the_leader_process_hands_over(pg_url: str, tmp_path: Path) -> None:
-    ports = _port(), _port()
+    ports = free_port(), free_port()
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     processes = [_serve(tmp_path, pg_url, ports[0])]
     try:

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from servicekit import alive, answers, free_port, kill_leftovers, running_pids, wait_for
+from servicekit import alive, answers, free_port, kill_leftovers, running_pids, serve_process, wait_for
 
 from api.client import TideClient, local_server
 
@@ -28,14 +27,6 @@ STUBBORN = [
     "-c",
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
 ]
-
-
-def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": "4", "TIDE_NODES": "1"}
-    env.pop("TIDE_ADMIN_TOKEN", None)
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
-    argv += ["--cycle-period", "0.2", "--grace-period", "30"]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _ours(data_dir: Path) -> list[int]:
@@ -78,7 +69,7 @@ def _set_the_scene(client: TideClient) -> tuple[list[int], list[int], list[int]]
 def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    process = _serve(tmp_path, port)
+    process = serve_process(tmp_path, port, "--grace-period", "30", gpus_per_node=4)
     try:
         wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")
         _, token = local_server(tmp_path)
@@ -92,7 +83,7 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
             lambda: not alive(short[0]), timeout=30, what="the short job to end while the service is down"
         )
 
-        process = _serve(tmp_path, port)
+        process = serve_process(tmp_path, port, "--grace-period", "30", gpus_per_node=4)
         wait_for(lambda: answers(url), timeout=30, what="the restarted service")
         with TideClient(url, token) as client:
             names = {j.name: j.status for j in client.jobs(project="a")}
