@@ -188,29 +188,18 @@ def _serve_start(
     k, g = job.min_replicas, job.gpus_per_replica
     blocked = explain.blocked_by_caps(ledger, job, k * g)
     if blocked:
-        _record(claims, job, blocked, waiting=True)
         # the same-shape pending jobs right behind it are blocked alike on this unchanged ledger (and, being
-        # owed or not alike, would be served next in the same phase): recorded at once
-        held = job.key in claims.held_in_vain
-        while (
-            queue and _same_pending(ledger, job, nxt := queue[0]) and (nxt.key in claims.held_in_vain) == held
-        ):
-            queue.popleft()
-            if claims.explain:
-                _record(claims, nxt, blocked, waiting=True)
+        # owed or not alike, would be served next in the same phase)
+        _record_alike(ledger, claims, job, queue, blocked)
         return
     if job.key in claims.held_in_vain:
-        reason = explain.pending(ledger, job, k * g, entitled=False)
-        _record(claims, job, reason, waiting=True)
-        # the same-shape held jobs right behind it fare alike on this unchanged ledger (see ``_fail_alike``)
-        while queue and queue[0].key in claims.held_in_vain and _same_pending(ledger, job, queue[0]):
-            nxt = queue.popleft()
-            if claims.explain:
-                _record(claims, nxt, reason, waiting=True)
+        _record_alike(ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=False))
         return
     entitled_before = claims.failed_starts.get((_shape(job), ledger.version()))
-    if entitled_before is not None:
-        _fail_alike(ledger, claims, job, queue, entitled_before)
+    if entitled_before is not None:  # failed before on this ledger: so do the same-shape jobs behind it
+        _record_alike(
+            ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=entitled_before)
+        )
         return
     if ledger.free.slots(g) >= k:
         ledger.place(job, k, reserve=False)
@@ -230,13 +219,14 @@ def _serve_start(
     _record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
 
 
-def _fail_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], entitled: bool) -> None:
-    """A start that failed before on this ledger, and the pending jobs of the same shape right behind it in
-    its project's line: they would each fail the same way, one after the other (a failure changes neither
-    the ledger nor the project's rank, so the project stays first in turn), so they are recorded at once."""
-    reason = explain.pending(ledger, job, job.min_replicas * job.gpus_per_replica, entitled=entitled)
+def _record_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], reason: str) -> None:
+    """A start that fails with ``reason``, and the pending jobs of the same shape right behind it in its
+    project's line that are held in vain as it is or not: they would each fail the same way, one after the
+    other (a failure changes neither the ledger nor the project's rank, so the project stays first in turn),
+    so they are taken from the line at once (and their reasons recorded when the plan explains)."""
     _record(claims, job, reason, waiting=True)
-    while queue and _same_pending(ledger, job, nxt := queue[0]) and nxt.key not in claims.held_in_vain:
+    held = job.key in claims.held_in_vain
+    while queue and _same_pending(ledger, job, nxt := queue[0]) and (nxt.key in claims.held_in_vain) == held:
         queue.popleft()
         if claims.explain:
             _record(claims, nxt, reason, waiting=True)
