@@ -7,8 +7,10 @@ first, stopping at the first that works:
 2. wait for GPUs already being released (they are reserved for it);
 3. reclaim from projects above their fair share (R5-R7) when the claimant's project stays within its own;
 4. preempt lower-priority jobs of its own project (R10);
-5. a start that is owed GPUs but blocked by fragmentation reserves the nodes closest to fitting it, so they
-   drain for it instead of being refilled by small jobs (R12: the 8-GPU replica does not starve).
+5. a claim owed its guarantee moves small replicas to make a whole node, reclaiming if need be (R2);
+6. a start blocked by fragmentation reserves the nodes closest to fitting it, so they drain for it instead of
+   being refilled by small jobs (R12: the 8-GPU replica does not starve), holding at most what its project is
+   owed (GPUs held beyond its fair share would be other projects').
 
 Line order: first every claim that keeps its project within its fair share ("owed"), then the others
 (borrowers, who may only use idle GPUs or preempt inside their own project). In each phase: projects below
@@ -36,7 +38,7 @@ from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job
 from scheduler.core.plan import Cause
-from scheduler.core.preemption import Unit, VictimOrder, preempt, reclaim
+from scheduler.core.preemption import Reclaimer, Unit, VictimOrder, preempt, reclaim
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +153,7 @@ def _owed(ledger: Ledger, job: Job) -> bool:
     if job.key in ledger.released:
         return True  # dropped when served
     if ledger.active[job.key]:
-        return ledger.shares.project[job.project] - ledger.claimed(job.project) >= job.gpus_per_replica
+        return ledger.shares.project[job.project] - ledger.committed(job.project) >= job.gpus_per_replica
     return _entitled(ledger, job, job.min_replicas * job.gpus_per_replica)
 
 
@@ -176,7 +178,7 @@ def _queues(ledger: Ledger) -> dict[str, deque[Job]]:
 def _rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
     """Projects below their guarantee first (R2), then the lowest allocated/fair-share ratio, then the oldest."""
     p = ledger.projects[project]
-    alloc, share = ledger.claimed(project), ledger.shares.project[project]
+    alloc, share = ledger.committed(project), ledger.shares.project[project]
     tier = 0 if alloc < ledger.shares.guarantee[project] else 1
     ratio = alloc / share if share else float("inf")
     return (tier, ratio, p.created_at, project)
@@ -211,7 +213,7 @@ def _serve_start(
         ledger.place(job, k, reserve=True)
         _record(claims, job, explain.waiting_for_release(ledger, job, k * g, units), waiting=True)
         return
-    if entitled and _consolidate(ledger, claims, job, k):
+    if entitled and _consolidate(ledger, order, claims, job, k):
         return
     if _try_drain(ledger, claims, job, head_of_line):
         return
@@ -259,10 +261,10 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
     growth its guarantee needs; the rest is reclaimed only where victims stay at their fair share (R7).
     """
     g, act = job.gpus_per_replica, len(ledger.active[job.key])
-    short = ledger.shares.guarantee[job.project] - ledger.claimed(job.project)
+    short = ledger.shares.guarantee[job.project] - ledger.committed(job.project)
     if ledger.settling(job) and short <= 0:
         return
-    owed = ledger.shares.project[job.project] - ledger.claimed(job.project)
+    owed = ledger.shares.project[job.project] - ledger.committed(job.project)
     k = min(job.max_replicas - act, owed // g, ledger.room(job) // g)
     if k <= 0:
         return
@@ -281,18 +283,23 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
             ledger.place(job, count, reserve=True)
             _record(claims, job, explain.waiting_for_release(ledger, job, count * g, units), waiting=True)
             return
-        if r2 and _consolidate(ledger, claims, job, count):
+        if r2 and _consolidate(ledger, order, claims, job, count):
             return
 
 
-def _consolidate(ledger: Ledger, claims: Claims, job: Job, count: int) -> bool:
-    """Last resort for a claim owed its guarantee (R2): move small replicas to make whole nodes."""
-    if ledger.claimed(job.project) >= ledger.shares.guarantee[job.project]:
+def _consolidate(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, count: int) -> bool:
+    """Last resort for a claim owed its guarantee (R2): move small replicas to make whole nodes, onto the GPUs
+    available now, else also reclaiming (R5-R7) on the node being freed and for the moved replicas, when what
+    projects above their fair share hold is scattered in small replicas on nodes shared with others."""
+    if ledger.committed(job.project) >= ledger.shares.guarantee[job.project]:
         return False
-    moved = consolidate(ledger, job, count)
-    if moved is None:
+    moves = consolidate(ledger, job, count)
+    g = job.gpus_per_replica
+    if moves is None and g > 1 and ledger.config.reclaim and not _lost_to_reclaim(ledger, job.project):
+        moves = consolidate(ledger, job, count, rules=Reclaimer(ledger, order, job, count, r2=True))
+    if moves is None:
         return False
-    reason = explain.consolidating(ledger, job, count * job.gpus_per_replica, moved)
+    reason = explain.consolidating(ledger, job, count * g, moves.moved, moves.reclaimed)
     _record(claims, job, reason, waiting=True)
     return True
 
@@ -313,7 +320,7 @@ def _make_room(
         return []
     if entitled and ledger.config.reclaim and not _lost_to_reclaim(ledger, job.project):
         if r2 is None:
-            r2 = ledger.claimed(job.project) < ledger.shares.guarantee[job.project]
+            r2 = ledger.committed(job.project) < ledger.shares.guarantee[job.project]
         units = reclaim(ledger, order, job, k, r2=r2)
         if units is not None:
             return units
@@ -329,7 +336,7 @@ def _lost_to_reclaim(ledger: Ledger, project: str) -> bool:
 
 def _entitled(ledger: Ledger, job: Job, need: int) -> bool:
     """R7: a claim may take GPUs from others only while its project stays within its fair share."""
-    return ledger.claimed(job.project) + need <= ledger.shares.project[job.project]
+    return ledger.committed(job.project) + need <= ledger.shares.project[job.project]
 
 
 def _blocked_start(ledger: Ledger, job: Job) -> bool:
@@ -355,7 +362,7 @@ def _hold_place(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, he
 
 
 def _try_drain(ledger: Ledger, claims: Claims, job: Job, head_of_line: set[str]) -> bool:
-    """Step 5: the first blocked start of a project holds the nodes closest to fitting it, if the jobs ahead
+    """Step 6: the first blocked start of a project holds the nodes closest to fitting it, if the jobs ahead
     of it in its project's line leave room for it in the project's fair share."""
     k, g = job.min_replicas, job.gpus_per_replica
     if (
@@ -400,8 +407,11 @@ def _ahead_in_line(ledger: Ledger, job: Job) -> int:
 def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
     """Hold what fits now and the nodes closest to fitting the rest, so they drain for this job."""
     g = job.gpus_per_replica
-    fit = min(ledger.avail.slots(g), k)
+    # at most what its project is owed: GPUs held beyond its fair share would be other projects' (R2)
+    budget = max(0, ledger.shares.project[job.project] - ledger.committed(job.project))
+    fit = min(ledger.avail.slots(g), k, budget // g)
     nodes = [p.node for p in ledger.place(job, fit, reserve=True, firm=False)] if fit else []
+    budget -= fit * g
 
     # a node with nothing free yet is still worth marking for a multi-GPU replica (fragmentation), not for
     # 1-GPU replicas, which any freed GPU serves
@@ -409,7 +419,7 @@ def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
         return ledger.capacity(n) >= g
 
     for node in ledger.avail.most_available(k - fit, big_enough, min_value=0 if g > 1 else 1):
-        ledger.reserve_node(job, node)
+        budget -= ledger.reserve_node(job, node, budget)
         nodes.append(node)
     return nodes
 
@@ -464,4 +474,4 @@ def _explain_start(ledger: Ledger, claims: Claims, job: Job, *, owed: bool) -> N
 
 def _gap(ledger: Ledger, project: str) -> tuple[int, float, str]:
     p = ledger.projects[project]
-    return (ledger.claimed(project) - ledger.shares.project[project], p.created_at, project)
+    return (ledger.committed(project) - ledger.shares.project[project], p.created_at, project)

@@ -21,6 +21,11 @@ class _HasVictim(Protocol):
     def gpus(self) -> int: ...
 
 
+def counted(n: int, thing: str) -> str:
+    """``1 GPU``, ``2 GPUs``; ``1 replica``, ``3 replicas``."""
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
+
+
 def _figures(ledger: Ledger, project: str) -> str:
     return f"{ledger.alloc[project]} of fair share {ledger.shares.project[project]}"
 
@@ -30,7 +35,7 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
     g = job.gpus_per_replica
     largest = ledger.largest_node
     if g > largest:
-        return f"no schedulable node has {g} GPUs for one replica (the largest has {largest})"
+        return f"no schedulable node has {counted(g, 'GPU')} for one replica (the largest has {largest})"
     if need <= ledger.room(job):
         return None
     p = ledger.projects[job.project]
@@ -47,7 +52,7 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
     no_borrowing = not p.allow_over_quota or not ledger.config.borrowing
     if no_borrowing and not job.interactive and ledger.alloc[p.name] + need > p.deserved_gpus:
         return f"project {p.name} may not go over its quota: {ledger.alloc[p.name]} + {need} > {p.deserved_gpus} GPUs"
-    return f"department {p.department} has no room left for {need} GPUs (its limit, or its interactive quota)"
+    return f"department {p.department} has no room left for {counted(need, 'GPU')} (its limit, or its interactive quota)"
 
 
 _LENT = " (GPUs above fair share are lent until another project claims them)"
@@ -55,34 +60,42 @@ _LENT = " (GPUs above fair share are lent until another project claims them)"
 
 def started(ledger: Ledger, job: Job, k: int) -> str:
     lent = _LENT if ledger.alloc[job.project] > ledger.shares.project[job.project] else ""
-    return f"started {k} replicas on idle GPUs; project {job.project} holds {_figures(ledger, job.project)}{lent}"
+    return f"started {counted(k, 'replica')} on idle GPUs; project {job.project} holds {_figures(ledger, job.project)}{lent}"
 
 
 def grown(ledger: Ledger, job: Job, k: int, *, owed: bool) -> str:
     if owed or ledger.alloc[job.project] <= ledger.shares.project[job.project]:
-        return f"grew by {k} replicas towards its fair share; project {job.project} holds {_figures(ledger, job.project)}"
-    return f"grew by {k} replicas into idle GPUs; project {job.project} holds {_figures(ledger, job.project)}{_LENT}"
+        return f"grew by {counted(k, 'replica')} towards its fair share; project {job.project} holds {_figures(ledger, job.project)}"
+    return f"grew by {counted(k, 'replica')} into idle GPUs; project {job.project} holds {_figures(ledger, job.project)}{_LENT}"
 
 
 def waiting_for_release(ledger: Ledger, job: Job, need: int, units: Sequence[_HasVictim]) -> str:
+    head = f"waiting for {counted(need, 'GPU')}; project {job.project} holds {_figures(ledger, job.project)}"
+    if not units:
+        return f"{head}; GPUs being released are held for it"
+    return f"{head}; being reclaimed: {_victims(job, units)}"
+
+
+def _victims(job: Job, units: Sequence[_HasVictim]) -> str:
     by_project: dict[str, int] = {}
     for u in units:
         by_project[u.key[0]] = by_project.get(u.key[0], 0) + u.gpus
-    head = f"waiting for {need} GPUs; project {job.project} holds {_figures(ledger, job.project)}"
-    if not by_project:
-        return f"{head}; GPUs being released are held for it"
-    taken = ", ".join(
-        f"{g} GPUs from {'its own lower-priority jobs' if p == job.project else 'project ' + p}"
+    return ", ".join(
+        f"{counted(g, 'GPU')} from {'its own lower-priority jobs' if p == job.project else 'project ' + p}"
         for p, g in sorted(by_project.items())
     )
-    return f"{head}; being reclaimed: {taken}"
 
 
-def consolidating(ledger: Ledger, job: Job, need: int, moved: Sequence[object]) -> str:
-    return (
-        f"waiting for {need} GPUs owed to project {job.project} ({_figures(ledger, job.project)}); "
-        f"{len(moved)} replicas of other jobs are moving to other nodes to make room on one node"
+def consolidating(
+    ledger: Ledger, job: Job, need: int, moved: Sequence[object], units: Sequence[_HasVictim] = ()
+) -> str:
+    head = (
+        f"waiting for {counted(need, 'GPU')} owed to project {job.project} ({_figures(ledger, job.project)}); "
+        f"{counted(len(moved), 'replica')} of other jobs {'is' if len(moved) == 1 else 'are'} moving to other nodes to make room on one node"
     )
+    if not units:
+        return head
+    return f"{head}; being reclaimed to make room for them: {_victims(job, units)}"
 
 
 def draining(ledger: Ledger, job: Job, nodes: Sequence[str]) -> str:
@@ -98,11 +111,11 @@ def pending(ledger: Ledger, job: Job, need: int, *, entitled: bool) -> str:
     p = job.project
     if entitled:
         return (
-            f"waiting for {need} GPUs; project {p} is within its fair share ({_figures(ledger, p)}) "
+            f"waiting for {counted(need, 'GPU')}; project {p} is within its fair share ({_figures(ledger, p)}) "
             "but no GPUs can be reclaimed right now (others are within theirs, or settling after a resize)"
         )
     return (
-        f"waiting for {need} idle GPUs; project {p} holds {_figures(ledger, p)}, "
+        f"waiting for {counted(need, 'idle GPU')}; project {p} holds {_figures(ledger, p)}, "
         "so it can only borrow GPUs that are idle"
     )
 

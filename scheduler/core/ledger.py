@@ -11,7 +11,7 @@ released and not yet promised to anyone). Allocation counts active replicas only
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
@@ -54,6 +54,7 @@ class Ledger:
     started: dict[JobKey, list[Placement]] = field(default_factory=dict)
     reservations: list[Reservation] = field(default_factory=list)
     reserved: dict[str, int] = field(default_factory=dict)
+    draining: dict[str, int] = field(default_factory=dict)  # GPUs held for drains (not firm), per project
     top_reserved: dict[str, int] = field(default_factory=dict)
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _capacity: dict[str, int] = field(default_factory=dict)
@@ -65,7 +66,7 @@ class Ledger:
     )  # jobs with an active replica in the snapshot, key order
     largest_node: int = 0
     line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
-    failed_consolidations: dict[int, int] = field(default_factory=dict)
+    failed_consolidations: dict[tuple[int, bool], int] = field(default_factory=dict)
     failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
@@ -199,6 +200,20 @@ class Ledger:
         while len(self._undo) > mark:
             self._undo.pop()()
 
+    def cheapest(
+        self, options: Iterable[str], attempt: Callable[[str], tuple[int, int] | None]
+    ) -> str | None:
+        """The option whose trial change costs least: ``attempt(option)`` changes the ledger and returns its
+        cost, or ``None`` when it fails; each trial is rolled back; ties go to the first option."""
+        best: tuple[tuple[int, int], str] | None = None
+        for option in options:
+            mark = self.checkpoint()
+            cost = attempt(option)
+            self.rollback(mark)
+            if cost is not None and (best is None or cost < best[0]):
+                best = (cost, option)
+        return None if best is None else best[1]
+
     def version(self) -> tuple[int, int]:
         """Equal versions mean an unchanged ledger: every mutation logs an undo, every rollback is counted."""
         return (len(self._undo), self._rollbacks)
@@ -242,11 +257,13 @@ class Ledger:
                     self._on_node.setdefault(n, []).append(key)
         return self._on_node.get(node, [])
 
-    def reserve_node(self, job: Job, node: str) -> None:
-        """Hold back what a node has towards one replica of ``job`` (a draining reservation)."""
-        g = min(self.avail.value[node], job.gpus_per_replica)
+    def reserve_node(self, job: Job, node: str, most: int) -> int:
+        """Hold back what a node has towards one replica of ``job``, at most ``most`` GPUs (a draining
+        reservation); returns the GPUs held."""
+        g = min(self.avail.value[node], job.gpus_per_replica, most)
         self._take(node, g)
         self._reserve(Reservation(job.project, job.name, node, g, firm=False))  # 0 GPUs still marks a drain
+        return g
 
     def release(
         self, key: JobKey, replicas: list[Replica], reason: str, cause: Cause, for_job: JobKey | None
@@ -360,20 +377,26 @@ class Ledger:
         """GPUs the project holds plus those firmly reserved for it this cycle: what R7 measures it by."""
         return self.alloc[project] + self.reserved.get(project, 0)
 
+    def committed(self, project: str) -> int:
+        """``claimed`` plus the GPUs held for its drains: what its own further claims are measured by."""
+        return self.claimed(project) + self.draining.get(project, 0)
+
     def top_claimed(self, top: str) -> int:
         return self.top_alloc.get(top, 0) + self.top_reserved.get(top, 0)
 
     def _reserve(self, r: Reservation) -> None:
-        """Hold GPUs; firm holds count as the project's (``claimed``), drain holds do not."""
+        """Hold GPUs; firm holds count as the project's (``claimed``), drain holds only in ``committed``."""
         top = self.top_key(r.project)
-        gpus = r.gpus if r.firm else 0
+        gpus, drain = (r.gpus, 0) if r.firm else (0, r.gpus)
         self.reservations.append(r)
         self.reserved[r.project] = self.reserved.get(r.project, 0) + gpus
         self.top_reserved[top] = self.top_reserved.get(top, 0) + gpus
+        self.draining[r.project] = self.draining.get(r.project, 0) + drain
 
         def undo() -> None:
             self.reservations.pop()
             self.reserved[r.project] -= gpus
             self.top_reserved[top] -= gpus
+            self.draining[r.project] -= drain
 
         self._undo.append(undo)

@@ -16,6 +16,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduler.core.explain import counted
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job, Replica
 from scheduler.core.plan import Cause
@@ -55,12 +56,17 @@ class VictimOrder:
         self.lowest = {p: ledger.jobs[tiers[0][0]].priority for p, tiers in self._tiers.items() if tiers}
 
     def next_unit(
-        self, ledger: Ledger, project: str, eligible: Callable[[Job], bool], fits: int = 0
+        self,
+        ledger: Ledger,
+        project: str,
+        eligible: Callable[[Job], bool],
+        fits: int = 0,
+        most: int = 1 << 30,
     ) -> Unit | None:
         """The next unit of ``project`` in R5 order; a job started or grown this cycle is not a victim.
 
         ``fits``: skip units with no replica on a node of at least that many GPUs (they cannot help a
-        claimant whose replicas need that much).
+        claimant whose replicas need that much). ``most``: skip whole jobs holding more GPUs than that.
         """
         for tier in self._tiers.get(project, ()):
             for key in tier:
@@ -71,7 +77,7 @@ class VictimOrder:
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 whole = act and key not in ledger.started and eligible(job)
-                if whole and any(ledger.capacity(r.node) >= fits for r in act):
+                if whole and any(ledger.capacity(r.node) >= fits for r in act) and _gpus(act) <= most:
                     return Unit(key, tuple(act), True)
         return None
 
@@ -80,136 +86,178 @@ def _name(job: Job) -> str:
     return job.name
 
 
+def _gpus(replicas: list[Replica]) -> int:
+    return sum(r.gpus for r in replicas)
+
+
+def _on(node: str, units: list[Unit]) -> int:
+    """GPUs the units hold on ``node`` (an extra and its whole job both count: an upper bound)."""
+    return sum(r.gpus for u in units for r in u.replicas if r.node == node)
+
+
+class Reclaimer:
+    """R5-R7 for one claimant: which projects may lose what to it (``over``, ``allowed``, ``eligible``).
+
+    A victim is measured by what it holds plus what is already promised to it this cycle (``claimed``);
+    ``r2``: the claimant's project is below its guarantee, so a victim may drop below its fair share for a
+    unit that cannot be split, and settling jobs are not spared.
+    """
+
+    def __init__(self, ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool) -> None:
+        self.ledger, self.order, self.claim, self.r2 = ledger, order, claim, r2
+        self.c_top = ledger.top_key(claim.project)
+        need = count * claim.gpus_per_replica
+        self.c_top_ok = ledger.top_claimed(self.c_top) + need <= _top_share(ledger, claim.project)
+        self.reason = f"reclaimed for {claim.project}/{claim.name}"
+
+    def over(self, project: str) -> int:
+        return self.ledger.claimed(project) - self.ledger.shares.project[project]
+
+    def allowed(self, project: str, unit: Unit) -> bool:
+        ledger, r2 = self.ledger, self.r2
+        if not _keeps_share(ledger.claimed(project), ledger.shares.project[project], unit.gpus, r2=r2):
+            return False
+        v_top = ledger.top_key(project)
+        if v_top == self.c_top:
+            return True
+        top_held = ledger.top_claimed(v_top)
+        return self.c_top_ok and _keeps_share(top_held, _top_share(ledger, project), unit.gpus, r2=r2)
+
+    def eligible(self, job: Job) -> bool:
+        return job.key != self.claim.key and (self.r2 or not self.ledger.settling(job))
+
+    def until(
+        self, done: Callable[[], bool], node_min: int, most: int = 1 << 30, avoid: str | None = None
+    ) -> list[Unit] | None:
+        """Take units, projects furthest above their fair share first, until ``done()`` (R6 fill-back);
+        ``most``: no whole job holding more GPUs than that; ``avoid``: no job with a replica on that node."""
+        ledger, claim = self.ledger, self.claim
+        eligible = self.eligible
+        if avoid is not None:
+
+            def eligible(job: Job) -> bool:
+                return self.eligible(job) and all(r.node != avoid for r in ledger.active[job.key])
+
+        over = self.over
+        heap = [(-over(p), p) for p in sorted(ledger.alloc) if p != claim.project and over(p) > 0]
+        heapq.heapify(heap)
+        return _take_until_fits(
+            ledger,
+            claim,
+            done,
+            heap,
+            node_min=node_min,
+            most=most,
+            order=self.order,
+            eligible=eligible,
+            allowed=self.allowed,
+            over=over,
+            reason=self.reason,
+            cause=Cause.RECLAIM,
+        )
+
+    def by_node(self, count: int) -> list[Unit] | None:
+        """For replicas too big for victims scattered across nodes: one node at a time, until ``count``
+        replicas fit (a rigid 2 x 8-GPU gang needs two whole nodes); all or nothing."""
+        ledger, g = self.ledger, self.claim.gpus_per_replica
+        mark = ledger.checkpoint()
+        taken: list[Unit] = []
+        while ledger.avail.slots(g) < count:
+            # the node that fits one more replica after the fewest GPUs evicted there, then the fewest whole
+            # jobs (R5: extras before whole jobs), each node taking what the rules allow in R5 order
+            node = ledger.cheapest(ledger.avail.nodes, self._one_more_replica)
+            if node is None:
+                ledger.rollback(mark)
+                return None
+            taken += self.on_node(node, self._one_more(node))
+        return taken
+
+    def _one_more(self, node: str) -> int:
+        """The GPUs ``node`` must have available to fit one more replica of the claimant."""
+        g = self.claim.gpus_per_replica
+        return (self.ledger.avail.value[node] // g + 1) * g
+
+    def _one_more_replica(self, node: str) -> tuple[int, int] | None:
+        """Take on ``node`` what makes room for one more replica: (GPUs, whole jobs) taken, or ``None``."""
+        ledger, target = self.ledger, self._one_more(node)
+        if ledger.capacity(node) < target:
+            return None
+        units = self.units_on(node)
+        if ledger.avail.value[node] + _on(node, units) < target:
+            return None
+        taken = self._take_on(node, target, units)
+        if ledger.avail.value[node] < target:
+            return None
+        return (sum(u.gpus for u in taken), sum(u.whole for u in taken))
+
+    def units_on(self, node: str, *, local: bool = False) -> list[Unit]:
+        """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
+        whole jobs; newest job first. ``local``: only whole jobs with every replica on ``node``."""
+        ledger = self.ledger
+        keyed: list[tuple[tuple[int, int, float, str, int], Unit]] = []
+        for key in ledger.on_node(node):
+            job, act = ledger.jobs[key], ledger.active[key]
+            if (
+                not act
+                or not job.preemptible
+                or key in ledger.started
+                or not self.eligible(job)
+                or self.over(job.project) <= 0
+            ):
+                continue
+            for r in act[job.min_replicas :]:
+                if r.node == node:
+                    keyed.append(
+                        ((job.priority, 0, -job.submitted_at, job.name, -r.index), Unit(key, (r,), False))
+                    )
+            if not local or all(r.node == node for r in act):
+                keyed.append(((job.priority, 1, -job.submitted_at, job.name, 0), Unit(key, tuple(act), True)))
+        keyed.sort(key=lambda ku: ku[0])
+        return [u for _, u in keyed]
+
+    def takeable_on(self, node: str, *, local: bool = False) -> int:
+        """At most what the rules could free on ``node`` (a quick bound before trying)."""
+        return _on(node, self.units_on(node, local=local))
+
+    def on_node(self, node: str, target: int, *, local: bool = False) -> list[Unit]:
+        """Take what the rules allow on ``node`` in R5 order until it has ``target`` GPUs available (or the
+        units run out: the caller checks). ``local``: no whole job with replicas on other nodes."""
+        return self._take_on(node, target, self.units_on(node, local=local))
+
+    def _take_on(self, node: str, target: int, units: list[Unit]) -> list[Unit]:
+        ledger, claim = self.ledger, self.claim
+        taken: list[Unit] = []
+        for unit in units:
+            if ledger.avail.value[node] >= target:
+                break
+            # a whole job's unit is what is left of it after its extras here went (its master always is)
+            still = {r.index for r in ledger.active[unit.key]}
+            left = [r for r in unit.replicas if r.index in still]
+            unit = Unit(unit.key, tuple(left), unit.whole)  # noqa: PLW2901
+            if not self.allowed(unit.key[0], unit):
+                continue
+            why = f"{self.reason}: {_why(ledger, unit.key[0])} (on {node}, to make room for one replica)"
+            ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
+            taken.append(unit)
+        return taken
+
+
 def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool) -> list[Unit] | None:
     """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit."""
     g = claim.gpus_per_replica
-    shares = ledger.shares
-    c_top = ledger.top_key(claim.project)
-    c_top_ok = ledger.top_claimed(c_top) + count * g <= _top_share(ledger, claim.project)
+    rules = Reclaimer(ledger, order, claim, count, r2=r2)
     # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
     # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
-    memo = (g, r2, c_top if c_top.startswith("dept:") else None, c_top_ok)
+    c_top = rules.c_top
+    memo = (g, r2, c_top if c_top.startswith("dept:") else None, rules.c_top_ok)
     if count >= ledger.failed_reclaims.get(memo, 1 << 30):
         return None
-
-    # a victim is measured by what it holds plus what is already promised to it this cycle
-    def over(project: str) -> int:
-        return ledger.claimed(project) - shares.project[project]
-
-    def allowed(project: str, unit: Unit) -> bool:
-        if not _keeps_share(ledger.claimed(project), shares.project[project], unit.gpus, r2=r2):
-            return False
-        v_top = ledger.top_key(project)
-        if v_top == c_top:
-            return True
-        top_held = ledger.top_claimed(v_top)
-        return c_top_ok and _keeps_share(top_held, _top_share(ledger, project), unit.gpus, r2=r2)
-
-    def eligible(job: Job) -> bool:
-        return job.key != claim.key and (r2 or not ledger.settling(job))
-
-    heap = [(-over(p), p) for p in sorted(ledger.alloc) if p != claim.project and over(p) > 0]
-    heapq.heapify(heap)
-    reason = f"reclaimed for {claim.project}/{claim.name}"
-    taken = _take_until_fits(
-        ledger,
-        claim,
-        count,
-        heap,
-        order=order,
-        eligible=eligible,
-        allowed=allowed,
-        over=over,
-        reason=reason,
-        cause=Cause.RECLAIM,
-    )
-    if taken is None and count == 1 and g > 1:
-        taken = _reclaim_one_node(ledger, claim, allowed=allowed, eligible=eligible, over=over, reason=reason)
+    taken = rules.until(_fits(ledger, g, count), g)
+    if taken is None and g > 1:
+        taken = rules.by_node(count)
     if taken is None:
         ledger.failed_reclaims[memo] = min(count, ledger.failed_reclaims.get(memo, count))
     return taken
-
-
-def _reclaim_one_node(
-    ledger: Ledger,
-    claim: Job,
-    *,
-    allowed: Callable[[str, Unit], bool],
-    eligible: Callable[[Job], bool],
-    over: Callable[[str], int],
-    reason: str,
-) -> list[Unit] | None:
-    """R5-R7 for one replica too big for victims scattered across nodes: on each node big enough, take
-    what the rules allow there, in R5 order, and keep the node that needs the fewest GPUs evicted."""
-    g = claim.gpus_per_replica
-    best: tuple[int, str] | None = None
-    for node in ledger.avail.nodes:
-        if ledger.capacity(node) < g:
-            continue
-        units = _units_on(ledger, node, claim, eligible, over)
-        if ledger.avail.value[node] + sum(r.gpus for u in units for r in u.replicas if r.node == node) < g:
-            continue
-        mark = ledger.checkpoint()
-        taken = _take_on(ledger, node, claim, units, allowed=allowed, reason=reason)
-        ledger.rollback(mark)
-        cost = sum(u.gpus for u in taken) if taken is not None else None
-        if cost is not None and (best is None or cost < best[0]):
-            best = (cost, node)
-    if best is None:
-        return None
-    units = _units_on(ledger, best[1], claim, eligible, over)
-    return _take_on(ledger, best[1], claim, units, allowed=allowed, reason=reason)
-
-
-def _units_on(
-    ledger: Ledger, node: str, claim: Job, eligible: Callable[[Job], bool], over: Callable[[str], int]
-) -> list[Unit]:
-    """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
-    whole jobs; newest job first."""
-    keyed: list[tuple[tuple[int, int, float, str, int], Unit]] = []
-    for key in ledger.on_node(node):
-        job, act = ledger.jobs[key], ledger.active[key]
-        if (
-            not act
-            or not job.preemptible
-            or key in ledger.started
-            or not eligible(job)
-            or over(job.project) <= 0
-        ):
-            continue
-        for r in act[job.min_replicas :]:
-            if r.node == node:
-                keyed.append(
-                    ((job.priority, 0, -job.submitted_at, job.name, -r.index), Unit(key, (r,), False))
-                )
-        keyed.append(((job.priority, 1, -job.submitted_at, job.name, 0), Unit(key, tuple(act), True)))
-    keyed.sort(key=lambda ku: ku[0])
-    return [u for _, u in keyed]
-
-
-def _take_on(
-    ledger: Ledger,
-    node: str,
-    claim: Job,
-    units: list[Unit],
-    *,
-    allowed: Callable[[str, Unit], bool],
-    reason: str,
-) -> list[Unit] | None:
-    taken: list[Unit] = []
-    for unit in units:
-        if ledger.avail.value[node] >= claim.gpus_per_replica:
-            break
-        # a whole job's unit is what is left of it after its extras here went (its master always is)
-        still = {r.index for r in ledger.active[unit.key]}
-        left = [r for r in unit.replicas if r.index in still]
-        unit = Unit(unit.key, tuple(left), unit.whole)  # noqa: PLW2901
-        if not allowed(unit.key[0], unit):
-            continue
-        why = f"{reason}: {_why(ledger, unit.key[0])} (on {node}, to make room for one replica)"
-        ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
-        taken.append(unit)
-    return taken if ledger.avail.value[node] >= claim.gpus_per_replica else None
 
 
 def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[Unit] | None:
@@ -230,8 +278,9 @@ def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[
     return _take_until_fits(
         ledger,
         claim,
-        count,
+        _fits(ledger, claim.gpus_per_replica, count),
         heap,
+        node_min=claim.gpus_per_replica,
         order=order,
         eligible=eligible,
         allowed=lambda p, u: True,
@@ -241,12 +290,18 @@ def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[
     )
 
 
+def _fits(ledger: Ledger, g: int, count: int) -> Callable[[], bool]:
+    return lambda: ledger.avail.slots(g) >= count
+
+
 def _take_until_fits(
     ledger: Ledger,
     claim: Job,
-    count: int,
+    done: Callable[[], bool],
     heap: list[tuple[int, str]],
     *,
+    node_min: int,
+    most: int = 1 << 30,
     order: VictimOrder,
     eligible: Callable[[Job], bool],
     allowed: Callable[[str, Unit], bool],
@@ -254,16 +309,17 @@ def _take_until_fits(
     reason: str,
     cause: Cause,
 ) -> list[Unit] | None:
-    g = claim.gpus_per_replica
     mark = ledger.checkpoint()
     taken: list[Unit] = []
     too_big: set[JobKey] = set()  # jobs whose next unit may not be taken: try the project's smaller ones
-    while ledger.avail.slots(g) < count:
+    while not done():
         if not heap:
             ledger.rollback(mark)
             return None
         _, project = heapq.heappop(heap)
-        unit = order.next_unit(ledger, project, lambda j: j.key not in too_big and eligible(j), fits=g)
+        unit = order.next_unit(
+            ledger, project, lambda j: j.key not in too_big and eligible(j), fits=node_min, most=most
+        )
         if unit is None:
             continue
         if not allowed(project, unit):
@@ -274,10 +330,10 @@ def _take_until_fits(
         taken.append(unit)
         if over(project) > 0:
             heapq.heappush(heap, (-over(project), project))
-    return _fill_back(ledger, taken, g, count)
+    return _fill_back(ledger, taken, done)
 
 
-def _fill_back(ledger: Ledger, taken: list[Unit], g: int, count: int) -> list[Unit]:
+def _fill_back(ledger: Ledger, taken: list[Unit], done: Callable[[], bool]) -> list[Unit]:
     """R6: give back every victim the claimant turns out not to need, least preferred victims first."""
     kept: list[Unit] = []
     for unit in reversed(taken):
@@ -286,7 +342,7 @@ def _fill_back(ledger: Ledger, taken: list[Unit], g: int, count: int) -> list[Un
             continue
         mark = ledger.checkpoint()
         ledger.unrelease(unit.key, list(unit.replicas))
-        if ledger.avail.slots(g) < count:
+        if not done():
             ledger.rollback(mark)
             kept.append(unit)
     kept.reverse()
@@ -306,7 +362,7 @@ def _why(ledger: Ledger, project: str) -> str:
     promised = ledger.reserved.get(project, 0)
     more = f" and is promised {promised} this cycle" if promised else ""
     return (
-        f"project {project} holds {ledger.alloc[project]} GPUs{more}, "
+        f"project {project} holds {counted(ledger.alloc[project], 'GPU')}{more}, "
         f"above its fair share of {ledger.shares.project[project]}"
     )
 
@@ -322,5 +378,5 @@ def enforce_limits(ledger: Ledger, order: VictimOrder) -> None:
             unit = order.next_unit(ledger, name, lambda j: True)
             if unit is None:
                 break
-            why = f"project {name} holds {ledger.alloc[name]} GPUs, above its limit of {cap}"
+            why = f"project {name} holds {counted(ledger.alloc[name], 'GPU')}, above its limit of {cap}"
             ledger.release(unit.key, list(unit.replicas), why, Cause.LIMIT, None)

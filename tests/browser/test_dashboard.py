@@ -173,7 +173,7 @@ def b_submits_and_a_shrinks(client: TideClient, stages: Stages) -> None:
         ),
         lambda: expect(job_row(tab, "b/one", "status")).to_have_text("◌ pending", **MS),
         lambda: expect(job_row(tab, "b/one", "why")).to_contain_text(
-            "Waiting for 1 GPUs; project b holds 0 of fair share 2"
+            "Waiting for 1 GPU; project b holds 0 of fair share 2"
         ),
         lambda: expect(tab.locator('#job-rows [data-role="line"]')).to_have_text(
             ["#1 in line", "#2 in line"]

@@ -29,7 +29,7 @@ from scheduler.core.consolidate import consolidate
 from scheduler.core.fairshare import fair_shares
 from scheduler.core.invariants import check_invariants
 from scheduler.core.ledger import Ledger
-from scheduler.core.preemption import Unit, VictimOrder, _take_on, reclaim
+from scheduler.core.preemption import Reclaimer, VictimOrder, reclaim
 
 CFG = Config(settle_seconds=0)
 
@@ -247,9 +247,9 @@ def test_node_targeted_reclaim_takes_nothing_the_rules_forbid() -> None:
         nodes(1, gpus=2), (Project("a", 1), Project("b", 1)), (_running("b", "x", (0, "node-1")),)
     )
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
-    units = [Unit(("b", "x"), tuple(ledger.active[("b", "x")]), True)]
-    claim = Job("a", "big", 1, 1, 2)
-    assert _take_on(ledger, "node-1", claim, units, allowed=lambda p, u: False, reason="test") is None
+    rules = Reclaimer(ledger, VictimOrder(ledger), Job("a", "big", 1, 1, 2), 1, r2=True)
+    rules.allowed = lambda p, u: False  # type: ignore[method-assign]
+    assert rules.on_node("node-1", 2) == []
     assert ledger.released == {}
 
 
@@ -264,5 +264,30 @@ def test_failed_consolidation_is_not_retried_for_a_claim_as_big_in_the_same_cycl
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     claim = ledger.jobs[("b", "x")]
     assert consolidate(ledger, claim, 1) is None
-    assert ledger.failed_consolidations == {4: 1}
+    assert ledger.failed_consolidations == {(4, False): 1}
     assert consolidate(ledger, claim, 2) is None  # answered from the memo: free GPUs only dwindle in a cycle
+
+
+def test_consolidation_with_reclaim_takes_no_whole_job_bigger_than_the_replica_it_makes_room_for() -> None:
+    """a is owed a 4-GPU replica; node-1 has 3 idle GPUs and c's 1-GPU job, which could move only onto GPUs
+    reclaimed from b; b's one job (4 GPUs, no extras) spans node-2 and node-3: evicting it to make room for
+    one moved GPU is refused, and nothing else frees a node, so nothing changes (remembered for the cycle)."""
+    state = ClusterState(
+        nodes(3, gpus=4),
+        (Project("a", 4), Project("b", 2), Project("c", 6)),
+        (
+            Job("b", "four", 4, 4, replicas=tuple(Replica(i, f"node-{2 + i // 2}", 1) for i in range(4))),
+            *(
+                _running("c", f"c{n}{i}", (0, f"node-{n}"))
+                for n in (1, 2, 3)
+                for i in range(1 if n == 1 else 2)
+            ),
+            Job("a", "big", 1, 1, 4),
+        ),
+    )
+    ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
+    claim = ledger.jobs[("a", "big")]
+    rules = Reclaimer(ledger, VictimOrder(ledger), claim, 1, r2=True)
+    assert consolidate(ledger, claim, 1, rules=rules) is None
+    assert ledger.released == {} and ledger.reservations == []
+    assert ledger.failed_consolidations == {(4, True): 1}

@@ -34,7 +34,7 @@ def test_seed_scenario_grow_shrink_workers_before_master_grow_back() -> None:
     assert (
         note is not None
         and note.queue_position == 1
-        and "being reclaimed: 1 GPUs from project a" in note.reason
+        and "being reclaimed: 1 GPU from project a" in note.reason
     )
 
     plan = c.cycle()
@@ -418,21 +418,20 @@ def test_running_jobs_grow_into_idle_gpus_beyond_fair_share() -> None:
     assert c.alloc("a") == 8
 
 
+def _one_gpu_jobs(project: str, count: int, *, on_node_2: int) -> tuple[Job, ...]:
+    """``count`` running one-replica jobs ``<project><i>``: the first ``on_node_2`` on node-2, the rest on node-3."""
+    return tuple(
+        Job(project, f"{project}{i}", 1, 1, replicas=(Replica(0, "node-2" if i < on_node_2 else "node-3", 1),),
+            last_resized_at=-10)
+        for i in range(count)
+    )  # fmt: skip
+
+
 def test_scattered_idle_gpus_are_consolidated_for_a_guarantee() -> None:
     """a is owed 8 more GPUs (one 8-GPU replica); b is at its fair share with 1-GPU jobs spread 6 + 2, so 8
     GPUs are idle but on no single node. b's two jobs on the emptier node move; b keeps its 8 GPUs."""
     c = Cluster(nodes(3, gpus=8), config=Config(settle_seconds=5)).project("a", 16).project("b", 8)
-    small = tuple(
-        Job(
-            "b",
-            f"b{i}",
-            1,
-            1,
-            replicas=(Replica(0, "node-2" if i < 6 else "node-3", 1),),
-            last_resized_at=-10,
-        )
-        for i in range(8)
-    )
+    small = _one_gpu_jobs("b", 8, on_node_2=6)
     grow = Job("a", "grow", 1, 2, 8, replicas=(Replica(0, "node-1", 8),), last_resized_at=-10)
     c.state = replace(c.state, jobs=(grow, *small))
     plan = c.cycle()
@@ -501,20 +500,26 @@ def test_consolidation_tries_the_next_node_when_replicas_cannot_move() -> None:
     assert c.alloc("a") == 13 and c.alloc("b") == 6 and c.alloc("c") == 5
 
 
-def test_a_small_job_with_a_master_moves_whole_to_free_a_node_for_a_guarantee() -> None:
-    """R2, found on the Philly trace (a team 8 GPUs below its guarantee for 3.7 hours). a is owed one more
-    8-GPU replica; nobody is above their fair share; 8 GPUs are idle, 6 on node-2 and 2 on node-3. What sits on
-    node-2 is b's two-replica job "pair": moving only its worker frees 7 GPUs, and its master never moves
-    without its workers (R5). So the whole job moves to node-3's 2 idle GPUs; b keeps its 8 GPUs."""
+def _a_owed_a_node_b_pair_on(master: str, worker: str) -> Cluster:
+    """a is owed one more 8-GPU replica; b holds 8: a two-replica job "pair" and six 1-GPU replicas on node-3."""
     c = Cluster(nodes(3, gpus=8), config=Config(settle_seconds=5)).project("a", 16).project("b", 8)
     grow = Job("a", "grow", 1, 2, 8, replicas=(Replica(0, "node-1", 8),), last_resized_at=-10)
     pair = Job(
-        "b", "pair", 1, 2, replicas=(Replica(0, "node-2", 1), Replica(1, "node-2", 1)), last_resized_at=-10
+        "b", "pair", 1, 2, replicas=(Replica(0, master, 1), Replica(1, worker, 1)), last_resized_at=-10
     )
     six = Job(
         "b", "six", 6, 6, replicas=tuple(Replica(i, "node-3", 1) for i in range(6)), last_resized_at=-10
     )
     c.state = replace(c.state, jobs=(grow, pair, six))
+    return c
+
+
+def test_a_small_job_with_a_master_moves_whole_to_free_a_node_for_a_guarantee() -> None:
+    """R2, found on the Philly trace (a team 8 GPUs below its guarantee for 3.7 hours). a is owed one more
+    8-GPU replica; nobody is above their fair share; 8 GPUs are idle, 6 on node-2 and 2 on node-3. What sits on
+    node-2 is b's two-replica job "pair": moving only its worker frees 7 GPUs, and its master never moves
+    without its workers (R5). So the whole job moves to node-3's 2 idle GPUs; b keeps its 8 GPUs."""
+    c = _a_owed_a_node_b_pair_on("node-2", "node-2")
     plan = c.cycle()
     assert c.decisions(plan) == [("evict", "b", "pair", [1, 0])]
     assert [d.cause for d in plan.decisions] == [Cause.CONSOLIDATE]
@@ -593,7 +598,112 @@ def test_reclaim_may_take_from_a_project_whose_own_start_this_cycle_puts_it_abov
     assert c.decisions(plan) == [("evict", "p2", "j8", [0])]
     (evict,) = plan.decisions
     assert evict.cause == Cause.RECLAIM and evict.for_job == ("p1", "j6")
-    assert "p2 holds 1 GPUs and is promised 3 this cycle, above its fair share of 3" in evict.reason
+    assert "p2 holds 1 GPU and is promised 3 this cycle, above its fair share of 3" in evict.reason
     c.release_done()
     c.run(2)
     assert (c.alloc("p1"), c.alloc("p2")) == (7, 3)
+
+
+def test_a_rigid_gang_owed_two_whole_nodes_gets_them_one_node_at_a_time() -> None:
+    """R2, found on the Philly trace (a team waited 3 hours for a 2 x 8-GPU gang). a is owed a gang of two
+    4-GPU replicas. b is 3 GPUs above its share and c 2: in plain R5 order b gives its three newest 1-GPU
+    workers (no node empties) and c its newest job (node-4 empties): one whole node, not two. So Tide frees one
+    node at a time, each where the fewest GPUs go (then the fewest whole jobs): node-5 (c's 1-GPU job) and
+    node-2 (b's 4-GPU worker, rather than a whole job of c's). R2 lets b drop below its share for that worker,
+    which cannot be split (R7)."""
+    c = Cluster(nodes(5, gpus=4), config=Config(settle_seconds=5)).project("a", 8).project("b", 9)
+    c.project("c", 3)
+    big = Job(
+        "b", "big", 1, 2, 4, replicas=(Replica(0, "node-1", 4), Replica(1, "node-2", 4)), last_resized_at=-10
+    )
+    small = Job(
+        "b", "small", 1, 4, submitted_at=1, last_resized_at=-10,
+        replicas=tuple(Replica(i, "node-3", 1) for i in range(4)),
+    )  # fmt: skip
+    tiny = Job("c", "tiny", 1, 1, replicas=(Replica(0, "node-5", 1),), last_resized_at=-10)
+    old = Job("c", "old", 1, 1, 4, submitted_at=2, replicas=(Replica(0, "node-4", 4),), last_resized_at=-10)
+    c.state = replace(c.state, jobs=(big, small, tiny, old, Job("a", "gang", 2, 2, 4, submitted_at=3)))
+    plan = c.cycle()
+    assert sorted(c.decisions(plan)) == [("evict", "c", "tiny", [0]), ("shrink", "b", "big", [1])]
+    assert {(r.node, r.gpus) for r in plan.reservations if r.project == "a"} == {("node-5", 4), ("node-2", 4)}
+    note = plan.note("a", "gang")
+    assert note is not None and "being reclaimed: 4 GPUs from project b, 1 GPU from project c" in note.reason
+    c.cycle()
+    assert (c.alloc("a"), c.alloc("b"), c.alloc("c")) == (8, 8, 4)
+
+
+def test_a_guarantee_reclaims_scattered_workers_and_moves_others_to_make_a_whole_node() -> None:
+    """R2, found on the Philly trace (a team 8 GPUs below its guarantee for 1.7 hours). a is owed one more
+    8-GPU replica. b borrows 6 GPUs beyond its share of 2 in 1-GPU workers on node-2 and node-3, which it shares
+    with c (at its share); 2 GPUs are idle. No node can be emptied by reclaim alone (c is not a victim), nor by
+    moving alone (no room elsewhere). So Tide does both: it takes b's workers on node-3, then b's workers on
+    node-2 to make room there for c's two replicas on node-3, which move; c keeps its 6 GPUs."""
+    c = Cluster(nodes(3, gpus=8), config=Config(settle_seconds=5)).project("a", 16).project("b", 2)
+    c.project("c", 6)
+    grow = Job("a", "grow", 1, 2, 8, replicas=(Replica(0, "node-1", 8),), last_resized_at=-10)
+    el = Job(
+        "b", "el", 1, 8, last_resized_at=-10,
+        replicas=tuple(Replica(i, "node-2" if i < 4 else "node-3", 1) for i in range(8)),
+    )  # fmt: skip
+    cs = _one_gpu_jobs("c", 6, on_node_2=4)
+    c.state = replace(c.state, jobs=(grow, el, *cs))
+    plan = c.cycle()
+    assert c.decisions(plan) == [
+        ("shrink", "b", "el", [7, 6, 5, 4, 3, 2]),
+        ("evict", "c", "c4", [0]),
+        ("evict", "c", "c5", [0]),
+    ]
+    assert [d.cause for d in plan.decisions] == [Cause.RECLAIM, Cause.CONSOLIDATE, Cause.CONSOLIDATE]
+    note = plan.note("a", "grow")
+    assert note is not None and "2 replicas of other jobs are moving" in note.reason
+    assert "being reclaimed to make room for them: 6 GPUs from project b" in note.reason
+    plan = c.cycle()
+    assert sorted(c.decisions(plan)) == [
+        ("grow", "a", "grow", [1]),
+        ("start", "c", "c4", [0]),
+        ("start", "c", "c5", [0]),
+    ]
+    assert (c.alloc("a"), c.alloc("b"), c.alloc("c")) == (16, 2, 6)
+
+
+def test_a_draining_gang_holds_no_more_idle_gpus_than_its_project_is_owed() -> None:
+    """R2 against the anti-starvation drain, found on the Philly trace (22 idle GPUs held for one team's
+    23 x 1-GPU gang while another team, 8 GPUs below its guarantee, waited). x's oldest job is a gang of
+    4 that does not fit the 3 idle GPUs; x already holds 2 of its share of 4 in younger jobs, so it is owed 2:
+    its drain holds 2 GPUs, and the third goes to y, which is below its guarantee. When x's younger jobs end,
+    the gang starts."""
+    c = Cluster(nodes(2, gpus=4)).project("x", 4).project("y", 4)
+    c.submit("x", "gang", min=4, max=4)
+    for name in ("y1", "y2", "y3"):
+        c.submit("y", name)
+    c.submit("x", "young1").submit("x", "young2").submit("y", "more")
+    c.state = replace(
+        c.state,
+        jobs=tuple(
+            replace(j, replicas=(Replica(0, "node-1" if j.project == "x" else "node-2", 1),))
+            if j.name.startswith(("young", "y1", "y2", "y3"))
+            else replace(j, submitted_at=-1.0 if j.name == "gang" else j.submitted_at)
+            for j in c.state.jobs
+        ),
+    )
+    plan = c.cycle()
+    assert c.decisions(plan) == [("start", "y", "more", [0])]
+    assert sum(r.gpus for r in plan.reservations if r.project == "x") == 2
+    note = plan.note("x", "gang")
+    assert note is not None and "nodes held for it as they drain" in note.reason
+    c.finish("x", "young1").finish("x", "young2")
+    assert c.decisions(c.cycle()) == [("start", "x", "gang", [0, 1, 2, 3])]
+
+
+def test_a_small_job_spread_over_two_nodes_moves_whole_to_free_a_node_for_a_guarantee() -> None:
+    """R2, found on the Philly trace. a is owed one more 8-GPU replica; nobody is above their share; 8 GPUs are
+    idle, 7 on node-2 and 1 on node-3. node-2's last GPU is the master of b's "pair", whose worker runs on
+    node-3: the master never moves without its worker (R5), so the whole job moves, both replicas to node-3
+    (its worker's own GPU and the idle one); b keeps its 8 GPUs."""
+    c = _a_owed_a_node_b_pair_on("node-2", "node-3")
+    plan = c.cycle()
+    assert c.decisions(plan) == [("evict", "b", "pair", [1, 0])]
+    held = sorted((r.project, r.node, r.gpus) for r in plan.reservations)
+    assert held == [("a", "node-2", 1), ("a", "node-2", 7), ("b", "node-3", 1), ("b", "node-3", 1)]
+    c.run(3)
+    assert (c.alloc("a"), c.alloc("b")) == (16, 8)
