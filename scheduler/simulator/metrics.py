@@ -9,13 +9,16 @@ are exact). ``Recorder.summary()`` returns plain numbers. Definitions (also prin
   demand served: allocated / min(cluster, demand).
 - guarantee: ``g = min(deserved, demand)``;
   honoured = integral of min(alloc, g) / integral of g (time with g > 0).
-- below guarantee (R2): the project holds less than g *and* one of its jobs could take a step (start its
+- below guarantee (R2): the project has less than g *and* one of its jobs could take a step (start its
   minimum gang, or grow one replica) without lifting it above g. R2 promises that owed GPUs arrive within
   grace + one cycle, so what is measured is how long owed GPUs wait, oldest first: each time the project is
   below and g rises above every level still owed, the level g is owed from that moment; it is met once the
-  project holds ``min(level, g)`` GPUs (or is no longer below). ``longest_below`` is the longest such wait.
-  A project that stays below for hours because new jobs keep arriving, each served within a cycle or two,
-  waits a cycle or two; one that never gets the GPUs it was owed at some moment waits until it does.
+  project has ``min(level, g)`` GPUs (or is no longer below). ``longest_below`` is the longest such wait,
+  where what the project *has* counts the GPUs the last plan holds for it (a start waiting for released GPUs,
+  a drain for its own oldest gang: R2's invariant judges a plan the same way); ``longest_below_running``
+  counts only the GPUs its jobs run on. A project that stays below for hours because new jobs keep arriving,
+  each served within a cycle or two, waits a cycle or two; one that never gets the GPUs it was owed at some
+  moment waits until it does.
 - borrowed: integral of max(0, alloc - deserved); lent: a project's unused quota times the fraction of all
   unused quota that borrowers used at that moment.
 - fairness: Jain's index of alloc / fair share over projects with demand and a fair share (1 = exact),
@@ -30,11 +33,16 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class ProjectSample:
+    """``starving``: below with GPUs held for it counted as its (``held``); ``starving_running``: below by the
+    GPUs it runs on only (``None``: the same as ``starving``, nothing being held)."""
+
     alloc: int
     demand: int
     deserved: int
     fair: int
     starving: bool
+    held: int = 0
+    starving_running: bool | None = None
 
 
 @dataclass(slots=True)
@@ -50,9 +58,11 @@ class ProjectTotals:
     demand_time: float = 0.0
     below_since: float | None = None
     longest_below: float = 0.0
+    longest_below_running: float = 0.0
     below_episodes: int = 0
     # (since, level): guarantee levels owed and not yet met, oldest (and lowest) first
     owed: list[tuple[float, int]] = field(default_factory=list)
+    owed_running: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -86,20 +96,25 @@ class Recorder:
         return fell
 
     def _track_below(self, project: str, s: ProjectSample | None, now: float) -> bool:
-        """Update the owed levels (module docstring); True when the project just fell below its guarantee."""
+        """Update the owed levels (module docstring); True when the project just fell below its guarantee by
+        the GPUs it runs on (the simulator then plans a cycle after the grace period)."""
         tot = self.projects[project]
-        starving = s is not None and s.starving
-        guarantee = min(s.deserved, s.demand) if s is not None else 0
-        owed = tot.owed
-        while owed and (not starving or s is None or s.alloc >= min(owed[0][1], guarantee)):
-            since, _ = owed.pop(0)
-            tot.longest_below = max(tot.longest_below, now - since)
-        if starving and (not owed or guarantee > owed[-1][1]):
-            owed.append((now, guarantee))
-        if starving and tot.below_since is None:
+        if s is None:  # the end of the run: every wait still open ends
+            starving = running = False
+            alloc = held = guarantee = 0
+        else:
+            starving, alloc, held, guarantee = s.starving, s.alloc, s.held, min(s.deserved, s.demand)
+            running = s.starving if s.starving_running is None else s.starving_running
+        tot.longest_below = max(
+            tot.longest_below, _owed_levels(tot.owed, starving, alloc + held, guarantee, now)
+        )
+        tot.longest_below_running = max(
+            tot.longest_below_running, _owed_levels(tot.owed_running, running, alloc, guarantee, now)
+        )
+        if running and tot.below_since is None:
             tot.below_since, tot.below_episodes = now, tot.below_episodes + 1
             return True
-        if not starving:
+        if not running:
             tot.below_since = None
         return False
 
@@ -145,3 +160,17 @@ class Recorder:
         self.last_time = now
         for name in self.projects:
             self._track_below(name, None, now)
+
+
+def _owed_levels(
+    owed: list[tuple[float, int]], starving: bool, has: int, guarantee: int, now: float
+) -> float:
+    """Meet the owed levels the project now has (or all, when it is not below), then owe the guarantee if it
+    rose above every level still owed; returns the longest wait that just ended (0 if none)."""
+    longest = 0.0
+    while owed and (not starving or has >= min(owed[0][1], guarantee)):
+        since, _ = owed.pop(0)
+        longest = max(longest, now - since)
+    if starving and (not owed or guarantee > owed[-1][1]):
+        owed.append((now, guarantee))
+    return longest

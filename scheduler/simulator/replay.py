@@ -98,6 +98,7 @@ class Simulator:
         self.alloc = dict.fromkeys(self.deserved, 0)
         self.demand = dict.fromkeys(self.deserved, 0)
         self.fair = dict(self.deserved)
+        self.held: dict[str, int] = {}
         self.events: list[tuple[float, int, int, Key | None, int]] = []
         self.seq = 0
         self.wanted: set[float] = set()
@@ -222,6 +223,9 @@ class Simulator:
         self.counters.cycles += 1
         self.changed, self.last_cycle = False, now
         self.fair = {s.project: s.fair_share_gpus for s in plan.shares} or self.fair
+        self.held = {}  # GPUs the plan holds back for each project (R2 counts them as given: see metrics)
+        for r in plan.reservations:
+            self.held[r.project] = self.held.get(r.project, 0) + r.gpus
         if self.opts.check_invariants:
             problems = check_invariants(state, plan, self.config, now=now)
             if problems:
@@ -283,16 +287,20 @@ class Simulator:
             )
 
     def _observe(self) -> None:
-        sample = {
-            p: ProjectSample(self.alloc[p], self.demand[p], q, self.fair.get(p, q), self._starving(p))
-            for p, q in self.deserved.items()
-        }
+        sample = {}
+        for p, q in self.deserved.items():
+            held = self.held.get(p, 0)
+            running = self._starving(p, self.alloc[p])
+            starving = running and (not held or self._starving(p, self.alloc[p] + held))
+            sample[p] = ProjectSample(
+                self.alloc[p], self.demand[p], q, self.fair.get(p, q), starving, held, running
+            )
         for _ in self.recorder.observe(self.now, sample):
             self._want_cycle(self.now + self.opts.grace_seconds)
 
-    def _starving(self, project: str) -> bool:
-        """R2 as measured: below min(deserved, demand) with a job that could take a step within it."""
-        room = min(self.deserved[project], self.demand[project]) - self.alloc[project]
+    def _starving(self, project: str, has: int) -> bool:
+        """R2 as measured: ``has`` below min(deserved, demand) with a job that could take a step within it."""
+        room = min(self.deserved[project], self.demand[project]) - has
         if room <= 0:
             return False
         runs = self.runs

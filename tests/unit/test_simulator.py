@@ -70,7 +70,9 @@ def test_whole_job_eviction_loses_work_since_checkpoint_and_pays_restart() -> No
     assert (c.evictions, c.resizes) == (1, 0)
     assert c.eviction_loss == pytest.approx(40 * 8)
     assert c.restart_loss == pytest.approx(30 * 8)
-    assert result.recorder.projects["b"].longest_below == pytest.approx(10.0)  # one cycle: R2 kept
+    b = result.recorder.projects["b"]
+    assert b.longest_below_running == pytest.approx(10.0)  # b runs one cycle later: R2 kept
+    assert b.longest_below == 0.0  # the plan at 100 s held a's GPUs for b at once
 
 
 def test_elastic_job_grows_into_idle_gpus_and_shrinks_instead_of_eviction() -> None:
@@ -150,3 +152,23 @@ def test_r2_figure_is_how_long_owed_gpus_wait_not_how_long_a_project_stays_below
     seen(300, 8, 8, starving=False)
     rec.close(400)
     assert rec.projects["a"].longest_below == 200
+    assert rec.projects["a"].longest_below_running == 200  # nothing was held for it
+
+
+def test_r2_figure_counts_gpus_held_for_the_project_and_the_running_figure_does_not() -> None:
+    """Hand-computed: a runs 4 GPUs and is owed 4 more from t=0. At t=10 the plan holds 2 for it (not enough),
+    at t=20 all 4 (its gang drains a node), and they run from t=100: counting what is held a waited 20 s, by
+    running GPUs 100 s. The grace cycle follows the running figure (one episode)."""
+    rec = Recorder.for_projects(16, {"a": 8})
+
+    def seen(t: float, alloc: int, held: int, *, starving: bool, running: bool) -> None:
+        rec.observe(t, {"a": ProjectSample(alloc, 8, 8, 8, starving, held, running)})
+
+    assert rec.observe(0, {"a": ProjectSample(4, 8, 8, 8, True, 0, True)}) == ["a"]
+    seen(10, 4, 2, starving=True, running=True)
+    seen(20, 4, 4, starving=False, running=True)
+    seen(100, 8, 0, starving=False, running=False)
+    rec.close(200)
+    a = rec.projects["a"]
+    assert (a.longest_below, a.longest_below_running) == (20, 100)
+    assert a.below_episodes == 1
