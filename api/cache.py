@@ -73,25 +73,19 @@ class ViewCache:
         self._locks: dict[str, asyncio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
 
-    def _fresh(self, key: str, version: int) -> View | None:
+    def _view(self, key: str, version: int, max_age: float) -> View | None:
+        """The view of ``key`` if it was built at ``version`` or later, at most ``max_age`` seconds ago."""
         view = self._views.get(key)
-        if view is None or view.version < version or self.clock() - view.built_at > self.max_age:
-            return None
-        return view
-
-    def _aged(self, key: str, version: int) -> View | None:
-        """A view of the current version past ``max_age`` but not twice as old: served while rebuilt."""
-        view = self._views.get(key)
-        if view is None or view.version < version or self.clock() - view.built_at > 2 * self.max_age:
+        if view is None or view.version < version or self.clock() - view.built_at > max_age:
             return None
         return view
 
     async def get(self, key: str, build: Callable[[], bytes]) -> View:
         wanted = self.version.current()
-        view = self._fresh(key, wanted)
+        view = self._view(key, wanted, self.max_age)
         if view is not None:
             return view
-        view = self._aged(key, wanted)
+        view = self._view(key, wanted, 2 * self.max_age)  # aged, not twice as old: served while rebuilt
         if view is not None:  # only another instance's changes can be missing: nobody waits for them
             self._refresh(key, build)
             return view
@@ -120,7 +114,7 @@ class ViewCache:
             self._refreshing.pop(key, None)
 
     async def _build(self, key: str, wanted: int, build: Callable[[], bytes]) -> View:
-        view = self._fresh(key, wanted)  # built while this request waited
+        view = self._view(key, wanted, self.max_age)  # built while this request waited
         if view is not None:
             return view
         version, started = self.version.current(), self.clock()  # before reading: a write meanwhile
