@@ -44,7 +44,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,6 +56,7 @@ from typing import IO, Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from scheduler.executors.ports import free_port  # noqa: E402
 from scheduler.executors.torchrun import (  # noqa: E402
     RendezvousTuning,
     ReplicaLaunch,
@@ -148,12 +148,6 @@ Record = dict[str, Any]
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy" / "examples"))
-from demo import TOKEN, free_port, start_service, stop_service, wait_healthy
+from demo import TOKEN, start_service, stop_service, wait_healthy
 
 from api.client import TideAPIError, TideClient
+from scheduler.executors.ports import free_port
 
 BIG, SMALL = 4, 2
 A_JOB, B_JOB = "train", "claim"

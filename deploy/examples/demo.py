@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from api.client import TideClient  # noqa: E402
+from scheduler.executors.ports import free_port  # noqa: E402
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 TOKEN = "tide-demo-admin-token"
@@ -67,12 +67,6 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=230.0, help="give up after this many seconds")
     p.add_argument("--json", type=Path, help="write what was observed to this file")
     return p.parse_args()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_service(

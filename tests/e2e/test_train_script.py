@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.executors.ports import free_port
 from scheduler.executors.torchrun import RendezvousTuning, ReplicaLaunch, replica_env, run_id_for
 
 pytest.importorskip("torch")
@@ -32,12 +32,6 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 TRAIN_ARGS = ["--ckpt-every", "10", "--step-time", "0.03"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def records(*logs: Path) -> list[dict[str, object]]:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from scheduler.executors.ports import free_port
 
 
 def find_bindir() -> Path | None:
@@ -37,19 +38,12 @@ def _version(name: str) -> tuple[int, ...]:
     return tuple(int(part) for part in name.split(".") if part.isdigit())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class PrivateServer:
     """One PostgreSQL cluster of our own; ``url`` reaches its ``postgres`` database over TCP."""
 
     def __init__(self, bindir: Path) -> None:
         self.bindir = bindir
-        self.port = _free_port()
+        self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="tide-pg-"))
         self.data = self.root / "data"
         self.user = pwd.getpwnam("postgres") if os.geteuid() == 0 else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typer.testing import CliRunner
 
 from api.cli.main import app
 from api.client import TideClient
+from scheduler.executors.ports import free_port
 
 TOKEN = "kube-serve-test-token"
 
@@ -36,17 +36,10 @@ def api() -> Iterator[FakeKubeApi]:
     fake.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _serve(tmp_path: Path, *args: str, port: int = 0) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "KUBE"))}
     env.update(TIDE_DATA_DIR=str(tmp_path / "data"), TIDE_ADMIN_TOKEN=TOKEN)
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port or _free_port()), *args]
+    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port or free_port()), *args]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -60,7 +53,7 @@ def _up(url: str) -> bool:
 @pytest.mark.slow
 def test_serve_on_kubernetes_places_jobs_as_pods(api: FakeKubeApi, tmp_path: Path) -> None:
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     flags = ["--executor", "kubernetes", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE]
     process = _serve(tmp_path, *flags, "--default-image", "img:1", "--cycle-period", "0.2", port=port)
