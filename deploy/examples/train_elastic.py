@@ -162,7 +162,8 @@ def main() -> int:
             if rank == 0:
                 emit({"event": "stop", "signalled_ranks": int(agg[1].item()), "time": time.time()})
             dist.destroy_process_group()
-            return 0 if signalled else EXIT_PEER_STOPPED
+            # Read the flag again: a signal that came after this step's agreement still means "stop".
+            return 0 if stop.requested else EXIT_PEER_STOPPED
         if step % args.ckpt_every == 0:
             checkpoint("interval")
 

@@ -121,7 +121,9 @@ def test_sigterm_checkpoints_and_resume_at_another_world_size_loses_no_step(
         p.wait(timeout=30)
     recs1 = records(*logs)
     stop = [r for r in recs1 if r.get("event") == "stop"]
-    assert stop and stop[0]["signalled_ranks"] == 2, recs1[-3:]
+    # Each agent forwards SIGTERM to its worker on its own; when the two land either side of a step's
+    # all-reduce, one rank learns of the stop from its peer. Either way both stop at the same step.
+    assert stop and stop[0]["signalled_ranks"] in (1, 2), recs1[-3:]
     last = max(int(s["step"]) for s in steps(recs1))
     saved = [int(r["saved_step"]) for r in recs1 if r.get("reason") == "stop"]
     assert saved == [last], "the stop checkpoint holds the last step logged"

@@ -25,7 +25,8 @@ RUNNING = (("train", 2), ("stubborn", 1), ("short", 1))
 STUBBORN = [
     sys.executable,
     "-c",
-    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ignoring SIGTERM', flush=True);"
+    " time.sleep(600)",
 ]
 
 
@@ -58,6 +59,8 @@ def _set_the_scene(client: TideClient) -> tuple[list[int], list[int], list[int]]
         wait_for(lambda j=j, n=n: running_pids(client, "a", j, n), timeout=30, what=f"{j} to run")
         for j, n in RUNNING
     ]
+    # A SIGTERM before the stubborn replica's interpreter installs SIG_IGN would kill it (a loaded machine).
+    wait_for(lambda: "ignoring SIGTERM" in client.logs("a", "stubborn"), timeout=30, what="SIG_IGN in place")
     client.submit("a", {"name": "waiting", "workers": 1, "command": ["sleep", "600"]})
     wait_for(lambda: client.job("a", "waiting").pending_reason, what="a reason to wait")
     client.delete_job("a", "stubborn")
