@@ -182,7 +182,7 @@ def exit_without_teardown(code: int) -> None:
 
     Under plain torchrun a gloo rank occasionally aborted in the interpreter's teardown, after ``main``
     had returned ("terminate called without an active exception", SIGABRT: a C++ thread of torch's still
-    joinable when destroyed; 1 of about 40 three-rank runs on a loaded 2-core machine), and its agent
+    joinable when destroyed; 2 of 71 three-rank runs on a loaded 2-core machine), and its agent
     then reported the finished job as failed. Everything this script promises (checkpoint, log lines)
     is durable by then, so the teardown is skipped, as Tide's warm launcher does for every worker."""
     try:
