@@ -90,9 +90,8 @@ def _free_one_node(ledger: Ledger, claim: Job, rules: Reclaimer | None, moves: M
         lost = sum(u.gpus for u in trial.reclaimed)
         return (sum(r.gpus for r in trial.moved) + lost, lost)
 
-    best = ledger.cheapest(
-        nodes, attempt
-    )  # the candidate that disrupts the fewest GPUs, then reclaims fewest
+    # the candidate that disrupts the fewest GPUs, then reclaims fewest
+    best = ledger.cheapest(nodes, attempt)
     return best is not None and _move_off(ledger, claim, best, rules, moves)
 
 
@@ -107,15 +106,15 @@ def _move_off(ledger: Ledger, claim: Job, node: str, rules: Reclaimer | None, mo
         # a whole job's unit is what is left of it after its extras here moved
         still = {r.index for r in ledger.active[key]}
         left = [r for r in replicas if r.index in still]
-        if rules is not None and not _moves(ledger, claim, node, key, left, held=held):
+        after = _move(ledger, claim, node, key, left, held=held)
+        if after is None and rules is not None:
             # room elsewhere for it: reclaim from jobs with nothing on this node (whose GPUs are held)
             need, big = sum(r.gpus for r in left), max(r.gpus for r in left)
             fits = partial(_moves, ledger, claim, node, key, left, held=held)
             taken = rules.until(fits, big, need, avoid=node)
-            if taken is None:
-                continue
-            moves.reclaimed += taken
-        after = _move(ledger, claim, node, key, left, held=held)
+            if taken is not None:
+                moves.reclaimed += taken
+                after = _move(ledger, claim, node, key, left, held=held)
         if after is not None:
             held = after
             moves.moved += left
