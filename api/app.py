@@ -8,7 +8,7 @@ a task beside the API. Either way it waits for the first cycle before serving, a
 loop without stopping replicas (a restarted service adopts them) and closes the executor if it has a
 ``close`` (the kubernetes one ends its watches). Routes live under ``/api/v1`` (GETs answer
 304 to a matching ``If-None-Match``); ``/docs``
-serves OpenAPI; ``/metrics`` Prometheus metrics (``api.metrics``; every request is timed and carries a
+serves OpenAPI; ``/metrics`` Prometheus metrics (``api.metrics``, ``api.routes.metrics``; every request is timed and carries a
 request id: ``api.observe``); ``/`` serves the dashboard (``api.dashboard``) when its ``index.html`` is there, a placeholder
 otherwise. Tests may pass their own ``executor`` (e.g. ``FakeExecutor``; in-process engine only).
 """
@@ -32,11 +32,11 @@ from api.engine_link import EngineLink
 from api.errors import BodyLimit, install_error_handlers
 from api.etag import ETagMiddleware
 from api.metrics import Metrics
-from api.metrics import router as metrics_router
 from api.observe import ObserveMiddleware
 from api.openapi import MethodGuard, install
 from api.parts import build_executor, close_executor, engine_settings
 from api.routes import cluster, departments, events, health, jobs, nodes, projects, tokens
+from api.routes.metrics import router as metrics_router
 from api.settings import Settings
 from scheduler.engine.loop import Engine
 from scheduler.executors.base import Executor

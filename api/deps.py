@@ -1,49 +1,30 @@
 """What routes depend on: the running service's parts and the caller's identity.
 
 Contract: ``Services`` is built once by ``api.app`` and kept on ``app.state.tide``; its ``engine`` is the
-``Engine`` itself when it runs in this process, else an ``api.engine_link.EngineLink`` (``EngineHandle`` is
-what routes may use of either), and ``logs`` reads a replica's output (the executor, or the engine process
-on its behalf). ``Svc`` and ``Caller``
+``Engine`` itself when it runs in this process, else an ``api.engine_link.EngineLink``
+(``api.engine_link.EngineHandle`` is what routes may use of either), and ``logs`` reads a replica's output
+(the executor, or the engine process on its behalf). The parts (``api.metrics``, ``api.cache``,
+``api.engine_link``) know nothing of this module: an import-linter contract keeps the dependency one way. ``Svc`` and ``Caller``
 are FastAPI dependencies (annotated types) giving a route the services and the authenticated principal;
 authentication runs on every route that declares ``Caller`` (every route but health and docs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Protocol
+from typing import Annotated
 
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Principal, bearer, is_admin, project_principal
+from api.cache import ViewCache
+from api.engine_link import EngineHandle, LogReader
+from api.metrics import Metrics
 from api.settings import Settings
 from scheduler.store.db import Database
 
-if TYPE_CHECKING:  # api.metrics depends on this module
-    from api.cache import ViewCache
-    from api.metrics import Metrics
-
-
-class EngineHandle(Protocol):
-    """The scheduling engine as the API sees it, in this process or another."""
-
-    role: str
-    cycles: int
-    changes: int
-    last_cycle_at: float | None
-    last_error: str | None
-    clock: Callable[[], float]
-
-    @property
-    def is_leader(self) -> bool: ...
-
-    def trigger(self) -> None: ...
-
-
-class LogReader(Protocol):
-    def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None: ...
+__all__ = ["Caller", "EngineHandle", "LogReader", "Services", "Svc"]
 
 
 @dataclass

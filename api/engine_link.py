@@ -1,6 +1,6 @@
 """The API process's handle on ``tide serve``'s engine process (``api.engine_host``).
 
-Contract: ``EngineLink(settings)`` is what routes see as the engine (``api.deps.EngineHandle``) when the
+Contract: ``EngineLink(settings)`` is what routes see as the engine (``EngineHandle``) when the
 engine runs in a process of its own (``Settings.engine_process``, as ``tide serve`` sets it): ``role``,
 ``is_leader``, ``cycles``, ``last_cycle_at``, ``last_error`` and ``changes`` are the engine's as of its last
 ``status`` message (``api.wire``); ``trigger()`` sends a wake (a burst of them costs one cycle: the engine
@@ -25,8 +25,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from api.settings import Settings
 from api.wire import Sender, receive
@@ -34,6 +35,27 @@ from api.wire import Sender, receive
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 10.0
 RESTART_DELAY_S = 1.0
+
+
+class EngineHandle(Protocol):
+    """The scheduling engine as the API sees it: ``scheduler.engine.loop.Engine`` in this process, or an
+    ``EngineLink`` to the engine process."""
+
+    role: str
+    cycles: int
+    changes: int
+    last_cycle_at: float | None
+    last_error: str | None
+    clock: Callable[[], float]
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def trigger(self) -> None: ...
+
+
+class LogReader(Protocol):
+    def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None: ...
 
 
 class EngineUnavailable(RuntimeError):

@@ -1,4 +1,4 @@
-"""``GET /metrics``: the service in Prometheus' text format, on a registry of its own.
+"""The service's metrics in Prometheus' form, on a registry of its own (served by ``api.routes.metrics``).
 
 Contract: ``Metrics`` holds one ``CollectorRegistry`` per service (never the process-global one, so several
 apps in one process do not clash) with: the engine's metrics (``scheduler.engine.metrics``: cycle durations,
@@ -11,19 +11,16 @@ allocated and pending GPUs (labels ``project`` and ``department``, empty when no
 status, the cluster's GPUs, and whether this instance leads. A database that cannot be read during a scrape
 gives ``tide_state_up 0`` instead of an error, so the other metrics still arrive.
 
-``/metrics`` needs a bearer token (see docs/security.md): the admin token, a project token, or the metrics
-token (``TIDE_METRICS_TOKEN``), which can read nothing else. The figures are what any project token reads
-through the API anyway; no token, hash, env value or command appears in them.
+The figures are what any project token reads through the API anyway; no token, hash, env value or command
+appears in them.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
@@ -31,10 +28,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, selectinload
 
-from api.auth import Principal, bearer, is_admin, project_principal
 from api.convert import Figures, Totals
-from api.deps import EngineHandle, Svc
-from api.engine_link import EngineUnavailable
+from api.engine_link import EngineHandle, EngineUnavailable
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.store.db import Database
 from scheduler.store.models import JobRow, NodeRow, ProjectRow
@@ -161,29 +156,3 @@ def _cluster(session: Session) -> Metric:
     for schedulable in (True, False):
         gpus.add_metric([str(schedulable).lower()], found.get(schedulable, 0))
     return gpus
-
-
-router = APIRouter(tags=["metrics"])
-
-
-def _scraper(request: Request, svc: Svc) -> Principal:
-    """The admin token, a project token or the metrics token (401 otherwise)."""
-    token = bearer(request.headers.get("authorization"))
-    if is_admin(token, svc.admin_token):
-        return Principal(is_admin=True)
-    metrics_token = svc.settings.metrics_token
-    if metrics_token and hmac.compare_digest(token.encode(), metrics_token.encode()):
-        return Principal(is_admin=False)
-    with svc.db.read() as session:
-        return project_principal(token, session)
-
-
-@router.get(
-    "/metrics",
-    response_class=Response,
-    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}},
-)
-def metrics(request: Request, svc: Svc) -> Response:
-    """Prometheus metrics; needs a bearer token (admin, project or ``TIDE_METRICS_TOKEN``)."""
-    _scraper(request, svc)
-    return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
