@@ -10,7 +10,9 @@ answer in ``CALL_TIMEOUT_S`` or is not running). ``start()`` starts the engine p
 first cycle is done (at most ``timeout`` seconds: the API serves anyway, and the loop retries). A
 supervisor thread reads the engine's messages; if the engine process fails (a non-zero exit, a signal),
 it is logged, shown in ``last_error`` and the process started again after ``RESTART_DELAY_S``; one that
-exits cleanly was stopped (SIGTERM) and is not started again (``role`` is ``stopped``). ``stop()`` asks it
+exits cleanly was stopped (SIGTERM) and is not started again (``role`` is ``stopped``), with a warning
+unless this service stops too within ``STOP_NOTICE_S`` (a SIGTERM to the whole process group, as systemd
+sends it, stops both: a normal stop, which logs no warning and no traceback). ``stop()`` asks it
 to stop after its current cycle, waits ``timeout`` seconds for it to exit, then kills it. ``changes`` only
 grows (across restarts of the engine process): the view cache keys on it (``api.cache``).
 """
@@ -35,6 +37,7 @@ from api.wire import Sender, receive
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 10.0
 RESTART_DELAY_S = 1.0
+STOP_NOTICE_S = 2.0
 
 
 class EngineHandle(Protocol):
@@ -115,9 +118,10 @@ class EngineLink:
             if self._stopping.is_set():
                 break
             if code == 0:  # it was stopped (SIGTERM to it, or to the service's whole process group)
-                log.warning("the engine process stopped; this service no longer schedules")
                 self.role = "stopped"
                 self._bump()
+                if not self._stopping.wait(STOP_NOTICE_S):  # the group's SIGTERM stops this process too
+                    log.warning("the engine process stopped; this service no longer schedules")
                 break
             self.role = "starting"
             self.last_error = f"the engine process exited with code {code}; starting it again"

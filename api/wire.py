@@ -1,8 +1,9 @@
 """Messages between ``tide serve``'s API process and its engine process, over a private socket pair.
 
 Contract: ``send(sock, message)`` writes one message (any picklable value: tuples of plain values here) as a
-4-byte big-endian length and its pickle; ``receive(sock)`` reads one, or returns None at end of file (the
-other process closed its end or died). The socket is a ``socketpair`` made by the API process for the one
+4-byte big-endian length and its pickle; ``receive(sock)`` reads one, or returns None once the other
+process closed its end or died: at end of file, and on a reset (a process that closes with messages
+unread, as one stopping does, resets the connection instead of ending it), never raising for either. The socket is a ``socketpair`` made by the API process for the one
 child it starts (``api.engine_link``), never a listening socket, so both ends are the same program and
 pickle carries nothing foreign. ``Sender`` serialises writers of several threads on one socket.
 
@@ -33,7 +34,10 @@ def send(sock: socket.socket, message: object) -> None:
 def _exactly(sock: socket.socket, size: int) -> bytes | None:
     chunks, left = [], size
     while left:
-        chunk = sock.recv(min(left, 1 << 20))
+        try:
+            chunk = sock.recv(min(left, 1 << 20))
+        except ConnectionError:  # it closed with messages of ours unread (it was stopping): its end, too
+            return None
         if not chunk:
             return None
         chunks.append(chunk)

@@ -136,10 +136,16 @@ def answers(url: str) -> bool:
 
 
 def serve_process(
-    data_dir: Path, port: int, *flags: str, gpus_per_node: int = 2, capture: bool = False
+    data_dir: Path,
+    port: int,
+    *flags: str,
+    gpus_per_node: int = 2,
+    capture: bool = False,
+    own_group: bool = False,
 ) -> subprocess.Popen[str]:
     """A real ``tide serve`` (one local node of ``gpus_per_node`` GPUs, a 0.2 s cycle, plus ``flags``) on
-    ``data_dir``, its admin token generated there; its output kept for ``communicate()`` when ``capture``."""
+    ``data_dir``, its admin token generated there; its output kept for ``communicate()`` when ``capture``;
+    in a process group of its own (its pid is the group's id) when ``own_group``, as systemd runs it."""
     env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": str(gpus_per_node)}
     env["TIDE_NODES"] = "1"
     env.pop("TIDE_ADMIN_TOKEN", None)
@@ -147,4 +153,4 @@ def serve_process(
     argv += ["--cycle-period", "0.2", *flags]
     out = subprocess.PIPE if capture else subprocess.DEVNULL
     err = subprocess.STDOUT if capture else subprocess.DEVNULL
-    return subprocess.Popen(argv, env=env, stdout=out, stderr=err, text=True)
+    return subprocess.Popen(argv, env=env, stdout=out, stderr=err, text=True, start_new_session=own_group)
