@@ -22,10 +22,10 @@ from fastapi import HTTPException, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.paths import ADMIN_TOKEN_FILE
 from api.settings import Settings
 from scheduler.store.models import ProjectRow, TokenRow
 
-ADMIN_TOKEN_FILE = "admin-token"
 PROJECT_TOKEN_PREFIX = "tide_p_"
 
 

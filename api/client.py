@@ -1,25 +1,44 @@
 """A typed HTTP client of the Tide API, used by the CLI and the tests.
 
-Contract: methods map one to one onto endpoints and return ``api.schemas`` models; a non-2xx answer raises
-``TideAPIError`` carrying the status and the server's message. Pass ``http`` to reuse a client (e.g.
-Starlette's ``TestClient``); otherwise one is built for ``base_url``. ``local_server()`` finds the URL and
-admin token of a ``tide serve`` on this machine from its data directory.
+Contract: methods map one to one onto endpoints and return ``api.client_types`` answers (plain dataclasses
+with the fields of ``api.schemas``' models); a non-2xx answer raises ``TideAPIError`` carrying the status
+and the server's message; a 2xx answer that is not what the API documents raises ``ValueError``. Bodies
+are plain mappings (the JSON the API documents). Pass ``http`` to reuse a client (e.g. one
+over ``api.testing.ASGIBridge``); otherwise one is built for ``base_url``, which may be the server's root
+or its API root as ``tide serve`` prints it (``.../api/v1``, see ``api_root``). ``local_server()`` finds
+the URL and admin token of a ``tide serve`` on this machine from its data directory.
+
+Light on purpose: the CLI imports this on every command, so it imports httpx and the standard library and
+nothing of the server (no pydantic, FastAPI or SQLAlchemy; an import-linter contract in pyproject.toml
+holds it to that).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
 
-from api import schemas
-from api.auth import ADMIN_TOKEN_FILE
-from api.settings import default_data_dir
+from api.client_types import (
+    ClusterPublic,
+    DepartmentPublic,
+    EventPublic,
+    Health,
+    JobPublic,
+    NodePublic,
+    ProjectPublic,
+    TokenPublic,
+    parse,
+    parse_list,
+)
+from api.paths import ADMIN_TOKEN_FILE, SERVER_FILE, default_data_dir
 
-Model = TypeVar("Model", bound=BaseModel)
+Answer = TypeVar("Answer")
+Body = Mapping[str, Any]
+API_PREFIX = "/api/v1"
 
 
 class TideAPIError(Exception):
@@ -31,11 +50,16 @@ class TideAPIError(Exception):
         self.detail = detail
 
 
+def api_root(url: str) -> str:
+    """The server's root URL: ``http://h:8000/api/v1/`` (what ``tide serve`` prints) becomes ``http://h:8000``."""
+    return url.strip().rstrip("/").removesuffix(API_PREFIX).rstrip("/")
+
+
 def local_server(data_dir: Path | None = None) -> tuple[str, str | None]:
     """(url, admin token) of the local server, from ``DATA/server.json`` and ``DATA/admin-token``."""
     data_dir = data_dir or default_data_dir()
     url = "http://127.0.0.1:8000"
-    with_server = data_dir / "server.json"
+    with_server = data_dir / SERVER_FILE
     if with_server.is_file():
         url = str(json.loads(with_server.read_text()).get("url", url))
     token_file = data_dir / ADMIN_TOKEN_FILE
@@ -56,9 +80,9 @@ class TideClient:
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._owned = http is None
-        self.http = http or httpx.Client(base_url=base_url, timeout=timeout)
+        self.http = http or httpx.Client(base_url=api_root(base_url), timeout=timeout)
         self.headers = headers
-        self.prefix = "/api/v1"
+        self.prefix = API_PREFIX
 
     def __enter__(self) -> TideClient:
         return self
@@ -80,72 +104,67 @@ class TideClient:
             raise TideAPIError(response.status_code, detail)
         return response
 
-    def _get(self, model: type[Model], path: str, **kwargs: Any) -> Model:
-        return model.model_validate(self.request("GET", path, **kwargs).json())
+    def _get(self, answer: type[Answer], path: str, **kwargs: Any) -> Answer:
+        return parse(answer, self.request("GET", path, **kwargs).json())
 
-    def _list(self, model: type[Model], path: str, **kwargs: Any) -> list[Model]:
-        return TypeAdapter(list[model]).validate_python(self.request("GET", path, **kwargs).json())  # type: ignore[valid-type]
+    def _list(self, answer: type[Answer], path: str, **kwargs: Any) -> list[Answer]:
+        return parse_list(answer, self.request("GET", path, **kwargs).json())
 
-    def _send(self, model: type[Model], method: str, path: str, body: BaseModel | dict[str, Any]) -> Model:
-        payload = body.model_dump(exclude_unset=True) if isinstance(body, BaseModel) else body
-        return model.model_validate(self.request(method, path, json=payload).json())
+    def _send(self, answer: type[Answer], method: str, path: str, body: Body) -> Answer:
+        return parse(answer, self.request(method, path, json=dict(body)).json())
 
     # projects and departments
-    def create_project(self, body: schemas.ProjectCreate | dict[str, Any]) -> schemas.ProjectPublic:
-        return self._send(schemas.ProjectPublic, "POST", "/projects", body)
+    def create_project(self, body: Body) -> ProjectPublic:
+        return self._send(ProjectPublic, "POST", "/projects", body)
 
-    def projects(self) -> list[schemas.ProjectPublic]:
-        return self._list(schemas.ProjectPublic, "/projects")
+    def projects(self) -> list[ProjectPublic]:
+        return self._list(ProjectPublic, "/projects")
 
-    def project(self, name: str) -> schemas.ProjectPublic:
-        return self._get(schemas.ProjectPublic, f"/projects/{name}")
+    def project(self, name: str) -> ProjectPublic:
+        return self._get(ProjectPublic, f"/projects/{name}")
 
-    def update_project(
-        self, name: str, body: schemas.ProjectUpdate | dict[str, Any]
-    ) -> schemas.ProjectPublic:
-        return self._send(schemas.ProjectPublic, "PATCH", f"/projects/{name}", body)
+    def update_project(self, name: str, body: Body) -> ProjectPublic:
+        return self._send(ProjectPublic, "PATCH", f"/projects/{name}", body)
 
     def delete_project(self, name: str) -> None:
         self.request("DELETE", f"/projects/{name}")
 
-    def create_department(self, body: schemas.DepartmentCreate | dict[str, Any]) -> schemas.DepartmentPublic:
-        return self._send(schemas.DepartmentPublic, "POST", "/departments", body)
+    def create_department(self, body: Body) -> DepartmentPublic:
+        return self._send(DepartmentPublic, "POST", "/departments", body)
 
-    def departments(self) -> list[schemas.DepartmentPublic]:
-        return self._list(schemas.DepartmentPublic, "/departments")
+    def departments(self) -> list[DepartmentPublic]:
+        return self._list(DepartmentPublic, "/departments")
 
-    def department(self, name: str) -> schemas.DepartmentPublic:
-        return self._get(schemas.DepartmentPublic, f"/departments/{name}")
+    def department(self, name: str) -> DepartmentPublic:
+        return self._get(DepartmentPublic, f"/departments/{name}")
 
-    def update_department(
-        self, name: str, body: schemas.DepartmentUpdate | dict[str, Any]
-    ) -> schemas.DepartmentPublic:
-        return self._send(schemas.DepartmentPublic, "PATCH", f"/departments/{name}", body)
+    def update_department(self, name: str, body: Body) -> DepartmentPublic:
+        return self._send(DepartmentPublic, "PATCH", f"/departments/{name}", body)
 
     def delete_department(self, name: str) -> None:
         self.request("DELETE", f"/departments/{name}")
 
     # jobs
-    def submit(self, project: str, body: schemas.JobCreate | dict[str, Any]) -> schemas.JobPublic:
-        return self._send(schemas.JobPublic, "POST", f"/projects/{project}/jobs", body)
+    def submit(self, project: str, body: Body) -> JobPublic:
+        return self._send(JobPublic, "POST", f"/projects/{project}/jobs", body)
 
-    def job(self, project: str, name: str) -> schemas.JobPublic:
-        return self._get(schemas.JobPublic, f"/projects/{project}/jobs/{name}")
+    def job(self, project: str, name: str) -> JobPublic:
+        return self._get(JobPublic, f"/projects/{project}/jobs/{name}")
 
-    def jobs(self, project: str | None = None, status: str | None = None) -> list[schemas.JobPublic]:
+    def jobs(self, project: str | None = None, status: str | None = None) -> list[JobPublic]:
         params = {k: v for k, v in (("project", project), ("status", status)) if v is not None}
-        return self._list(schemas.JobPublic, "/jobs", params=params)
+        return self._list(JobPublic, "/jobs", params=params)
 
-    def delete_job(self, project: str, name: str) -> schemas.JobPublic:
-        return self.request_model(schemas.JobPublic, "DELETE", f"/projects/{project}/jobs/{name}")
+    def delete_job(self, project: str, name: str) -> JobPublic:
+        return self.request_model(JobPublic, "DELETE", f"/projects/{project}/jobs/{name}")
 
     def logs(self, project: str, name: str, replica: int = 0, tail: int | None = None) -> str:
         params: dict[str, int] = {"replica": replica} | ({"tail": tail} if tail is not None else {})
         return self.request("GET", f"/projects/{project}/jobs/{name}/logs", params=params).text
 
     # cluster, events, tokens, health
-    def cluster(self) -> schemas.ClusterPublic:
-        return self._get(schemas.ClusterPublic, "/cluster")
+    def cluster(self) -> ClusterPublic:
+        return self._get(ClusterPublic, "/cluster")
 
     def events(
         self,
@@ -155,33 +174,29 @@ class TideClient:
         project: str | None = None,
         job: str | None = None,
         limit: int | None = None,
-    ) -> list[schemas.EventPublic]:
+    ) -> list[EventPublic]:
         params = {"since": since, "after_id": after_id, "project": project, "job": job, "limit": limit}
-        return self._list(
-            schemas.EventPublic, "/events", params={k: v for k, v in params.items() if v is not None}
-        )
+        return self._list(EventPublic, "/events", params={k: v for k, v in params.items() if v is not None})
 
-    def nodes(self) -> list[schemas.NodePublic]:
-        return self._list(schemas.NodePublic, "/nodes")
+    def nodes(self) -> list[NodePublic]:
+        return self._list(NodePublic, "/nodes")
 
-    def node(self, name: str) -> schemas.NodePublic:
-        return self._get(schemas.NodePublic, f"/nodes/{name}")
+    def node(self, name: str) -> NodePublic:
+        return self._get(NodePublic, f"/nodes/{name}")
 
-    def set_node(self, name: str, action: str, grace: float | None = None) -> schemas.NodePublic:
+    def set_node(self, name: str, action: str, grace: float | None = None) -> NodePublic:
         """``action``: cordon, uncordon, drain (with ``grace`` seconds) or fail (fault injection)."""
         body = {"grace_seconds": grace} if action == "drain" and grace is not None else None
-        return schemas.NodePublic.model_validate(
-            self.request("POST", f"/nodes/{name}/{action}", json=body).json()
-        )
+        return parse(NodePublic, self.request("POST", f"/nodes/{name}/{action}", json=body).json())
 
-    def create_token(self, project: str, name: str = "default") -> schemas.TokenPublic:
-        return self._send(schemas.TokenPublic, "POST", f"/projects/{project}/tokens", {"name": name})
+    def create_token(self, project: str, name: str = "default") -> TokenPublic:
+        return self._send(TokenPublic, "POST", f"/projects/{project}/tokens", {"name": name})
 
-    def tokens(self, project: str) -> list[schemas.TokenPublic]:
-        return self._list(schemas.TokenPublic, f"/projects/{project}/tokens")
+    def tokens(self, project: str) -> list[TokenPublic]:
+        return self._list(TokenPublic, f"/projects/{project}/tokens")
 
-    def health(self) -> schemas.Health:
-        return self._get(schemas.Health, "/healthz")
+    def health(self) -> Health:
+        return self._get(Health, "/healthz")
 
-    def request_model(self, model: type[Model], method: str, path: str) -> Model:
-        return model.model_validate(self.request(method, path).json())
+    def request_model(self, answer: type[Answer], method: str, path: str) -> Answer:
+        return parse(answer, self.request(method, path).json())

@@ -1,4 +1,4 @@
-"""``tide serve``: run the service (API, scheduling loop, local or kubernetes executor) in the foreground.
+"""What ``tide serve`` does: run the service (API, scheduling loop, local or kubernetes executor) in the foreground.
 
 The API answers in this process; the scheduling engine (leader election, executor, cycles) runs in a child
 process of its own (``api.engine_host``) that dies with it; SIGTERM or SIGINT stops both.
@@ -19,16 +19,16 @@ import ipaddress
 import json
 import os
 from pathlib import Path
-from typing import Annotated
 
 import typer
 import uvicorn
 from sqlalchemy.exc import OperationalError
 
 from api.app import create_app
-from api.auth import ADMIN_TOKEN_FILE, admin_token
+from api.auth import admin_token
 from api.logs import FORMATS, configure_logging
 from api.parts import build_executor
+from api.paths import ADMIN_TOKEN_FILE, SERVER_FILE
 from api.settings import Settings, default_data_dir
 from scheduler.executors.base import Executor, ExecutorError
 from scheduler.executors.kube.retry import KubeApiError
@@ -59,66 +59,27 @@ def _banner(settings: Settings, token: str, created: bool) -> str:
     return "\n".join(lines)
 
 
-def serve(
+def run(
     *,
-    host: Annotated[str, typer.Option(envvar="TIDE_HOST", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(envvar="TIDE_PORT", help="Port to listen on.")] = 8000,
-    database_url: Annotated[
-        str | None,
-        typer.Option(envvar="TIDE_DATABASE_URL", help="postgresql://... (default: SQLite in the data dir)."),
-    ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(envvar="TIDE_DATA_DIR", help="State, logs, admin token (default ~/.local/share/tide)."),
-    ] = None,
-    executor: Annotated[
-        str, typer.Option(envvar="TIDE_EXECUTOR", help="local (processes here) or kubernetes (pods).")
-    ] = "local",
-    nodes: Annotated[int | None, typer.Option(envvar="TIDE_NODES", min=1, help="Virtual nodes.")] = None,
-    gpus_per_node: Annotated[
-        int | None, typer.Option(envvar="TIDE_GPUS_PER_NODE", min=1, help="Virtual GPUs per node.")
-    ] = None,
-    cycle_period: Annotated[
-        float, typer.Option(envvar="TIDE_CYCLE_PERIOD", min=0.01, help="Seconds between scheduling cycles.")
-    ] = 1.0,
-    grace_period: Annotated[
-        float, typer.Option(envvar="TIDE_GRACE_PERIOD", min=0, help="Seconds from SIGTERM to SIGKILL.")
-    ] = 30.0,
-    settle_time: Annotated[
-        float,
-        typer.Option(envvar="TIDE_SETTLE_TIME", min=0, help="Seconds a resized job is left alone (R7)."),
-    ] = 10.0,
-    log_level: Annotated[str, typer.Option(envvar="TIDE_LOG_LEVEL", help="debug, info, warning.")] = "info",
-    log_format: Annotated[
-        str, typer.Option(envvar="TIDE_LOG_FORMAT", help="text, or json: one object per line.")
-    ] = "text",
-    namespace: Annotated[
-        str | None,
-        typer.Option(envvar="TIDE_NAMESPACE", help="kubernetes: namespace of the jobs' pods (default: own)."),
-    ] = None,
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option(envvar="TIDE_KUBECONFIG", help="kubernetes: kubeconfig file (default: in-cluster)."),
-    ] = None,
-    default_image: Annotated[
-        str | None,
-        typer.Option(envvar="TIDE_DEFAULT_IMAGE", help="kubernetes: image of jobs that name none."),
-    ] = None,
-    node_selector: Annotated[
-        str | None,
-        typer.Option(envvar="TIDE_NODE_SELECTOR", help="kubernetes: label selector of Tide's nodes."),
-    ] = None,
-    checkpoint_claim: Annotated[
-        str | None,
-        typer.Option(envvar="TIDE_CHECKPOINT_CLAIM", help="kubernetes: PVC mounted in every job pod."),
-    ] = None,
+    host: str,
+    port: int,
+    database_url: str | None,
+    data_dir: Path | None,
+    executor: str,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    cycle_period: float,
+    grace_period: float,
+    settle_time: float,
+    log_level: str,
+    log_format: str,
+    namespace: str | None,
+    kubeconfig: str | None,
+    default_image: str | None,
+    node_selector: str | None,
+    checkpoint_claim: str | None,
 ) -> None:
-    """Run the Tide service in the foreground.
-
-    Example: tide serve --nodes 2 --gpus-per-node 4 --grace-period 10
-
-    On Kubernetes: tide serve --executor kubernetes --namespace tide-jobs --default-image IMAGE
-    """
+    """``tide serve`` with its options (``api.cli.serve`` declares them): check, print the banner, serve."""
     if log_format not in FORMATS:
         raise typer.BadParameter(f"{log_format!r}: use {' or '.join(FORMATS)}", param_hint="--log-format")
     configure_logging(log_level, log_format)
@@ -150,7 +111,7 @@ def serve(
     _refuse_newer_schema(settings)
     where = _connect_kubernetes(build_executor(settings)) if settings.executor == "kubernetes" else None
     typer.echo(_banner(settings, token, created) + (f"\nKubernetes:    {where}" if where else ""))
-    (settings.data_dir / "server.json").write_text(json.dumps({"url": f"http://{host}:{port}"}))
+    (settings.data_dir / SERVER_FILE).write_text(json.dumps({"url": f"http://{host}:{port}"}))
     app = create_app(settings)  # the engine in a process of its own (settings.engine_process)
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=None)  # logs: ours
 
@@ -240,7 +201,3 @@ def _refuse_newer_schema(settings: Settings) -> None:
         raise typer.Exit(2) from error
     finally:
         db.dispose()
-
-
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)

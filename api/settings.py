@@ -2,24 +2,20 @@
 
 Contract: a frozen dataclass with the documented defaults; ``database_url`` None means the embedded SQLite
 file in ``data_dir``; ``nodes``/``gpus_per_node`` None means "the GPUs torch sees, else 1 node of 4" (resolved
-when the executor is built; the kubernetes executor takes its nodes from the cluster instead). ``default_data_dir()`` is ``$TIDE_DATA_DIR``, else ``$XDG_DATA_HOME/tide``, else
-``~/.local/share/tide``: one place per user, where the CLI on the same machine finds the admin token.
+when the executor is built; the kubernetes executor takes its nodes from the cluster instead). ``data_dir``
+defaults to ``api.paths.default_data_dir()``: one place per user, where the CLI on the same machine finds
+the server and its admin token.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from api.paths import default_data_dir
 from scheduler.store.db import sqlite_url
 
-
-def default_data_dir() -> Path:
-    if os.environ.get("TIDE_DATA_DIR"):
-        return Path(os.environ["TIDE_DATA_DIR"]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base).expanduser() / "tide"
+__all__ = ["Settings", "default_data_dir"]
 
 
 @dataclass(frozen=True)

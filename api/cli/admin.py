@@ -6,15 +6,17 @@ Contract: HTTP only (``api.cli.context.session``); every read takes ``--json``; 
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from api import schemas
 from api.cli import context
 from api.cli.jobs import Json, Token, Url
 from api.cli.nodes import node_table
+from api.client_types import EventPublic, ProjectPublic
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 project_app = typer.Typer(help="Projects: quotas, weights, limits.", no_args_is_help=True)
 department_app = typer.Typer(help="Departments: parents of projects.", no_args_is_help=True)
@@ -31,8 +33,8 @@ def _body(**values: object) -> dict[str, object]:
     return {names.get(key, key): value for key, value in values.items() if value is not None}
 
 
-def _projects_table(projects: list[schemas.ProjectPublic]) -> Table:
-    table = Table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", "JOBS R/P", box=None)
+def _projects_table(projects: list[ProjectPublic]) -> Table:
+    table = context.table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", "JOBS R/P")
     for p in projects:
         limit = "-" if p.limit_gpus is None else str(p.limit_gpus)
         table.add_row(
@@ -135,7 +137,7 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
     if as_json:
         context.dump_json(departments)
         return
-    table = Table("DEPARTMENT", "DESERVED", "FAIR", "ALLOC", "LIMIT", "PROJECTS", box=None)
+    table = context.table("DEPARTMENT", "DESERVED", "FAIR", "ALLOC", "LIMIT", "PROJECTS")
     for d in departments:
         limit = "-" if d.limit_gpus is None else str(d.limit_gpus)
         table.add_row(
@@ -220,7 +222,7 @@ def cluster(as_json: Json = False, url: Url = None, token: Token = None) -> None
     out.print(node_table(state.nodes))
 
 
-def _print_events(events: list[schemas.EventPublic]) -> None:
+def _print_events(events: list[EventPublic]) -> None:
     out = context.console()
     for e in events:
         replicas = ",".join(map(str, e.replicas))
@@ -289,7 +291,7 @@ def token_list(
     if as_json:
         context.dump_json(tokens)
         return
-    table = Table("ID", "NAME", "CREATED", box=None)
+    table = context.table("ID", "NAME", "CREATED")
     for t in tokens:
         table.add_row(str(t.id), t.name, f"{t.created_at:%Y-%m-%d %H:%M}")
     context.console().print(table if tokens else f"No tokens for project {project}.")

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from api.cli import context
+from api.client import api_root
 
 config_app = typer.Typer(help="The CLI's saved settings (default project).", no_args_is_help=True)
 
@@ -28,7 +29,7 @@ def login(
     if check:
         with context.session(url, token) as client:
             client.projects()
-    path = context.save_config({"url": url.rstrip("/"), "token": token})
+    path = context.save_config({"url": api_root(url), "token": token})
     typer.echo(f"Logged in to {url}; saved in {path}.")
 
 

@@ -2,7 +2,8 @@
 
 Contract: ``resolve()`` picks the server and token, first hit wins: flags (``--url``/``--token``), then
 ``TIDE_URL``/``TIDE_TOKEN``, then the config file (``tide login``), then the local ``tide serve`` found in
-its data dir (``api.client.local_server``). ``session()`` yields a ``TideClient`` and turns every failure
+its data dir (``api.client.local_server``); a URL given as the API's root (``.../api/v1``, as ``tide serve``
+prints it) means the server's root (``api.client.api_root``). ``session()`` yields a ``TideClient`` and turns every failure
 into a message a person understands and an exit code scripts can rely on (``EXIT_*``); no traceback
 escapes. Tests replace the client with ``use_client_factory`` (an ``ASGIBridge``-backed one). The config
 file is ``$XDG_CONFIG_HOME/tide/config.json`` (or ``~/.config/tide``), written 0600.
@@ -17,14 +18,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import typer
-from rich.console import Console
 
-from api.client import TideAPIError, TideClient, local_server
-from api.settings import default_data_dir
+from api.client import TideAPIError, TideClient, api_root, local_server
+from api.paths import default_data_dir
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 EXIT_OK = 0
 EXIT_SERVER = 1
@@ -86,7 +90,8 @@ def resolve(url: str | None, token: str | None) -> Target:
         data = default_data_dir()
         source = f"the local server's data dir {data}"
         return Target(local_url, token or env_token or config.get("token") or local_token, source)
-    return Target(url, token or env_token or _str(config.get("token")), source)
+    # the server's root; what ``tide serve`` prints as "Tide API:" (``.../api/v1``) is accepted too
+    return Target(api_root(url), token or env_token or _str(config.get("token")), source)
 
 
 def _str(value: object) -> str | None:
@@ -108,8 +113,17 @@ def use_client_factory(factory: ClientFactory | None) -> None:
 
 
 def console(err: bool = False) -> Console:
+    from rich.console import Console  # noqa: PLC0415 - only commands that print through rich pay for it
+
     no_colour = bool(os.environ.get("NO_COLOR")) or not (sys.stderr if err else sys.stdout).isatty()
     return Console(stderr=err, no_color=no_colour, highlight=False, soft_wrap=True)
+
+
+def table(*columns: str) -> Table:
+    """A borderless rich table with these column headers (imported here: ``--json`` never draws one)."""
+    from rich.table import Table  # noqa: PLC0415 - see above
+
+    return Table(*columns, box=None)
 
 
 def fail(message: str, code: int) -> None:
@@ -153,9 +167,6 @@ def session(url: str | None = None, token: str | None = None) -> Iterator[TideCl
 
 
 def dump_json(data: Any) -> None:
-    """Print pydantic models (or lists of them) as JSON for scripts."""
-    if isinstance(data, list):
-        payload = [item.model_dump(mode="json") for item in data]
-    else:
-        payload = data.model_dump(mode="json")
+    """Print answers of ``api.client`` (or lists of them) as the JSON the server sent, for scripts."""
+    payload = [item.raw for item in data] if isinstance(data, list) else data.raw
     typer.echo(json.dumps(payload, indent=2))

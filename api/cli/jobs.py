@@ -14,11 +14,10 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from api import schemas
 from api.cli import context
 from api.client import TideClient
+from api.client_types import JobPublic
 
 Url = Annotated[str | None, typer.Option("--url", help="Server URL (else TIDE_URL, config, local server).")]
 Token = Annotated[str | None, typer.Option("--token", help="Bearer token (else TIDE_TOKEN, config).")]
@@ -97,9 +96,7 @@ def submit_pytorch(
     out.print(f"            tide logs {job.name} -p {job.project} --follow")
 
 
-def _wait_running(
-    job: schemas.JobPublic, seconds: float, url: str | None, token: str | None
-) -> schemas.JobPublic:
+def _wait_running(job: JobPublic, seconds: float, url: str | None, token: str | None) -> JobPublic:
     out = context.console()
     deadline = time.monotonic() + seconds
     with context.session(url, token) as client, out.status(f"waiting for {job.name} to start..."):
@@ -134,7 +131,7 @@ def list_jobs(
     if not jobs:
         context.console().print("No jobs.")
         return
-    table = Table("PROJECT", "NAME", "STATUS", "REPLICAS", "GPUS", "AGE", "REASON", box=None)
+    table = context.table("PROJECT", "NAME", "STATUS", "REPLICAS", "GPUS", "AGE", "REASON")
     for job in jobs:
         reason = job.pending_reason or job.message or ""
         table.add_row(
@@ -149,7 +146,7 @@ def list_jobs(
     context.console().print(table)
 
 
-def find_job(client: TideClient, name: str, project: str | None) -> schemas.JobPublic:
+def find_job(client: TideClient, name: str, project: str | None) -> JobPublic:
     """The job called ``name`` (active first, else the newest); exits 3 with suggestions when none."""
     chosen = project or context.load_config().get("project")
     jobs = client.jobs(str(chosen) if chosen else None)
@@ -197,7 +194,7 @@ def describe_job(
     if job.message:
         out.print(f"Message:    {job.message}")
     if job.replicas:
-        table = Table("INDEX", "ROLE", "NODE", "GPU IDS", "STATUS", "EXIT", box=None)
+        table = context.table("INDEX", "ROLE", "NODE", "GPU IDS", "STATUS", "EXIT")
         for rep in job.replicas:
             ids = ",".join(map(str, rep.gpu_ids)) if rep.gpu_ids else str(rep.gpus)
             exit_code = "" if rep.exit_code is None else str(rep.exit_code)

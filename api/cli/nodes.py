@@ -7,14 +7,16 @@ a project token).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from api import schemas
 from api.cli import context
 from api.cli.jobs import Json, Token, Url
+from api.client_types import NodePublic
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 node_app = typer.Typer(
     help="Nodes: list, cordon, uncordon, drain, fail (fault injection).", no_args_is_help=True
@@ -22,9 +24,9 @@ node_app = typer.Typer(
 Name = Annotated[str, typer.Argument(help="Node name (see tide node list).")]
 
 
-def node_table(nodes: list[schemas.NodePublic]) -> Table:
+def node_table(nodes: list[NodePublic]) -> Table:
     """Nodes with their state and replicas (``tide node list``, ``tide cluster``)."""
-    table = Table("NODE", "GPUS", "ALLOC", "STATE", "SCHED", "REPLICAS", box=None)
+    table = context.table("NODE", "GPUS", "ALLOC", "STATE", "SCHED", "REPLICAS")
     for node in nodes:
         slots = " ".join(
             f"{s.project}/{s.job}#{s.index}" + ("(releasing)" if s.releasing else "") for s in node.slots

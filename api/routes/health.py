@@ -12,9 +12,10 @@ from sqlalchemy.exc import DBAPIError
 
 from api import convert, schemas
 from api.deps import Services, Svc
+from api.version import package_version
 
 router = APIRouter(tags=["health"])
-VERSION = "0.1.0"
+VERSION = package_version()
 
 
 def _health(svc: Services, ok: bool, database: str) -> schemas.Health:

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from api.auth import new_project_token
 from api.cli.main import app
-from api.cli.serve import _refuse_weak_tokens_beyond_loopback, is_loopback
 from api.client import TideAPIError, TideClient
+from api.serve import _refuse_weak_tokens_beyond_loopback, is_loopback
 from api.settings import Settings
 from scheduler.store.db import Database
 from scheduler.store.models import TokenRow

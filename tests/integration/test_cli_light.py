@@ -1,0 +1,57 @@
+"""The client commands load nothing of the server: what a ``tide`` process has imported once a command ran.
+
+import-linter (pyproject.toml) checks Tide's own imports; this checks the whole process, dependencies
+included (typer 0.29 brought pydantic back into every command through its parameter parsing). How fast
+the commands start is bench/cli_start.py's job, not a test's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SERVER_SIDE = ["fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic", "scheduler"]
+PROBE = """
+import json, sys
+args, watched = json.loads(sys.argv[1]), set(json.loads(sys.argv[2]))
+from api.cli.main import main
+sys.argv = ["tide", *args]
+try:
+    main()
+except SystemExit as end:
+    code = end.code
+loaded = sorted({name.split(".")[0] for name in sys.modules} & watched)
+sys.__stdout__.write("\\nPROBE " + json.dumps({"code": code, "loaded": loaded}) + "\\n")
+"""
+
+
+def _probe(tmp_path: Path, *args: str) -> dict[str, object]:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TIDE_DATA_DIR": str(tmp_path / "data")}
+    env.pop("TIDE_URL", None)
+    command = [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(SERVER_SIDE)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    line = done.stdout.rpartition("PROBE ")[2]
+    assert line, done.stdout + done.stderr
+    result: dict[str, object] = json.loads(line)
+    return result
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["list", "--json", "--url", "http://127.0.0.1:9"],  # unreachable: exit 4, after the client ran
+        ["describe", "job", "x", "--url", "http://127.0.0.1:9"],
+        ["version"],
+        ["--help"],
+        ["serve", "--help"],  # the server-side command's help, without the server
+    ],
+)
+def test_a_client_command_imports_nothing_of_the_server(tmp_path: Path, args: list[str]) -> None:
+    probe = _probe(tmp_path, *args)
+    assert probe["code"] in (0, 4)
+    assert probe["loaded"] == []
