@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(PY) bench/cycle.py
 	$(PY) bench/resize.py
 	$(PY) bench/api_load.py
+	$(PY) bench/cli_start.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage
