@@ -16,7 +16,7 @@ jobs over 10 projects, then runs two phases, each ``--seconds`` long, and prints
 Columns: requests, requests/s, p50 and p99 latency (ms), and how many answered 200, 304 or another status.
 The load generator is one process on asyncio with a minimal HTTP/1.1 keep-alive client (a full client such
 as httpx costs several times more CPU per request); it shares the machine's cores with the server, so the
-server's figures are a lower bound. Targets (issue 9): ``/cluster`` >= 1,000 requests/s with p99 <= 50 ms
+server's figures are a lower bound. Targets (docs/observability.md): ``/cluster`` >= 1,000 requests/s with p99 <= 50 ms
 under 100 pollers; submits p99 <= 200 ms meanwhile.
 
     .venv/bin/python bench/api_load.py [--pollers 100] [--seconds 10] [--jobs 1000]

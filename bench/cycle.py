@@ -1,6 +1,6 @@
 """Benchmark: one full ``plan_cycle`` on synthetic clusters of 64 to 51,200 GPUs.
 
-Cluster shape (issue 2): 8-GPU nodes, about one project per 100 GPUs, one job per 2 GPUs, a mix of elastic
+Cluster shape: 8-GPU nodes, about one project per 100 GPUs, one job per 2 GPUs, a mix of elastic
 and rigid jobs, about a third of the demand pending. Half of the projects start out borrowing far beyond
 their quota and the other half have work queued, so every cycle reclaims as well as grows. Between measured
 cycles the plan is applied and 2 % of the running jobs finish while as many new ones arrive, so the work does

@@ -1,4 +1,4 @@
-"""node state: cordon, drain and lost nodes, set by an admin (issue 9)
+"""node state: cordon, drain and lost nodes, set by an admin
 
 Revision ID: 0002_node_state
 Revises: 0001

@@ -23,7 +23,7 @@ from playwright.sync_api import Page, expect
 
 from api.client import TideClient
 
-SHOW_WITHIN_MS = 5_000  # the issue's promise: a change in the API is on the page within 5 s
+SHOW_WITHIN_MS = 5_000  # docs/dashboard.md's promise: a change in the API is on the page within 5 s
 # a's replicas print who they are, then on SIGTERM wait for RELEASE before exiting (a slow checkpoint).
 ELASTIC = """echo "replica $TIDE_REPLICA_INDEX of $TIDE_NUM_REPLICAS on $TIDE_NODE (GPU $TIDE_GPU_IDS)"
 trap 'echo "SIGTERM: saving a checkpoint"; while [ ! -e "$RELEASE" ]; do sleep 0.05; done; exit 0' TERM

@@ -1,4 +1,4 @@
-"""PostgreSQL stopped for 10 s and started again under a running service (issue 9).
+"""PostgreSQL stopped for 10 s and started again under a running service.
 
 A private PostgreSQL server (``pgserver``) is really stopped (``pg_ctl stop -m fast``: sessions ended,
 connections refused) and started again, the most faithful outage there is; the shared server stays up.

@@ -1,5 +1,5 @@
 """Two ``tide serve`` processes on one PostgreSQL database: exactly one schedules; SIGKILL it, the other
-takes over within seconds (issue 9).
+takes over within seconds.
 
 Both are real processes sharing the database and the data directory (one machine, the local executor).
 While both run, exactly one reports ``leader``, and a job submitted through the standby's API is scheduled

@@ -1,4 +1,4 @@
-"""A node lost or taken away (issue 9): cordon, drain with a grace period, fail at once; real processes.
+"""A node lost or taken away: cordon, drain with a grace period, fail at once; real processes.
 
 Each replica holds a whole 2-GPU node, so which node a job loses is known. Drained: an elastic job that keeps
 ``min_replicas`` goes on (its master is the same process) and grows back elsewhere; a rigid job restarts on

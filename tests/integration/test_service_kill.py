@@ -1,4 +1,4 @@
-"""``tide serve`` killed with SIGKILL in the middle of a run, then started again (issue 9).
+"""``tide serve`` killed with SIGKILL in the middle of a run, then started again.
 
 At the kill a job runs (2 replicas), a cancelled job's replicas are still stopping (they ignore SIGTERM and
 have a 4 s grace), a job waits for GPUs and a short job is about to end. Replicas are designed to outlive
