@@ -35,7 +35,7 @@ from api.metrics import Metrics
 from api.observe import ObserveMiddleware
 from api.openapi import MethodGuard, install
 from api.parts import build_executor, close_executor, engine_settings
-from api.routes import cluster, departments, events, health, jobs, nodes, projects, tokens
+from api.routes import cluster, departments, events, health, jobs, manifests, nodes, projects, tokens
 from api.routes.metrics import router as metrics_router
 from api.settings import Settings
 from scheduler.engine.loop import Engine
@@ -147,7 +147,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     app.add_middleware(WriteCounter, version=version, prefix=API_PREFIX)
     app.add_middleware(MethodGuard, api=app)
     app.add_middleware(ObserveMiddleware, histogram=metrics.requests, prefixes=(API_PREFIX,))  # outermost
-    for module in (projects, departments, jobs, cluster, nodes, events, tokens):
+    for module in (projects, departments, jobs, manifests, cluster, nodes, events, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(health.router)
     app.include_router(metrics_router)

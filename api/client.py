@@ -67,6 +67,20 @@ def local_server(data_dir: Path | None = None) -> tuple[str, str | None]:
     return url, token
 
 
+def warning_text(header: str) -> str:
+    """The text of a ``Warning: 299 AGENT "TEXT"`` header (as Tide and Kubernetes send them)."""
+    code, _, rest = header.partition(" ")
+    _, _, quoted = rest.partition(" ")
+    if not (code.isdigit() and len(quoted) >= 2 and quoted[0] == quoted[-1] == '"'):
+        return header
+    text, escaped = [], False
+    for ch in quoted[1:-1]:
+        if escaped or ch != "\\":
+            text.append(ch)
+        escaped = not escaped and ch == "\\"
+    return "".join(text)
+
+
 class TideClient:
     """Synchronous client; ``with TideClient(...) as c:`` closes its connections."""
 
@@ -95,7 +109,8 @@ class TideClient:
             self.http.close()
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        response = self.http.request(method, self.prefix + path, headers=self.headers, **kwargs)
+        kwargs.setdefault("headers", self.headers)
+        response = self.http.request(method, self.prefix + path, **kwargs)
         if response.status_code >= 400:
             try:
                 detail = str(response.json().get("detail", response.text))
@@ -147,6 +162,18 @@ class TideClient:
     # jobs
     def submit(self, project: str, body: Body) -> JobPublic:
         return self._send(JobPublic, "POST", f"/projects/{project}/jobs", body)
+
+    def submit_manifest(self, project: str, manifest: str | bytes) -> tuple[JobPublic, list[str]]:
+        """Submit a Kubeflow PyTorchJob manifest (YAML or JSON); the job and the server's warnings."""
+        response = self.request(
+            "POST",
+            f"/projects/{project}/pytorchjobs",
+            content=manifest.encode() if isinstance(manifest, str) else manifest,
+            headers=self.headers | {"Content-Type": "application/yaml"},
+        )
+        return parse(JobPublic, response.json()), [
+            warning_text(v) for v in response.headers.get_list("warning")
+        ]
 
     def job(self, project: str, name: str) -> JobPublic:
         return self._get(JobPublic, f"/projects/{project}/jobs/{name}")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
 import typer
@@ -126,7 +126,7 @@ def table(*columns: str) -> Table:
     return Table(*columns, box=None)
 
 
-def fail(message: str, code: int) -> None:
+def fail(message: str, code: int) -> NoReturn:
     typer.echo(f"tide: {message}", err=True)
     raise typer.Exit(code)
 

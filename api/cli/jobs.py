@@ -85,6 +85,11 @@ def submit_pytorch(
             body[key] = value
     with context.session(url, token) as client:
         job = client.submit(chosen, body)
+    report_submitted(job, wait, url, token)
+
+
+def report_submitted(job: JobPublic, wait: float, url: str | None, token: str | None) -> None:
+    """What every submit prints: the job, optionally its start (``--wait``), how to follow it."""
     out = context.console()
     out.print(
         f"Submitted job {job.name} to project {job.project}: {job.min_replicas}..{job.max_replicas} "

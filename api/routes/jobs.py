@@ -22,7 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api import convert, schemas
-from api.auth import require_project_writer
+from api.auth import Principal, require_project_writer
 from api.cache import cached_response
 from api.deps import Caller, Services, Svc
 from api.engine_link import EngineUnavailable
@@ -79,6 +79,11 @@ def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
     "/projects/{project}/jobs", status_code=status.HTTP_201_CREATED, response_model=schemas.JobPublic
 )
 def submit_job(project: str, body: schemas.JobCreate, svc: Svc, caller: Caller) -> schemas.JobPublic:
+    return create_job(project, body, svc, caller)
+
+
+def create_job(project: str, body: schemas.JobCreate, svc: Services, caller: Principal) -> schemas.JobPublic:
+    """Submit ``body`` to ``project`` (this route's, and ``api.routes.manifests``' from a manifest)."""
     with svc.db.read() as session:  # checks that only read, before the write lock: writes are serialised
         owner = get_project(session, project).id
         require_project_writer(caller, project)
