@@ -3,10 +3,12 @@
 Contract: ``resolve()`` picks the server and token, first hit wins: flags (``--url``/``--token``), then
 ``TIDE_URL``/``TIDE_TOKEN``, then the config file (``tide login``), then the local ``tide serve`` found in
 its data dir (``api.client.local_server``); a URL given as the API's root (``.../api/v1``, as ``tide serve``
-prints it) means the server's root (``api.client.api_root``). ``session()`` yields a ``TideClient`` and turns every failure
-into a message a person understands and an exit code scripts can rely on (``EXIT_*``); no traceback
-escapes. Tests replace the client with ``use_client_factory`` (an ``ASGIBridge``-backed one). The config
-file is ``$XDG_CONFIG_HOME/tide/config.json`` (or ``~/.config/tide``), written 0600.
+prints it) means the server's root (``api.client.api_root``). ``session()`` yields a ``TideClient`` and
+turns every failure into a message a person understands and an exit code scripts can rely on
+(``EXIT_*``); no traceback escapes. Tests replace the client with ``use_client_factory`` (an
+``ASGIBridge``-backed one). The config file is ``$XDG_CONFIG_HOME/tide/config.json`` (or
+``~/.config/tide``), written 0600. rich is imported only by ``console()`` and ``table()``: a command that
+prints JSON never loads it.
 """
 
 from __future__ import annotations
