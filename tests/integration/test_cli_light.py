@@ -30,10 +30,10 @@ sys.__stdout__.write("\\nPROBE " + json.dumps({"code": code, "loaded": loaded}) 
 """
 
 
-def _probe(tmp_path: Path, *args: str) -> dict[str, object]:
+def _probe(tmp_path: Path, watched: list[str], *args: str) -> dict[str, object]:
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TIDE_DATA_DIR": str(tmp_path / "data")}
     env.pop("TIDE_URL", None)
-    command = [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(SERVER_SIDE)]
+    command = [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(watched)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     line = done.stdout.rpartition("PROBE ")[2]
     assert line, done.stdout + done.stderr
@@ -49,9 +49,17 @@ def _probe(tmp_path: Path, *args: str) -> dict[str, object]:
         ["version"],
         ["--help"],
         ["serve", "--help"],  # the server-side command's help, without the server
+        ["submit", "--help"],
     ],
 )
 def test_a_client_command_imports_nothing_of_the_server(tmp_path: Path, args: list[str]) -> None:
-    probe = _probe(tmp_path, *args)
+    probe = _probe(tmp_path, SERVER_SIDE, *args)
     assert probe["code"] in (0, 4)
+    assert probe["loaded"] == []
+
+
+def test_a_command_that_prints_json_loads_no_terminal_drawing(tmp_path: Path) -> None:
+    """rich and pygments come with tables and help only (httpx's own CLI would bring them: it is kept out)."""
+    probe = _probe(tmp_path, ["rich", "pygments", "click"], "list", "--json", "--url", "http://127.0.0.1:9")
+    assert probe["code"] == 4
     assert probe["loaded"] == []
