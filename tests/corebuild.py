@@ -12,6 +12,7 @@ from dataclasses import replace
 from scheduler.core import ClusterState, Config, Department, Job, Node, Plan, Project, apply_plan, plan_cycle
 from scheduler.core.cycle import finish_releases
 from scheduler.core.invariants import check_invariants
+from scheduler.core.usage import accrue, over_quota
 
 
 def nodes(count: int, gpus: int = 1, prefix: str = "node") -> tuple[Node, ...]:
@@ -65,6 +66,18 @@ class Cluster:
         self.plans.append(plan)
         self.now += 1.0
         return plan
+
+    def elapse(self, seconds: float) -> Cluster:
+        """Time passes with the allocation as it is: each project's usage above quota accrues (R14)."""
+        over = over_quota(self.state)
+        half_life = self.config.usage_half_life
+        projects = tuple(
+            replace(p, usage_gpu_seconds=accrue(p.usage_gpu_seconds, over[p.name], seconds, half_life))
+            for p in self.state.projects
+        )
+        self.state = replace(self.state, projects=projects)
+        self.now += seconds
+        return self
 
     def run(self, cycles: int) -> list[Plan]:
         return [self.cycle() for _ in range(cycles)]

@@ -58,7 +58,14 @@ def _plan(state: ClusterState, config: Config, now: float, explain_waiting: bool
         notes=_notes(ledger, claims) if explain_waiting else (),
         shares=_shares(state, ledger),
         department_shares=tuple(
-            ProjectShare(d.name, d.deserved_gpus, shares.department[d.name], _dept_alloc(state, d.name), 0)
+            ProjectShare(
+                d.name,
+                d.deserved_gpus,
+                shares.department[d.name],
+                _dept_alloc(state, d.name),
+                0,
+                d.over_quota_weight,
+            )
             for d in sorted(state.departments, key=lambda d: d.name)
         ),
         reservations=tuple(ledger.reservations),
@@ -104,7 +111,9 @@ def _notes(ledger: Ledger, claims: Claims) -> tuple[JobNote, ...]:
 def _shares(state: ClusterState, ledger: Ledger) -> tuple[ProjectShare, ...]:
     before, s = ledger.held_by_project, ledger.shares
     return tuple(
-        ProjectShare(p.name, p.deserved_gpus, s.project[p.name], before[p.name], s.demand[p.name])
+        ProjectShare(
+            p.name, p.deserved_gpus, s.project[p.name], before[p.name], s.demand[p.name], s.weight[p.name]
+        )
         for p in sorted(state.projects, key=lambda p: p.name)
     )
 

@@ -9,17 +9,21 @@ projects without one first, then each department's projects out of the departmen
    then share equally whatever nobody with a weight wanted;
 3. shares become whole GPUs: floors, then one GPU each to the largest fractional parts, ties to the oldest.
 
+With ``config.usage_half_life`` set (R14), step 2 uses each project's weight adjusted for its decayed usage
+above quota (``scheduler.core.usage``), among the claimants of its level that want more than their quota.
+
 Exact arithmetic (``Fraction``) keeps ties exact, so the result never depends on float rounding or input order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import TypeAlias
 
+from scheduler.core import usage as r14
 from scheduler.core.model import ClusterState, Config, Project
 
 Rational: TypeAlias = Fraction | int  # exact; ints where no fraction arose
@@ -38,12 +42,14 @@ class Claimant:
 
 @dataclass(frozen=True, slots=True)
 class Shares:
-    """Output of R1. ``guarantee`` is ``min(deserved, demand)`` per project (what R2 promises)."""
+    """Output of R1. ``guarantee`` is ``min(deserved, demand)`` per project (what R2 promises); ``weight``
+    is each project's over-quota weight as used this cycle (R14 may have lowered it)."""
 
     project: dict[str, int]
     department: dict[str, int]
     demand: dict[str, int]
     guarantee: dict[str, int]
+    weight: dict[str, float]
 
     def top(self, project: Project) -> tuple[str, int]:
         """The project's top-level entity (its department, if any) and that entity's fair share."""
@@ -88,14 +94,43 @@ def fair_shares(state: ClusterState, config: Config) -> Shares:
                 "dept:" + d.name, d.deserved_gpus, _weight(d.over_quota_weight), cap, (d.created_at, d.name)
             )
         )
+    usage = _usage(state, config, total)
+    top = _with_usage(top, usage)
     top_share = divide(total, top)
     project_share = {name[5:]: v for name, v in top_share.items() if name.startswith("proj:")}
     dept_share = {name[5:]: v for name, v in top_share.items() if name.startswith("dept:")}
+    weight = {c.name[5:]: float(c.weight) for c in top if c.name.startswith("proj:")}
     for dname, projects in members.items():
-        inner = divide(dept_share[dname], [_project_claimant(p, caps[p.name]) for p in projects])
+        claimants = _with_usage([_project_claimant(p, caps[p.name]) for p in projects], usage)
+        weight.update({c.name[5:]: float(c.weight) for c in claimants})
+        inner = divide(dept_share[dname], claimants)
         project_share.update({k[5:]: v for k, v in inner.items()})
     guarantee = {p.name: min(p.deserved_gpus, demand[p.name], caps[p.name]) for p in state.projects}
-    return Shares(project_share, dept_share, demand, guarantee)
+    return Shares(project_share, dept_share, demand, guarantee, weight)
+
+
+def _usage(state: ClusterState, config: Config, total: int) -> dict[str, float]:
+    """R14: each project's normalised usage (``proj:`` names), only those above 0; empty when it is off."""
+    half_life = config.usage_half_life
+    if half_life <= 0:
+        return {}
+    out = {}
+    for p in state.projects:
+        u = r14.normalised(p.usage_gpu_seconds, total, half_life)
+        if u > 0:
+            out["proj:" + p.name] = u
+    return out
+
+
+def _with_usage(claimants: list[Claimant], usage: dict[str, float]) -> list[Claimant]:
+    """R14: the weights of the claimants that want more than their quota, adjusted for their usage."""
+    if not usage:
+        return claimants
+    wanting = {c.name: c.weight for c in claimants if c.weight > 0 and c.cap > c.deserved}
+    if not any(name in usage for name in wanting):
+        return claimants
+    weights = r14.adjusted(wanting, usage)
+    return [replace(c, weight=weights[c.name]) if c.name in weights else c for c in claimants]
 
 
 def _weight(w: float) -> Fraction | int:

@@ -47,6 +47,7 @@ class Project:
 
     ``over_quota_weight`` is its share of GPUs beyond quotas (0: it may borrow only what nobody else wants);
     ``limit_gpus`` is a hard cap (R11); ``allow_over_quota=False`` keeps it inside its quota.
+    ``usage_gpu_seconds`` is its decayed GPU-seconds above quota so far (R14; ``scheduler.core.usage``).
     """
 
     name: str
@@ -56,6 +57,7 @@ class Project:
     allow_over_quota: bool = True
     department: str | None = None
     created_at: float = 0.0
+    usage_gpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +137,12 @@ class Config:
     ``borrowing`` off caps every project at its deserved quota (static partitioning); ``elastic`` off makes
     every job rigid at ``max_replicas`` and reclaim evict whole jobs (what whole-job preemption schedulers do).
     Both exist so the simulator can compare Tide with those baselines through this same core.
+    ``usage_half_life`` (seconds; 0 = off) turns on fair share over time (R14): a project's over-quota
+    weight shrinks with its decayed usage above quota.
     """
 
     settle_seconds: float = 10.0
     borrowing: bool = True
     elastic: bool = True
     reclaim: bool = True
+    usage_half_life: float = 0.0

@@ -71,13 +71,15 @@ class JobNote:
 
 @dataclass(frozen=True, slots=True)
 class ProjectShare:
-    """Per-project figures of this cycle, before the plan is applied."""
+    """Per-project figures of this cycle, before the plan is applied. ``weight``: the over-quota weight the
+    division used (R14 lowers it for a project with usage above quota; a department's is its own)."""
 
     project: str
     deserved_gpus: int
     fair_share_gpus: int
     allocated_gpus: int
     demand_gpus: int
+    weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

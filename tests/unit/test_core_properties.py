@@ -61,7 +61,10 @@ def workloads(draw: st.DrawFn) -> tuple[Cluster, list[Spec], random.Random]:
         )
         for i in range(draw(st.integers(0, 2)))
     )
-    config = Config(settle_seconds=draw(st.sampled_from([0.0, 2.0])))
+    config = Config(
+        settle_seconds=draw(st.sampled_from([0.0, 2.0])),
+        usage_half_life=draw(st.sampled_from([0.0, 0.0, 20.0])),
+    )
     c = Cluster(node_list, departments=depts, config=config, slow_release=draw(st.booleans()))
     for i in range(draw(st.integers(1, 4))):
         deserved = draw(st.integers(0, 8))
@@ -103,6 +106,7 @@ def _replay(c: Cluster, specs: list[Spec], rng: random.Random, steps: int = 9) -
             c.release_done()
         _check_determinism(c, rng)
         c.cycle()  # asserts every invariant
+        c.elapse(rng.choice([0.0, 5.0, 30.0]))  # R14: usage above quota accrues (when a half-life is set)
 
 
 def _check_determinism(c: Cluster, rng: random.Random) -> None:
