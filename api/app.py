@@ -24,6 +24,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
+from api import agent_polls
 from api.auth import admin_token
 from api.cache import StateVersion, ViewCache, WriteCounter
 from api.dashboard import STATIC, DashboardFiles
@@ -149,6 +150,7 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     app.add_middleware(ObserveMiddleware, histogram=metrics.requests, prefixes=(API_PREFIX,))  # outermost
     for module in (projects, departments, jobs, manifests, cluster, nodes, events, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(agent_polls.router)
     app.include_router(health.router)
     app.include_router(metrics_router)
     app.include_router(health.router, prefix=API_PREFIX, include_in_schema=False)

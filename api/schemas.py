@@ -324,3 +324,29 @@ class ValidationProblem(BaseModel):
 
     detail: str
     errors: list[FieldError] = Field(default_factory=list)
+
+
+class AgentPoll(_In):
+    """What a job pod's agent (``tide agent``) reports each time it asks for its launch."""
+
+    generation: int | None = Field(default=None, ge=0, description="the launch it runs (None: none yet)")
+    state: Literal["warming", "warm", "running", "stopped", "exited"] = Field(
+        description="warming/warm: its launcher imports torch / is ready; running: its launch trains; "
+        "stopped: it stopped its launch for the next one; exited: its launch ended on its own"
+    )
+    exit_code: int | None = Field(default=None, description="the launch's exit code, once it exited")
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="a free port the agent can host the rendezvous on"
+    )
+    wait: float = Field(default=10.0, ge=0, le=60, description="seconds to wait for a new launch")
+
+
+class AgentOrder(BaseModel):
+    """The service's answer: ``launch`` (start launch ``generation`` at this size and rank) or ``wait``."""
+
+    action: Literal["launch", "wait"]
+    generation: int | None = None
+    world_size: int | None = None
+    rank: int | None = None
+    rdzv_port: int | None = None
+    run_id: str | None = None

@@ -109,7 +109,7 @@ def _clear(replica: ReplicaRow) -> None:
     replica.status = "starting"
 
 
-def _count(session: Session, job: JobRow, cause: str, since: float) -> int:
+def count_restarts(session: Session, job: JobRow, cause: str, since: float) -> int:
     query = select(func.count(EventRow.id)).where(
         EventRow.project == job.project.name,
         EventRow.job == job.name,
@@ -144,7 +144,7 @@ def on_exit(
     if code == 0:
         return ExitOutcome(handled=False, finished=True)
     allowed = job_max_restarts(job.command, job.env)
-    failures = _count(session, job, "failure", job.created_at)
+    failures = count_restarts(session, job, "failure", job.created_at)
     if failures >= allowed:
         return ExitOutcome(handled=False, note=f"after {failures} restarts (max_restarts {allowed})")
     _clear(replica)
@@ -180,7 +180,7 @@ def check_launches(
         size = sum(1 for r in job.replicas if r.desired == "run")
         what = f"the launch at {size} replicas did not start its workers within {timeout:g} s"
         since = job.last_resized_at if job.last_resized_at is not None else job.created_at
-        if _count(session, job, "timeout", since) >= 1:
+        if count_restarts(session, job, "timeout", since) >= 1:
             fail(session, job, f"{what}, twice: giving up", now)
         else:
             _restart_job(session, job, now=now, cause="timeout", reason=f"{what}; trying once more")

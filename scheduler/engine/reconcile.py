@@ -16,7 +16,9 @@ Contract:
 - ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
 Jobs whose command is a torchrun launch restart as a whole on a resize, a failure or a stuck launch
 (``scheduler.engine.elastic``): ``record_observations`` and ``stop_unwanted`` call into it, and
-``launch_waiting`` starts such a job's replicas together, on the GPUs they held before.
+``launch_waiting`` starts such a job's replicas together, on the GPUs they held before. On an executor whose
+pods run Tide's agent they relaunch in place instead (``scheduler.engine.inplace``, from ``stop_unwanted``;
+``launch_waiting`` gives the job its agent token before its first pod).
 Executor calls happen inside the caller's transaction, so a launch is recorded with the decision that
 asked for it; if the commit fails, the next observation finds the unrecorded process and kills it (above).
 """
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from scheduler.engine import elastic
+from scheduler.engine import elastic, inplace
 from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
@@ -191,6 +193,7 @@ def stop_job_replicas(session: Session, job: JobRow) -> None:
 def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
     """Signal what must stop; return how many replicas are still stopping (signalled or not)."""
     restarting = elastic.sync_launches(session, executor, now=now, grace=knobs.grace_period)
+    inplace.sync(session, executor, now=now, fail=fail_job)
     return restarting + _stop_released(session, executor, now=now, knobs=knobs)
 
 
@@ -308,6 +311,8 @@ def _launch(
         grace=job.grace_period if job.grace_period is not None else knobs.grace_period,
     )
     try:
+        if inplace.inplace(executor, job):
+            inplace.prepare(executor, job)
         obs = executor.start(spec)
     except ExecutorError as error:
         log.warning("cannot start replica %s of %s/%s: %s", replica.index, spec.project, job.name, error)

@@ -84,6 +84,7 @@ class JobRow(Base):
     pending_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     queue_position: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    agent_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # in-place launches
 
     project: Mapped[ProjectRow] = relationship(back_populates="jobs")
     replicas: Mapped[list[ReplicaRow]] = relationship(
@@ -107,8 +108,27 @@ class ReplicaRow(Base):
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     stop_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # in-place launches (scheduler.engine.inplace): the launch this replica's agent is to run, and since when
+    launch_generation: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    launch_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     job: Mapped[JobRow] = relationship(back_populates="replicas")
+
+
+class AgentReportRow(Base):
+    """What a replica's agent last said (``api.agent_polls``): the launch it runs and how it is doing.
+    ``port``/``port_generation``: the rendezvous port the master replica's agent hosts that launch on."""
+
+    __tablename__ = "agent_reports"
+
+    replica_id: Mapped[int] = mapped_column(ForeignKey("replicas.id", ondelete="CASCADE"), primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    generation: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    state: Mapped[str] = mapped_column(String(16))
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    port_generation: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reported_at: Mapped[float] = mapped_column(Float)
 
 
 class NodeRow(Base):

@@ -1,0 +1,160 @@
+"""In-place launches of torchrun jobs whose replicas run Tide's agent (the Kubernetes executor).
+
+Contract (docs/kubernetes.md). On an executor with ``inplace_restarts`` a job whose command is a torchrun
+launch (``uses_torchrun``) keeps its replicas' pods across resizes: each pod runs ``tide agent``, which
+asks the service for its launch (``api.agent_polls``) and restarts its training workers at each new one.
+A launch is a generation number: ``ReplicaRow.launch_generation`` is the launch the replica's agent is to
+run; the replicas sharing the job's newest one are its members, ranked by replica index (the master is
+rank 0 and hosts the rendezvous). What the agents say is in ``AgentReportRow``.
+
+- ``prepare`` gives a job its agent token before its first pod starts: a random secret handed to the
+  executor (a per-job Secret the pods read), only its SHA-256 kept in ``JobRow.agent_token_hash``.
+- ``sync`` moves each such job to its next launch, all in the caller's transaction (so a decision and the
+  deletion of the removed replicas' pods commit together, or neither does):
+  a shrink (a member is told to stop) relaunches the rest at once, in the same cycle as the removed pods'
+  deletion; a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
+  ``WARM_TIMEOUT_S`` after its pod started), so the members keep training while the newcomers import torch;
+  a job with no launch yet launches all its replicas at once.
+- A member whose training exited non-zero on its own (``exited``, the current launch) restarts the whole
+  launch from the checkpoint while the failures stay within the job's ``max_restarts`` (counted across
+  launches as ``restart`` events with cause ``failure``, as for the local executor); past it the job
+  fails with the reason. Resizes never count.
+Everything is persisted: a service killed mid-resize resumes it from the rows after its restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from scheduler.engine.elastic import RESTART, count_restarts
+from scheduler.executors.base import Executor
+from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
+from scheduler.store.models import AgentReportRow, JobRow, ReplicaRow
+from scheduler.store.queries import ACTIVE, add_event
+
+WARM_TIMEOUT_S = 60.0  # a newcomer whose launcher is not warm by then is admitted anyway (it starts cold)
+READY_STATES = ("warm", "running", "stopped", "exited")  # the agent is up and has a warm launcher
+FailJob = Callable[[Session, JobRow, str, float], None]
+
+
+def inplace(executor: Executor, job: JobRow) -> bool:
+    return bool(getattr(executor, "inplace_restarts", False)) and uses_torchrun(job.command)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def prepare(executor: Executor, job: JobRow) -> None:
+    """Give ``job`` its agent token (once): the secret to the executor, its hash to the row."""
+    if job.agent_token_hash is not None:
+        return
+    token = secrets.token_urlsafe(32)
+    executor.put_agent_token(job.project.name, job.name, token)  # type: ignore[attr-defined]
+    job.agent_token_hash = hash_token(token)
+
+
+def current_launch(replicas: Iterable[ReplicaRow]) -> int | None:
+    """The job's newest launch generation (None: never launched in place)."""
+    return max((r.launch_generation for r in replicas if r.launch_generation is not None), default=None)
+
+
+def members(job: JobRow, generation: int) -> list[ReplicaRow]:
+    """The wanted replicas of launch ``generation``, by rank (replica index)."""
+    chosen = [r for r in job.replicas if r.desired == "run" and r.launch_generation == generation]
+    return sorted(chosen, key=lambda r: r.index)
+
+
+def sync(session: Session, executor: Executor, *, now: float, fail: FailJob) -> int:
+    """Move every in-place job to its next launch where one is due; how many newcomers still warm up."""
+    if not getattr(executor, "inplace_restarts", False):
+        return 0
+    jobs = session.scalars(
+        select(JobRow)
+        .where(JobRow.status.in_(ACTIVE))
+        .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
+    ).all()
+    ours = [job for job in jobs if inplace(executor, job)]
+    if not ours:
+        return 0
+    rows = session.scalars(select(AgentReportRow).where(AgentReportRow.job_id.in_([j.id for j in ours])))
+    reports = {r.replica_id: r for r in rows}
+    warming = 0
+    for job in ours:
+        if _fold_failure(session, job, reports, now=now, fail=fail):
+            continue
+        warming += _relaunch(job, reports, now=now)
+    return warming
+
+
+def _launch(job: JobRow, replicas: Iterable[ReplicaRow], now: float) -> int:
+    generation = max(job.generation, (current_launch(job.replicas) or 0) + 1)
+    job.generation = generation
+    for replica in replicas:
+        replica.launch_generation = generation
+        replica.launch_at = now
+    return generation
+
+
+def _relaunch(job: JobRow, reports: dict[int, AgentReportRow], *, now: float) -> int:
+    current = current_launch(job.replicas)
+    wanted = [r for r in job.replicas if r.desired == "run"]
+    if not wanted:
+        return 0
+    if current is None:
+        _launch(job, wanted, now)
+        return 0
+    staying = [r for r in wanted if r.launch_generation == current]
+    newcomers = [r for r in wanted if r.launch_generation != current]
+    leaving = [r for r in job.replicas if r.desired != "run" and r.launch_generation == current]
+    ready = [r for r in newcomers if _warm(r, reports.get(r.id), now)]
+    if leaving or (newcomers and len(ready) == len(newcomers)) or not staying:
+        for replica in leaving:
+            replica.launch_generation = None
+        _launch(job, staying + ready, now)
+    return len(newcomers) - len(ready)
+
+
+def _warm(replica: ReplicaRow, report: AgentReportRow | None, now: float) -> bool:
+    if report is not None and report.state in READY_STATES:
+        return True
+    return replica.started_at is not None and now - replica.started_at >= WARM_TIMEOUT_S
+
+
+def _fold_failure(
+    session: Session, job: JobRow, reports: dict[int, AgentReportRow], *, now: float, fail: FailJob
+) -> bool:
+    """A member's training failed in the current launch: restart the launch, or fail the job. Handled?"""
+    current = current_launch(job.replicas)
+    if current is None:
+        return False
+    failed = [
+        (r, reports[r.id].exit_code)
+        for r in members(job, current)
+        if r.id in reports
+        and reports[r.id].generation == current
+        and reports[r.id].state == "exited"
+        and reports[r.id].exit_code not in (None, 0)
+    ]
+    if not failed:
+        return False
+    replica, code = failed[0]
+    what = f"replica {replica.index}'s training exited with code {code}"
+    allowed = job_max_restarts(job.command, job.env)
+    failures = count_restarts(session, job, "failure", job.created_at)
+    if failures >= allowed:
+        fail(session, job, f"{what} after {failures} restarts (max_restarts {allowed})", now)
+        return True
+    ranks = members(job, current)
+    _launch(job, ranks, now)
+    reason = f"{what}; restarting from the checkpoint (failure {failures + 1} of max_restarts {allowed})"
+    add_event(
+        session, time=now, kind=RESTART, project=job.project.name, job=job.name,
+        replicas=[r.index for r in ranks], reason=reason, cause="failure",
+    )  # fmt: skip
+    return True

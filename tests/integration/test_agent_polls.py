@@ -1,0 +1,165 @@
+"""Job pods' agents learn their launches from the service (``/agent/v1``), through real resizes.
+
+A real service (uvicorn, SQLite and PostgreSQL) with the in-memory executor playing one whose pods run
+Tide's agent (``inplace_restarts``): the test plays the agents with plain HTTP. What a user of the
+Kubernetes executor relies on: a shrink relaunches the survivors in place at once (the removed replicas
+are stopped, the master is not), a grow admits the newcomers only once their launchers are warm, ranks and
+the rendezvous port come from the service, a crash restarts the launch within ``max_restarts`` and a resize
+never spends one, and a wrong token or an unknown replica is a clear 4xx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from servicekit import RunningService, settings_for, wait_for
+from sqlalchemy import select
+
+from scheduler.core import Node
+from scheduler.executors.fake import FakeExecutor
+from scheduler.store.models import JobRow, ReplicaRow
+
+
+class AgentPods(FakeExecutor):
+    """The in-memory executor, as one whose pods run Tide's agent: it keeps each job's agent token."""
+
+    inplace_restarts = True
+
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        super().__init__(nodes)
+        self.tokens: dict[tuple[str, str], str] = {}
+
+    def put_agent_token(self, project: str, job: str, token: str) -> None:
+        self.tokens[(project, job)] = token
+
+
+@pytest.fixture
+def service(tmp_path: Path, db_url: str) -> Iterator[RunningService]:
+    executor = AgentPods((Node("node-0", 4),))
+    running = RunningService(settings_for(tmp_path, db_url), executor=executor).start()
+    client = running.client()
+    client.create_project({"name": "a", "deserved_gpus": 0})
+    client.create_project({"name": "b", "deserved_gpus": 2})
+    yield running
+    running.stop()
+
+
+def _replicas(service: RunningService, job: str) -> dict[int, int]:
+    """Replica index -> id of the job's wanted replicas whose pods were started."""
+    with service.services.db.read() as session:
+        rows = session.scalars(
+            select(ReplicaRow)
+            .join(ReplicaRow.job)
+            .where(JobRow.name == job, ReplicaRow.desired == "run", ReplicaRow.pid.is_not(None))
+        ).all()
+        return {r.index: r.id for r in rows}
+
+
+def _poll(
+    service: RunningService, job: str, rid: int, token: str | None = None, **body: Any
+) -> httpx.Response:
+    executor: AgentPods = service.executor  # type: ignore[assignment]
+    secret = token if token is not None else executor.tokens[("a", job)]
+    return httpx.post(
+        f"{service.url}/agent/v1/projects/a/jobs/{job}/replicas/{rid}",
+        json={"wait": 0, **body},
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=30,
+    )
+
+
+def _launch_all(
+    service: RunningService, job: str, running: int | None, size: int, state: str = "running"
+) -> dict[int, dict[str, Any]]:
+    """Every wanted replica polls (the master offers a port); their orders by replica index, once all got one."""
+    ids = wait_for(lambda: (r := _replicas(service, job)) and len(r) == size and r, what=f"{size} replicas")
+    assert isinstance(ids, dict)
+    with ThreadPoolExecutor(len(ids)) as pool:
+        futures = {
+            index: pool.submit(
+                _poll, service, job, rid, generation=running, state=state, port=40000 + index, wait=20
+            )
+            for index, rid in ids.items()
+        }
+        answers = {index: f.result() for index, f in futures.items()}
+    assert all(a.status_code == 200 for a in answers.values()), [a.text for a in answers.values()]
+    return {index: a.json() for index, a in answers.items()}
+
+
+def test_shrink_and_grow_relaunch_in_place(service: RunningService) -> None:
+    client = service.client()
+    command = ["torchrun", "--max-restarts=1", "train.py"]
+    client.submit("a", {"name": "a", "command": command, "min_replicas": 2, "max_replicas": 4, "workers": 3})
+    first = _launch_all(service, "a", None, 4, state="warming")
+    assert {o["action"] for o in first.values()} == {"launch"}
+    assert [first[i]["rank"] for i in range(4)] == [0, 1, 2, 3]
+    assert {o["world_size"] for o in first.values()} == {4}
+    assert {o["rdzv_port"] for o in first.values()} == {40000}  # the master's offer
+    g1 = first[0]["generation"]
+    master_id = _replicas(service, "a")[0]
+    assert _poll(service, "a", master_id, generation=g1, state="running", port=41000).json() == {
+        "action": "wait", "generation": None, "world_size": None, "rank": None, "rdzv_port": None,
+        "run_id": None,
+    }  # fmt: skip
+
+    client.submit("b", {"name": "b", "command": ["sleep", "600"], "workers": 1})  # b's quota: a shrinks
+    second = _launch_all(service, "a", g1, 2)
+    assert sorted(_replicas(service, "a")) == [0, 1]
+    assert _replicas(service, "a")[0] == master_id  # the master was not touched
+    assert {(o["world_size"], o["generation"] > g1) for o in second.values()} == {(2, True)}
+    g2 = second[0]["generation"]
+
+    client.delete_job("b", "b")
+    ids = wait_for(lambda: len(r := _replicas(service, "a")) == 4 and r, what="a grows back")
+    assert isinstance(ids, dict)
+    for index in (2, 3):  # the newcomers' launchers still import torch: the others keep training
+        assert _poll(service, "a", ids[index], state="warming").json()["action"] == "wait"
+    assert _poll(service, "a", ids[1], generation=g2, state="running").json()["action"] == "wait"
+    assert _poll(service, "a", ids[2], state="warm").json()["action"] == "wait"
+    third = _launch_all(service, "a", g2, 4, state="warm")
+    assert {o["world_size"] for o in third.values()} == {4}
+    assert [third[i]["rank"] for i in range(4)] == [0, 1, 2, 3]
+    g3 = third[0]["generation"]
+    assert g3 > g2
+    events = client.events(project="a")
+    assert not [e for e in events if e.kind == "restart"]  # resizes never spend max_restarts
+
+    answer = _poll(service, "a", ids[3], generation=g3, state="exited", exit_code=1)
+    assert answer.json()["action"] == "wait"  # its own order comes once the engine restarted the launch
+    fourth = _launch_all(service, "a", g3, 4)
+    assert {o["world_size"] for o in fourth.values()} == {4}
+    restarts = [e for e in client.events(project="a") if e.kind == "restart"]
+    assert [e.cause for e in restarts] == ["failure"]
+    assert "replica 3's training exited with code 1" in restarts[0].reason
+    assert "failure 1 of max_restarts 1" in restarts[0].reason
+
+    _poll(service, "a", ids[2], generation=fourth[0]["generation"], state="exited", exit_code=3)
+    job = wait_for(lambda: (j := client.job("a", "a")).status == "failed" and j, what="a fails")
+    assert "replica 2's training exited with code 3 after 1 restarts (max_restarts 1)" in job.message
+
+
+def test_wrong_token_or_replica_is_a_clear_4xx(service: RunningService) -> None:
+    client = service.client()
+    client.submit("a", {"name": "a", "command": ["torchrun", "train.py"], "workers": 1})
+    ids = wait_for(lambda: len(r := _replicas(service, "a")) == 2 and r, what="a starts")
+    assert isinstance(ids, dict)
+    wrong = _poll(service, "a", ids[0], token="not-the-token", state="warming")
+    assert wrong.status_code == 401
+    assert "not the agent token of job a/a" in wrong.json()["detail"]
+    admin = _poll(service, "a", ids[0], token="test-admin-token", state="warming")
+    assert admin.status_code == 401  # the admin's token is not an agent's
+    unknown = _poll(service, "a", 999_999, state="warming")
+    assert unknown.status_code == 404
+    assert "has no replica 999999" in unknown.json()["detail"]
+    bad = _poll(service, "a", ids[1], state="sleeping")
+    assert bad.status_code == 422
+    client.delete_job("a", "a")
+    wait_for(lambda: client.job("a", "a").status != "running", what="a ends")
+    over = _poll(service, "a", ids[0], state="running")
+    assert over.status_code == 404
+    assert "is not running" in over.json()["detail"]
