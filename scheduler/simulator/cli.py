@@ -35,6 +35,13 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-clamp", action="store_true", help="keep requests larger than the team quota")
 
 
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds >= 0")
+    return value
+
+
 def _sim_args(p: argparse.ArgumentParser) -> None:
     d = SimOptions()
     g = p.add_argument_group("replay")
@@ -44,6 +51,13 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cycle-seconds", type=float, default=d.cycle_seconds)
     g.add_argument("--grace-seconds", type=float, default=d.grace_seconds)
     g.add_argument("--settle-seconds", type=float, default=10.0)
+    g.add_argument(
+        "--usage-half-life",
+        type=_non_negative,
+        default=0.0,
+        help="seconds; fair share over time: usage above quota, decayed by this half-life, lowers a "
+        "project's over-quota weight (0 = off)",
+    )
     g.add_argument("--check-invariants", action="store_true", help="run check_invariants every cycle")
 
 
@@ -105,6 +119,7 @@ def settings_from(args: argparse.Namespace) -> SimulationSettings:
             args.check_invariants,
         ),
         settle_seconds=args.settle_seconds,
+        usage_half_life=args.usage_half_life,
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
         seed=args.seed,
         out_dir=args.out,

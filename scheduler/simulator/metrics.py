@@ -23,12 +23,19 @@ are exact). ``Recorder.summary()`` returns plain numbers. Definitions (also prin
   unused quota that borrowers used at that moment.
 - fairness: Jain's index of alloc / fair share over projects with demand and a fair share (1 = exact),
   time-weighted over time when some project had demand.
+- fairness over time (R14): for each day (``[k x 86400, (k+1) x 86400)`` of the virtual clock), Jain's index
+  of each project's over-quota GPU-hours that day divided by its over-quota weight, over the projects with
+  a weight that wanted GPUs beyond their quota at some moment of that day (demand above quota); the mean
+  over the days with at least two such projects (1 = over-quota GPU-hours exactly in proportion to weight).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+DAY = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,7 @@ class ProjectTotals:
     """Integrals (GPU-seconds or seconds) for one project."""
 
     deserved: int
+    weight: float = 1.0
     alloc: float = 0.0
     guaranteed: float = 0.0
     honoured: float = 0.0
@@ -63,6 +71,9 @@ class ProjectTotals:
     # (since, level): guarantee levels owed and not yet met, oldest (and lowest) first
     owed: list[tuple[float, int]] = field(default_factory=list)
     owed_running: list[tuple[float, int]] = field(default_factory=list)
+    # R14: per day, GPU-seconds above quota; and the days it wanted GPUs beyond its quota
+    daily_borrowed: dict[int, float] = field(default_factory=dict)
+    days_wanting: set[int] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -81,11 +92,31 @@ class Recorder:
     series: list[tuple[float, int, int]] = field(default_factory=list)
 
     @classmethod
-    def for_projects(cls, capacity: int, deserved: Mapping[str, int]) -> Recorder:
-        return cls(capacity, {p: ProjectTotals(q) for p, q in sorted(deserved.items())})
+    def for_projects(
+        cls, capacity: int, deserved: Mapping[str, int], weights: Mapping[str, float] | None = None
+    ) -> Recorder:
+        w = weights or {}
+        return cls(capacity, {p: ProjectTotals(q, w.get(p, 1.0)) for p, q in sorted(deserved.items())})
+
+    def daily_fairness(self) -> float:
+        """The mean over days of Jain's index of over-quota GPU-hours per weight (module docstring)."""
+        days = sorted({d for t in self.projects.values() if t.weight > 0 for d in t.days_wanting})
+        values = []
+        for day in days:
+            x = [
+                t.daily_borrowed.get(day, 0.0) / t.weight
+                for t in self.projects.values()
+                if t.weight > 0 and day in t.days_wanting
+            ]
+            if len(x) < 2:
+                continue
+            squares = sum(v * v for v in x)
+            values.append(sum(x) ** 2 / (len(x) * squares) if squares else 1.0)
+        return sum(values) / len(values) if values else math.nan
 
     def observe(self, now: float, sample: Mapping[str, ProjectSample]) -> list[str]:
         """Close ``[last_time, now)`` with the previous sample; return projects that just fell below (R2)."""
+        self._integrate_days(self.last_time, now)
         self._integrate(now - self.last_time)
         fell = [p for p, s in sample.items() if self._track_below(p, s, now)]
         self.last_time, self.last = now, dict(sample)
@@ -117,6 +148,24 @@ class Recorder:
         if not running:
             tot.below_since = None
         return False
+
+    def _integrate_days(self, start: float, end: float) -> None:
+        """R14's daily figures over ``[start, end)`` with the previous sample, split at day boundaries."""
+        if end <= start or not self.last:
+            return
+        rows = [
+            (self.projects[p], max(0, s.alloc - s.deserved), s.demand > s.deserved)
+            for p, s in self.last.items()
+        ]
+        day = int(start // DAY)
+        while start < end:
+            stop = min(end, (day + 1) * DAY)
+            for tot, over, wanting in rows:
+                if wanting:
+                    tot.days_wanting.add(day)
+                if over:
+                    tot.daily_borrowed[day] = tot.daily_borrowed.get(day, 0.0) + over * (stop - start)
+            start, day = stop, day + 1
 
     def _integrate(self, dt: float) -> None:
         if dt <= 0 or not self.last:
@@ -156,6 +205,7 @@ class Recorder:
 
     def close(self, now: float) -> None:
         """End of the run: integrate the last stretch and close open below-guarantee stretches."""
+        self._integrate_days(self.last_time, now)
         self._integrate(now - self.last_time)
         self.last_time = now
         for name in self.projects:

@@ -12,6 +12,10 @@ cycle that changed something, another one follows once the settle time has passe
 may grow then); when a project falls below its guarantee, one follows after the grace period (R2). No
 other cycle runs: nothing ticks. ``max_busy_cycles`` consecutive cycles that all change something with
 no arrival or completion in between stop the follow-ups and are reported as a ping-pong warning.
+
+Fair share over time (R14, ``config.usage_half_life``): each project's usage above quota accrues exactly
+between events (allocations change only at events) and enters every cycle's snapshot; a cycle with nothing
+new is skipped only if the fair shares that usage gives are also unchanged.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import gc
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.core import ClusterState, Config, Job, Node, Plan, Project, apply_plan, plan_cycle
+from scheduler.core.fairshare import fair_shares
 from scheduler.core.invariants import check_invariants
+from scheduler.core.usage import accrue
 from scheduler.simulator.metrics import ProjectSample, Recorder
 from scheduler.simulator.progress import Run
 from scheduler.simulator.workload import JobSpec
@@ -90,7 +96,8 @@ class Simulator:
         self.opts = options or SimOptions()
         self.capacity = sum(n.gpus for n in nodes if n.schedulable)
         self.deserved = {p.name: p.deserved_gpus for p in projects}
-        self.recorder = Recorder.for_projects(self.capacity, self.deserved)
+        weights = {p.name: p.over_quota_weight for p in projects}
+        self.recorder = Recorder.for_projects(self.capacity, self.deserved, weights)
         self.counters = Counters()
         self.runs = {s.key: Run(s) for s in specs}
         self.jobs: dict[Key, Job] = {}
@@ -99,6 +106,9 @@ class Simulator:
         self.demand = dict.fromkeys(self.deserved, 0)
         self.fair = dict(self.deserved)
         self.held: dict[str, int] = {}
+        self.usage = dict.fromkeys(self.deserved, 0.0)  # R14: decayed GPU-seconds above quota
+        self.usage_at = 0.0
+        self.shares_seen: tuple[object, ...] = ()  # the fair shares the last planned cycle used
         self.events: list[tuple[float, int, int, Key | None, int]] = []
         self.seq = 0
         self.wanted: set[float] = set()
@@ -136,6 +146,7 @@ class Simulator:
         finished, batches = 0, 0
         while self._drop_stale():
             self.now = self.events[0][0]
+            self._accrue(self.now)
             finished += self._batch(self.now)
             self._observe()
             batches += 1
@@ -154,6 +165,16 @@ class Simulator:
                 return True
             heapq.heappop(self.events)
         return False
+
+    def _accrue(self, now: float) -> None:
+        """R14: usage above quota over ``[usage_at, now)``, during which allocations did not change."""
+        half_life = self.config.usage_half_life
+        if half_life <= 0 or now <= self.usage_at:
+            return
+        dt = now - self.usage_at
+        for p, q in self.deserved.items():
+            self.usage[p] = accrue(self.usage[p], max(self.alloc[p] - q, 0), dt, half_life)
+        self.usage_at = now
 
     def _batch(self, now: float) -> int:
         """Handle every event at ``now``; returns how many jobs finished."""
@@ -215,10 +236,18 @@ class Simulator:
         return not self.changed and not (ends and ends[0] <= now)
 
     def _cycle(self, now: float) -> None:
-        if self.opts.skip_unchanged and self._unchanged_since_last_cycle(now):
+        unchanged = self.opts.skip_unchanged and self._unchanged_since_last_cycle(now)
+        if unchanged and self.config.usage_half_life <= 0:
             self.counters.skipped_cycles += 1
             return
-        state = ClusterState(self.nodes, self.projects, tuple(self.jobs.values()))
+        state = ClusterState(self.nodes, self._projects(), tuple(self.jobs.values()))
+        if self.config.usage_half_life > 0:
+            shares = fair_shares(state, self.config)
+            seen = (shares.project, shares.department)
+            if unchanged and seen == self.shares_seen:
+                self.counters.skipped_cycles += 1
+                return
+            self.shares_seen = seen
         plan = plan_cycle(state, self.config, now=now, explain_waiting=False)  # notes (R13) are not read here
         self.counters.cycles += 1
         self.changed, self.last_cycle = False, now
@@ -243,6 +272,11 @@ class Simulator:
                 f"t={now:.0f}s: {self.counters.busy_cycles} consecutive cycles changed something with no "
                 "arrival or completion in between (ping-pong?); follow-up cycles stopped until the next event"
             )
+
+    def _projects(self) -> tuple[Project, ...]:
+        if self.config.usage_half_life <= 0:
+            return self.projects
+        return tuple(replace(p, usage_gpu_seconds=self.usage[p.name]) for p in self.projects)
 
     def _apply(self, plan: Plan, now: float) -> None:
         """``apply_plan`` on the jobs the plan touches (it changes no other job: decisions are per job, and no

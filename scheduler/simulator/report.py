@@ -51,6 +51,7 @@ class Summary:
     churn: int
     lost_gpu_h: float
     fairness: float
+    daily_fairness: float
     cycles: int
     makespan_h: float
 
@@ -122,6 +123,7 @@ def summarize(policy: str, result: RunResult) -> Summary:
         churn=c.churn,
         lost_gpu_h=(c.restart_loss + c.eviction_loss) / HOUR,
         fairness=rec.fairness_time / rec.fairness_weight if rec.fairness_weight else 1.0,
+        daily_fairness=rec.daily_fairness(),
         cycles=c.cycles,
         makespan_h=span / HOUR,
     )
@@ -148,6 +150,7 @@ COLUMNS = (
     ("churn", "churn", "{}"),
     ("lost GPU-h", "lost_gpu_h", "{:.1f}"),
     ("fairness", "fairness", "{:.3f}"),
+    ("over-quota fairness per day", "daily_fairness", "{:.3f}"),
     ("cycles", "cycles", "{}"),
 )
 

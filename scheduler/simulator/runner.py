@@ -10,6 +10,9 @@ Policies (all through the same ``plan_cycle``; only ``Config`` switches and job 
   (``Config(elastic=False)``), as KAI-Scheduler or Kueue do for a PyTorchJob.
 - ``static``: each team only its quota, rigid jobs (``Config(borrowing=False, elastic=False)``), like a
   plain Kubernetes ResourceQuota.
+
+``usage_half_life`` (seconds, 0 = off) turns on fair share over time (R14) for the policies that borrow;
+their name in the report then says so (``tide, half-life 24 h``).
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class SimulationSettings:
     workload: WorkloadOptions = field(default_factory=WorkloadOptions)
     sim: SimOptions = field(default_factory=SimOptions)
     settle_seconds: float = 10.0
+    usage_half_life: float = 0.0
     policies: tuple[str, ...] = ("tide", "whole-job", "static")
     seed: int = 0
     out_dir: Path | None = None
@@ -100,10 +104,19 @@ def build_projects(settings: SimulationSettings, jobs: Sequence[TraceJob]) -> tu
     return scale_quotas(sizes, [j.team for j in jobs], settings.gpus)
 
 
-def policy_config(name: str, settle_seconds: float) -> Config:
+def policy_config(name: str, settle_seconds: float, usage_half_life: float = 0.0) -> Config:
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
-    return replace(POLICIES[name], settle_seconds=settle_seconds)
+    config = POLICIES[name]
+    half_life = usage_half_life if config.borrowing else 0.0
+    return replace(config, settle_seconds=settle_seconds, usage_half_life=half_life)
+
+
+def policy_label(name: str, config: Config) -> str:
+    """The policy's name in reports: with R14 on, the half-life too."""
+    if config.usage_half_life <= 0:
+        return name
+    return f"{name}, half-life {config.usage_half_life / 3600:g} h"
 
 
 def describe(settings: SimulationSettings, projects: Sequence[Project], jobs: int) -> tuple[str, ...]:
@@ -124,6 +137,8 @@ def describe(settings: SimulationSettings, projects: Sequence[Project], jobs: in
         f"loop: cycle every {s.cycle_seconds:g} s when something changed; "
         f"settle {settings.settle_seconds:g} s; "
         f"R2 bound = grace {s.grace_seconds:g} s + one cycle",
+        "fair share over time (R14): "
+        + (f"usage half-life {settings.usage_half_life:g} s" if settings.usage_half_life > 0 else "off"),
     )
 
 
@@ -138,14 +153,14 @@ def run_simulation(
     specs = shape_jobs(jobs, projects, settings.workload, rng, settings.gpus)
     summaries, results, walls, cpus = [], [], [], []
     for name in settings.policies:
-        config = policy_config(name, settings.settle_seconds)
+        config = policy_config(name, settings.settle_seconds, settings.usage_half_life)
         shaped: list[JobSpec] = specs if config.elastic else [rigid(s) for s in specs]
         hook = progress(name, len(shaped)) if progress is not None else None
         began, cpu = time.perf_counter(), time.process_time()
         result = Simulator(nodes, projects, shaped, config, settings.sim).run(hook)
         walls.append(time.perf_counter() - began)
         cpus.append(time.process_time() - cpu)
-        summaries.append(summarize(name, result))
+        summaries.append(summarize(policy_label(name, config), result))
         results.append(result)
     text = describe(settings, projects, len(specs))
     report = SimulationReport(tuple(summaries), tuple(results), tuple(walls), tuple(cpus), text)
