@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -184,6 +185,11 @@ class TideClient:
 
     def delete_job(self, project: str, name: str) -> JobPublic:
         return self.request_model(JobPublic, "DELETE", f"/projects/{project}/jobs/{name}")
+
+    def checkpointed(self, project: str, name: str, at: datetime | None = None) -> JobPublic:
+        """Report that the job completed a checkpoint (now, or at ``at``)."""
+        body = {} if at is None else {"at": at.isoformat()}
+        return self._send(JobPublic, "POST", f"/projects/{project}/jobs/{name}/checkpointed", body)
 
     def logs(self, project: str, name: str, replica: int = 0, tail: int | None = None) -> str:
         params: dict[str, int] = {"replica": replica} | ({"tail": tail} if tail is not None else {})

@@ -94,6 +94,7 @@ class JobPublic:
     created_at: datetime
     finished_at: datetime | None
     replicas: list[ReplicaPublic]
+    checkpointed_at: datetime | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

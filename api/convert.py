@@ -168,6 +168,8 @@ class JobFields(Protocol):
     @property
     def restarts(self) -> int: ...
     @property
+    def checkpointed_at(self) -> float | None: ...
+    @property
     def pending_reason(self) -> str | None: ...
     @property
     def queue_position(self) -> int | None: ...
@@ -212,6 +214,7 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         pending_reason=job.pending_reason,
         queue_position=job.queue_position,
         restarts=job.restarts,
+        checkpointed_at=when(job.checkpointed_at),
         interactive=job.interactive,
         priority=job.priority,
         image=job.image,

@@ -193,6 +193,14 @@ class JobCreate(_In):
         return self
 
 
+class JobCheckpointed(BaseModel):
+    """A job's report that a checkpoint is complete; ``at``: when (default: now). ISO 8601; UTC if naive."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: datetime | None = None
+
+
 class ReplicaPublic(BaseModel):
     index: int
     role: Literal["master", "worker"]
@@ -227,6 +235,7 @@ class JobPublic(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     replicas: list[ReplicaPublic]
+    checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
 
 
 class NodeSlot(BaseModel):

@@ -193,6 +193,8 @@ def describe_job(
     kind = "interactive" if job.interactive else "training (preemptible)"
     out.print(f"Kind:       {kind}, priority {job.priority}")
     out.print(f"Command:    {' '.join(job.command)}")
+    if job.checkpointed_at is not None:
+        out.print(f"Checkpoint: {age(job.checkpointed_at)} ago (the last one the job reported)")
     if job.pending_reason:
         place = f" (place in line: {job.queue_position})" if job.queue_position is not None else ""
         out.print(f"Why:        {job.pending_reason}{place}")

@@ -8,12 +8,16 @@ active one is a 409. A job whose replica needs more GPUs than any node has, or w
 never fit in the cluster, is refused (422), and so is a job without an image on Kubernetes when the
 service has no default image. ``DELETE`` marks the job ``cancelled`` and its replicas to stop
 (SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job is a no-op.
+``POST .../checkpointed`` records that an active job completed a checkpoint (its newest report is kept: the
+victim search weighs the work since then, which a preemption would lose); a finished job is a 409, a time
+after the service's clock (beyond a minute of skew) or before the submission a 422.
 Submitting, deleting and reading logs need the admin token or a token of the job's project (a job's
 output may hold its secrets); any token reads jobs, which never show env values.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
@@ -179,6 +183,47 @@ def delete_job(project: str, name: str, svc: Svc, caller: Caller) -> schemas.Job
         public = convert.job_public(job, project)
     svc.engine.trigger()
     return public
+
+
+CLOCK_SKEW_SECONDS = 60.0  # a checkpoint reported this far ahead of the service's clock is still taken
+
+
+@router.post("/projects/{project}/jobs/{name}/checkpointed", response_model=schemas.JobPublic)
+def report_checkpoint(
+    project: str, name: str, svc: Svc, caller: Caller, body: schemas.JobCheckpointed | None = None
+) -> schemas.JobPublic:
+    """The job completed a checkpoint (now, or at ``at``): victims are chosen by the work each would lose."""
+    now = svc.engine.clock()
+    at = now if body is None or body.at is None else _seconds(body.at)
+    with svc.db.write() as session:
+        job = _get_job(session, project, name)
+        require_project_writer(caller, project)
+        job = job_by_name(session, project, name, lock=True) or job
+        if job.status not in ACTIVE:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"job {name!r} in project {project!r} is {job.status}: only a pending or running job reports "
+                "checkpoints",
+            )
+        if at > now + CLOCK_SKEW_SECONDS:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"'at' is {at - now:.0f} s after the service's clock: report a checkpoint once it is complete "
+                "(or leave 'at' out for now); is this machine's clock right?",
+            )
+        if at < job.submitted_at - 1.0:  # a second's slack: clients round times to microseconds
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"'at' is before job {name!r} was submitted: report a checkpoint of this job",
+            )
+        if job.checkpointed_at is None or at > job.checkpointed_at:
+            job.checkpointed_at = at
+        session.flush()
+        return convert.job_public(job, project)
+
+
+def _seconds(value: datetime) -> float:
+    return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
 
 
 @router.get("/projects/{project}/jobs/{name}/logs", response_class=PlainTextResponse)

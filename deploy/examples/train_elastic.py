@@ -9,6 +9,9 @@ an elastic job resizable without losing work:
 * **Checkpoints.** Every ``--ckpt-every`` steps, and when told to stop, rank 0 writes
   ``<dir>/checkpoint.pt`` atomically (temporary file, fsync, rename), so a reader sees the old or the
   new checkpoint, never half of one. ``<dir>`` is ``--ckpt-dir`` or ``$TIDE_CHECKPOINT_DIR``.
+* **Progress.** After each checkpoint, rank 0 writes its Unix time to ``<dir>/tide-checkpointed-at``
+  (atomically too). Tide reads it: among victims its rules leave equal, it preempts the job that would
+  lose the fewest GPU-seconds of work since its last checkpoint.
 * **Resume.** At start every rank loads the latest checkpoint if there is one: the model, the
   optimiser and the step count do not depend on the world size, so the job can resume at any size.
 * **Stop on SIGTERM (or SIGINT).** The handler only sets a flag. After each step all ranks agree
@@ -41,6 +44,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+PROGRESS_MARK = "tide-checkpointed-at"  # the time of the last complete checkpoint, read by Tide
 EXIT_PEER_STOPPED = 75  # EX_TEMPFAIL: "run me again", as torchrun does for a failed worker group
 
 
@@ -83,6 +87,10 @@ def save_checkpoint(path: Path, step: int, model: nn.Module, opt: torch.optim.Op
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one
+    mark = path.with_name(PROGRESS_MARK)
+    tmp = mark.with_name(f"{mark.name}.tmp.{os.getpid()}")
+    tmp.write_text(f"{time.time():.3f}\n")
+    os.replace(tmp, mark)
 
 
 def load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer, device: torch.device) -> int:

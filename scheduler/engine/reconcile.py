@@ -9,6 +9,7 @@ Contract:
   A process whose launch was never committed (the database went away, or the service was killed, between
   the start and the commit) is killed at once and forgotten once gone; ``launch_waiting`` starts that
   replica again only then, so one replica never has two processes and its job does not fail.
+  A job's newest reported checkpoint time (its master's observation) is kept on the job.
 - ``stop_unwanted`` signals replicas marked ``stop``, workers first and highest index first (R5): a job's
   master is signalled only once
   no other replica of that job is alive (R5, the rendezvous host goes last). It returns how many are still
@@ -61,6 +62,7 @@ def record_observations(
     session: Session, executor: Executor, seen: Mapping[int, Observation], *, now: float, knobs: Knobs
 ) -> set[int]:
     """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed."""
+    record_checkpoints(session, seen)
     live: dict[int, str] = dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
     started = [rid for rid, status in live.items() if status == "starting" and _running(seen.get(rid))]
     if started:
@@ -91,6 +93,22 @@ def record_observations(
         else:
             executor.forget(replica_id)
     return lingering
+
+
+def record_checkpoints(session: Session, seen: Mapping[int, Observation]) -> None:
+    """Keep each active job's newest checkpoint time that its master's observation reported."""
+    marks = {rid: obs.checkpointed_at for rid, obs in seen.items() if obs.checkpointed_at is not None}
+    if not marks:
+        return
+    query = (
+        select(ReplicaRow.id, JobRow)
+        .join(JobRow, ReplicaRow.job_id == JobRow.id)
+        .where(ReplicaRow.id.in_(marks), JobRow.status.in_(ACTIVE))
+    )
+    for replica_id, job in session.execute(query).all():
+        mark = marks[replica_id]
+        if job.checkpointed_at is None or mark > job.checkpointed_at:
+            job.checkpointed_at = mark
 
 
 def _running(obs: Observation | None) -> bool:

@@ -51,6 +51,9 @@ class Observation:
     stopping: bool = False
     detail: str | None = None  # why it ended, when the executor knows more than the code
     ready: bool | None = None  # torchrun: its workers started (the rendezvous formed); None: not known
+    checkpointed_at: float | None = (
+        None  # the job's last complete checkpoint, as it reported it (master only)
+    )
 
 
 class Executor(Protocol):

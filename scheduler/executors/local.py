@@ -2,7 +2,9 @@
 
 Contract (see ``base.Executor``): ``start`` runs the replica's argv (never through a shell) under
 ``shim.py`` (``posix_spawn``) in a new session, with ``TIDE_*`` identity and the given env,
-``CUDA_VISIBLE_DEVICES`` set to its GPUs when they are real, and stdout+stderr appended to
+``CUDA_VISIBLE_DEVICES`` set to its GPUs when they are real, ``TIDE_CHECKPOINT_DIR`` (the job's own, else
+``DATA/checkpoints/PROJECT/JOB-ID``; the master's observations carry the progress mark the job writes there,
+``checkpoints.read_mark``), and stdout+stderr appended to
 ``DATA/logs/PROJECT/JOB/replica-I.log``. A record per
 replica (``DATA/replicas/ID.json``: pid, its kernel start time, stop state) outlives the service: ``adopt``
 reloads them, and a pid is trusted only while ``/proc/PID/stat`` shows the same start time, so a reused pid
@@ -36,8 +38,15 @@ from pathlib import Path
 from scheduler.core.model import Node
 from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.checkpoints import read_mark
 from scheduler.executors.torchrun import uses_torchrun
-from scheduler.executors.torchrun_local import REPLICA_UID, TorchrunLaunches, argv_for, with_workers
+from scheduler.executors.torchrun_local import (
+    REPLICA_UID,
+    TorchrunLaunches,
+    argv_for,
+    checkpoint_dir,
+    with_workers,
+)
 from scheduler.executors.trace import trace
 from scheduler.executors.warm_pool import WarmPool, eligible
 
@@ -64,6 +73,7 @@ class _Record:
     exit_file: str | None = None  # a warm launcher's (None: DATA/replicas/ID.exit)
     marker: str | None = None  # a warm launcher's TIDE_REPLICA_UID (None: the replica's own)
     workers_file: str | None = None  # a warm launcher's workers create it when the launch formed
+    checkpoint_dir: str | None = None  # the job's TIDE_CHECKPOINT_DIR (its mark file says its progress)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +188,10 @@ class LocalExecutor:
         torchrun = uses_torchrun(spec.argv)
         if torchrun:
             spec = replace(spec, env=self._torchrun.env_for(spec, self._data_dir))
+        else:
+            spec = replace(
+                spec, env={"TIDE_CHECKPOINT_DIR": checkpoint_dir(spec, self._data_dir), **spec.env}
+            )
         started = self._spawn(spec)
         pid = started.pid
         record = _Record(
@@ -193,6 +207,7 @@ class LocalExecutor:
             exit_file=started.exit_file,
             marker=started.marker,
             workers_file=started.workers_file,
+            checkpoint_dir=spec.env["TIDE_CHECKPOINT_DIR"],
         )
         self._records[spec.replica_id] = record
         self._save(record)
@@ -351,6 +366,9 @@ class LocalExecutor:
             exit_code=record.exit_code,
             stopping=record.stop_sent_at is not None,
             ready=record.ready if record.torchrun else None,
+            checkpointed_at=read_mark(record.checkpoint_dir)
+            if record.index == 0 and record.checkpoint_dir
+            else None,
         )
 
     def _save(self, record: _Record) -> None:

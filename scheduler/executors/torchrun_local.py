@@ -67,10 +67,7 @@ class TorchrunLaunches:
         size = max(int(job_env.get("TIDE_NUM_REPLICAS", "1")), spec.index + 1)
         generation = int(job_env.get("TIDE_GENERATION", "0"))
         grace = spec.grace if spec.grace is not None else self.default_grace
-        job_id = job_env.get("TIDE_JOB_ID", "0")
-        checkpoints = job_env.get("TIDE_CHECKPOINT_DIR") or str(
-            data_dir / "checkpoints" / spec.project / f"{spec.job}-{job_id}"
-        )
+        checkpoints = checkpoint_dir(spec, data_dir)
         launch = ReplicaLaunch(
             job=spec.job,
             project=spec.project,
@@ -90,6 +87,14 @@ class TorchrunLaunches:
         merged = {**ours, **job_env}
         merged.update({k: ours[k] for k in _FORCED})
         return merged
+
+
+def checkpoint_dir(spec: LaunchSpec, data_dir: Path) -> str:
+    """The job's ``TIDE_CHECKPOINT_DIR``: its own setting, else ``DATA/checkpoints/PROJECT/JOB-ID``."""
+    job_id = spec.env.get("TIDE_JOB_ID", "0")
+    return spec.env.get("TIDE_CHECKPOINT_DIR") or str(
+        data_dir / "checkpoints" / spec.project / f"{spec.job}-{job_id}"
+    )
 
 
 def argv_for(argv: tuple[str, ...]) -> tuple[str, ...]:

@@ -78,6 +78,8 @@ class JobRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     submitted_at: Mapped[float] = mapped_column(Float)
     last_resized_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the last complete checkpoint the job reported (its training script's mark file, or the REST call)
+    checkpointed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     restarts: Mapped[int] = mapped_column(Integer, default=0)
     generation: Mapped[int] = mapped_column(Integer, default=0)

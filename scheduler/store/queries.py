@@ -142,6 +142,7 @@ class JobView:
     created_at: float
     finished_at: float | None
     restarts: int
+    checkpointed_at: float | None
     pending_reason: str | None
     queue_position: int | None
     message: str | None

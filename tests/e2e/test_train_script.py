@@ -130,6 +130,9 @@ def test_sigterm_checkpoints_and_resume_at_another_world_size_loses_no_step(
     assert {s["world_size"] for s in steps(recs1)} == {2}
     assert (ckpt / "checkpoint.pt").exists()
     assert not list(ckpt.glob("*.tmp*")), "no temporary checkpoint left behind"
+    saved_at = next(float(r["time"]) for r in recs1 if r.get("reason") == "stop")
+    mark = float((ckpt / "tide-checkpointed-at").read_text())
+    assert saved_at - 5 < mark <= saved_at, "the progress mark Tide reads is the stop checkpoint's time"
 
     log2 = tmp_path / "resume.log"
     resumed = agents.start(

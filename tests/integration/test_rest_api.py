@@ -6,7 +6,9 @@ replicas, events with reasons, tokens and their limits, and a 4xx that says what
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -187,3 +189,41 @@ def test_docs_and_placeholder(svc: RunningService) -> None:
     schema = httpx.get(f"{svc.url}/openapi.json").json()
     assert "/api/v1/projects/{project}/jobs" in schema["paths"]
     assert "Tide" in httpx.get(f"{svc.url}/").text
+
+
+def test_a_job_reports_its_checkpoints(admin: TideClient, svc: RunningService) -> None:
+    """``POST .../checkpointed``: the newest report is kept and shown; bad reports get a 4xx that says why."""
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    admin.create_project({"name": "b", "deserved_gpus": 2})
+    job = admin.submit("a", {"name": "train", **JOB})
+    assert job.checkpointed_at is None
+    submitted = job.created_at
+    reported = admin.checkpointed("a", "train", at=submitted).checkpointed_at
+    assert reported is not None and abs((reported - submitted).total_seconds()) < 1e-3
+    time.sleep(0.01)
+    now = admin.checkpointed("a", "train")  # no time: now, by the service's clock
+    assert now.checkpointed_at is not None and now.checkpointed_at > submitted
+    older = admin.checkpointed("a", "train", at=reported)
+    assert older.checkpointed_at == now.checkpointed_at, (
+        "a late report of an older checkpoint changes nothing"
+    )
+    assert admin.job("a", "train").checkpointed_at == now.checkpointed_at
+    assert [j.checkpointed_at for j in admin.jobs(project="a")] == [now.checkpointed_at]
+
+    future = datetime.now(UTC) + timedelta(hours=1)
+    cases: list[tuple[Callable[[], object], int, str]] = [
+        (lambda: admin.checkpointed("a", "train", at=future), 422, "after the service's clock"),
+        (lambda: admin.checkpointed("a", "train", at=submitted - timedelta(hours=1)), 422, "before job"),
+        (lambda: admin.checkpointed("a", "nope"), 404, "no job 'nope'"),
+        (lambda: svc.client(admin.create_token("b").token).checkpointed("a", "train"), 403, "project"),
+    ]
+    for call, status, message in cases:
+        error = _error(call)
+        assert error.status_code == status and message in error.detail, error
+    headers = {"Authorization": "Bearer test-admin-token"}
+    url = f"{svc.url}/api/v1/projects/a/jobs/train/checkpointed"
+    assert httpx.post(url, json={"at": "yesterday"}, headers=headers).status_code == 422
+    assert httpx.post(url, json={"when": 5}, headers=headers).status_code == 422
+    admin.delete_job("a", "train")
+    error = _error(lambda: admin.checkpointed("a", "train"))
+    assert error.status_code == 409 and "cancelled" in error.detail
