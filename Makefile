@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(PY) bench/resize.py
 	$(PY) bench/api_load.py
 	$(PY) bench/cli_start.py
+	$(PY) bench/live_scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage

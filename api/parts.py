@@ -1,7 +1,7 @@
 """The scheduling engine's parts, built from the service's settings (by ``api.app`` or ``api.engine_host``).
 
 Contract: ``build_executor(settings)`` gives the executor named by ``settings.executor`` (the kubernetes one
-connects at its first use; the local one's nodes come from ``resolve_nodes``); ``close_executor`` closes it
+connects at its first use; the local and memory ones' nodes come from ``resolve_nodes``); ``close_executor`` closes it
 when it has something to close; ``engine_settings(settings)`` the loop's knobs. Nothing here opens a database or starts a task.
 """
 
@@ -47,9 +47,9 @@ def build_executor(settings: Settings) -> Executor:
     nodes, real = resolve_nodes(settings)
     if settings.executor == "local":
         return LocalExecutor(settings.data_dir, nodes, real_gpus=real)
-    if settings.executor == "fake":
+    if settings.executor == "memory":
         return FakeExecutor(nodes)
-    raise ValueError(f"unknown executor {settings.executor!r}: use local or kubernetes")
+    raise ValueError(f"unknown executor {settings.executor!r}: use local, kubernetes or memory")
 
 
 def close_executor(executor: Executor) -> None:

@@ -11,6 +11,8 @@ starts say where it is stored). It writes ``DATA/server.json`` (the URL) so the 
 the server and its token without flags. ``--log-format json`` writes one JSON object per log line
 (``api.logs``). Listening beyond loopback (``--host 0.0.0.0``) is refused (exit 2, with the reason) while
 the admin token or ``TIDE_METRICS_TOKEN`` is shorter than 32 characters (docs/security.md).
+``--executor memory`` starts no processes (replicas are records: trials and benchmarks at cluster scale,
+``bench/live_scale.py``) and listens on loopback only.
 """
 
 from __future__ import annotations
@@ -141,9 +143,16 @@ def _refuse_weak_tokens_beyond_loopback(settings: Settings, token: str) -> None:
 
 
 def _check_executor(settings: Settings) -> None:
-    if settings.executor not in ("local", "kubernetes", "fake"):
+    if settings.executor not in ("local", "kubernetes", "memory"):
         raise typer.BadParameter(
-            f"unknown executor {settings.executor!r}; available: local, kubernetes", param_hint="--executor"
+            f"unknown executor {settings.executor!r}; available: local, kubernetes, memory",
+            param_hint="--executor",
+        )
+    if settings.executor == "memory" and not is_loopback(settings.host):
+        raise typer.BadParameter(
+            f"the memory executor runs nothing (its replicas are records, for trials and benchmarks), so it "
+            f"serves this machine only: listen on 127.0.0.1, not {settings.host}",
+            param_hint="--executor",
         )
     if settings.executor == "kubernetes" and (
         settings.nodes is not None or settings.gpus_per_node is not None

@@ -29,25 +29,14 @@ import asyncio
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
-import psycopg
+from livekit import ADMIN, Connection, scratch_database, serve, server_cpu
 
-from scheduler.executors.ports import free_port
-
-ADMIN = "bench-admin-token-" + "x" * 32
 PROJECTS = 10
 
 
@@ -59,38 +48,6 @@ class Stats:
     def add(self, endpoint: str, seconds: float, status: int) -> None:
         self.latencies[endpoint].append(seconds)
         self.statuses[endpoint][status] += 1
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection: enough of the protocol for Tide's answers (Content-Length)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def open(cls, port: int) -> Connection:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        return cls(reader, writer)
-
-    async def request(
-        self, method: str, path: str, headers: dict[str, str], body: bytes = b""
-    ) -> tuple[int, dict[str, str], bytes]:
-        lines = [f"{method} {path} HTTP/1.1", "Host: bench", f"Content-Length: {len(body)}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        answer = {}
-        for line in header_lines:
-            if line:
-                key, _, value = line.partition(":")
-                answer[key.strip().lower()] = value.strip()
-        length = int(answer.get("content-length", "0"))
-        content = await self.reader.readexactly(length) if length else b""
-        return int(status_line.split()[1]), answer, content
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 async def poller(port: int, paths: list[str], stop: float, stats: Stats, interval: float) -> None:
@@ -176,59 +133,6 @@ def table(title: str, stats: Stats, elapsed: float, cpu: tuple[float, float]) ->
     return "\n".join(rows)
 
 
-@contextmanager
-def scratch_database(base: str) -> Iterator[str]:
-    name = f"tide_bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux); 0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def server_cpu(pid: int) -> tuple[float, float]:
-    """CPU seconds of ``tide serve``'s API process and of its children (the engine process)."""
-    children = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        children += [int(c) for c in task.read_text().split()]
-    return cpu_seconds(pid), sum(cpu_seconds(child) for child in children)
-
-
-@contextmanager
-def serve(database: str, args: argparse.Namespace) -> Iterator[tuple[int, int]]:
-    port = free_port()
-    data = tempfile.mkdtemp(prefix="tide-bench-")
-    env = {**os.environ, "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_DATA_DIR": data, "TIDE_EXECUTOR": "fake"}
-    env["TIDE_DATABASE_URL"] = database.replace("postgresql://", "postgresql+psycopg://")
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
-    argv += ["--nodes", str(args.nodes), "--gpus-per-node", str(args.gpus_per_node), "--cycle-period", "1"]
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with suppress(httpx.TransportError):
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("tide serve did not start")
-            time.sleep(0.1)
-        yield port, process.pid
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-
-
 def load_jobs(port: int, jobs: int) -> None:
     headers = {"Authorization": f"Bearer {ADMIN}"}
     with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", headers=headers, timeout=60) as client:
@@ -254,7 +158,10 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     args = parser.parse_args()
-    with scratch_database(args.postgres) as database, serve(database, args) as (port, pid):
+    with (
+        scratch_database(args.postgres) as database,
+        serve(database, nodes=args.nodes, gpus_per_node=args.gpus_per_node) as (port, pid),
+    ):
         load_jobs(port, args.jobs)
         print(
             f"tide serve on PostgreSQL, {args.jobs} jobs, {args.nodes}x{args.gpus_per_node} GPUs, "

@@ -51,7 +51,7 @@ def serve() -> Iterator[str]:
     """A ``tide serve`` of this tree with ``JOBS`` running jobs; yields its URL."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="tide-bench-cli-")
-    env = {**os.environ, "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_DATA_DIR": data, "TIDE_EXECUTOR": "fake"}
+    env = {**os.environ, "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_DATA_DIR": data, "TIDE_EXECUTOR": "memory"}
     argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
     argv += ["--nodes", "25", "--gpus-per-node", "4", "--cycle-period", "0.5"]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)

@@ -27,7 +27,12 @@ def serve(
         typer.Option(envvar="TIDE_DATA_DIR", help="State, logs, admin token (default ~/.local/share/tide)."),
     ] = None,
     executor: Annotated[
-        str, typer.Option(envvar="TIDE_EXECUTOR", help="local (processes here) or kubernetes (pods).")
+        str,
+        typer.Option(
+            envvar="TIDE_EXECUTOR",
+            help="local (processes here), kubernetes (pods), or memory (nothing runs: trials and "
+            "benchmarks; loopback only).",
+        ),
     ] = "local",
     nodes: Annotated[int | None, typer.Option(envvar="TIDE_NODES", min=1, help="Virtual nodes.")] = None,
     gpus_per_node: Annotated[

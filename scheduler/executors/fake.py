@@ -1,9 +1,12 @@
-"""An in-memory executor for fast tests: replicas are records, not processes.
+"""An in-memory executor: replicas are records, not processes (fast tests; ``tide serve --executor memory``,
+which runs the scheduling loop at cluster scale without starting anything).
 
 Contract: behaves like the local executor as the engine sees it. ``start`` refuses a GPU already held by a
 live replica on the same node (``OverAllocationError``): tests that drive the engine hard rely on this to
 prove nothing is ever over-allocated. ``stop`` ends a replica at once (exit -15) unless ``stop_delay`` calls
-to ``observe`` must pass first. ``finish`` lets a test end a replica with an exit code.
+to ``observe`` must pass first. ``finish`` lets a test end a replica with an exit code. Every call costs
+the same whatever the number of replicas (GPUs held are indexed by node), except ``observe``, which reports
+them all.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class FakeExecutor:
 
     def __init__(self, nodes: tuple[Node, ...], *, stop_delay: int = 0) -> None:
         self._nodes = nodes
+        self._sizes = {n.name: n.gpus for n in nodes}
+        self._held: dict[str, set[int]] = {}  # node -> GPU ids of running replicas
         self.stop_delay = stop_delay
         self.records: dict[int, _Record] = {}
         self.started: list[LaunchSpec] = []
@@ -53,17 +58,17 @@ class FakeExecutor:
         for record in self.records.values():
             if record.stop_countdown is not None and record.observation.running:
                 if record.stop_countdown <= 0:
-                    record.observation = replace(record.observation, running=False, exit_code=-15)
+                    self._end(record, -15)
                 record.stop_countdown -= 1
         return {rid: r.observation for rid, r in self.records.items()}
 
     def start(self, spec: LaunchSpec) -> Observation:
         if spec.replica_id in self.records:
             raise ExecutorError(f"replica {spec.replica_id} was already started")
-        node = next((n for n in self._nodes if n.name == spec.node), None)
-        if node is None or any(g < 0 or g >= node.gpus for g in spec.gpu_ids):
+        size = self._sizes.get(spec.node)
+        if size is None or any(g < 0 or g >= size for g in spec.gpu_ids):
             raise ExecutorError(f"no GPUs {spec.gpu_ids} on node {spec.node}")
-        held = {g for s in self.live() if s.node == spec.node for g in s.gpu_ids}
+        held = self._held.setdefault(spec.node, set())
         if held & set(spec.gpu_ids):
             self.refused.append(
                 f"replica {spec.replica_id}: GPUs {sorted(held & set(spec.gpu_ids))} on {spec.node}"
@@ -72,6 +77,7 @@ class FakeExecutor:
         self._next_pid += 1
         observation = Observation(replica_id=spec.replica_id, pid=self._next_pid, running=True)
         self.records[spec.replica_id] = _Record(spec, observation)
+        held.update(spec.gpu_ids)
         self.started.append(spec)
         return observation
 
@@ -83,14 +89,20 @@ class FakeExecutor:
         record.stop_countdown = self.stop_delay
 
     def forget(self, replica_id: int) -> None:
-        self.records.pop(replica_id, None)
+        record = self.records.pop(replica_id, None)
+        if record is not None and record.observation.running:
+            self._held.get(record.spec.node, set()).difference_update(record.spec.gpu_ids)
+
+    def _end(self, record: _Record, exit_code: int) -> None:
+        record.observation = replace(record.observation, running=False, exit_code=exit_code)
+        self._held.get(record.spec.node, set()).difference_update(record.spec.gpu_ids)
 
     def finish(self, project: str, job: str, index: int, exit_code: int) -> None:
         """End a running replica of ``project/job`` as if its process exited with ``exit_code``."""
         for record in self.records.values():
             spec = record.spec
             if (spec.project, spec.job, spec.index) == (project, job, index) and record.observation.running:
-                record.observation = replace(record.observation, running=False, exit_code=exit_code)
+                self._end(record, exit_code)
                 return
         raise KeyError(f"no running replica {index} of {project}/{job}")
 

@@ -83,7 +83,7 @@ def settings_for(data_dir: Path, db_url: str | None, **overrides: object) -> Set
     base = Settings(
         data_dir=data_dir,
         database_url=db_url,
-        executor="fake",
+        executor="memory",
         nodes=1,
         gpus_per_node=4,
         cycle_period=0.05,

@@ -199,7 +199,7 @@ def test_cors_is_off(svc: RunningService) -> None:
 
 def test_serve_refuses_a_guessable_token_beyond_loopback(tmp_path: Path) -> None:
     runner = CliRunner()
-    argv = ["serve", "--data-dir", str(tmp_path), "--host", "0.0.0.0", "--executor", "fake"]
+    argv = ["serve", "--data-dir", str(tmp_path), "--host", "0.0.0.0", "--executor", "local"]
     weak = runner.invoke(app, argv, env={"TIDE_ADMIN_TOKEN": "changeme"})
     assert weak.exit_code == 2 and "refusing to listen on 0.0.0.0" in weak.output
     assert "at least 32" in weak.output
@@ -213,3 +213,11 @@ def test_serve_refuses_a_guessable_token_beyond_loopback(tmp_path: Path) -> None
         assert not is_loopback(host), host
     generated = new_project_token()  # as long as a generated admin token: accepted everywhere
     _refuse_weak_tokens_beyond_loopback(Settings(data_dir=tmp_path, host="0.0.0.0"), generated)
+
+
+def test_serve_keeps_the_memory_executor_on_this_machine(tmp_path: Path) -> None:
+    argv = ["serve", "--data-dir", str(tmp_path), "--host", "0.0.0.0", "--executor", "memory"]
+    refused = CliRunner().invoke(app, argv, env={"TIDE_ADMIN_TOKEN": "x" * 40, "COLUMNS": "200"})
+    assert refused.exit_code == 2 and "memory executor runs nothing" in refused.output
+    assert "listen on 127.0.0.1, not 0.0.0.0" in refused.output
+    assert not (tmp_path / "server.json").exists()

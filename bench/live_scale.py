@@ -1,0 +1,323 @@
+"""The live service at cluster scale: ``tide serve`` with 10,240 GPUs, 5,120 jobs and 102 projects.
+
+Starts ``tide serve --executor memory`` (the whole loop, database and API; replicas are records, not
+processes) on ``--nodes`` x 8 GPUs, once on SQLite and once on PostgreSQL (a scratch database, dropped at
+the end), and measures, for each:
+
+1. submits: 101 projects (deserved 100 GPUs each, weights 1-3), then ``--jobs`` jobs over REST from 8
+   concurrent clients, the mix of ``bench/cycle.py`` (1-8 GPUs per replica, half elastic, three quarters of
+   the jobs in half of the projects, so those borrow and the others are owed); throughput and p50/p99;
+2. fill: seconds from the first submit until 95 % of the GPUs are allocated (``GET /cluster``);
+3. cycle: the loop's mean and p95 cycle time from ``/metrics`` (``tide_cycle_duration_seconds``) over a
+   ``--window`` with the cluster full and thousands of jobs waiting;
+4. R2 at scale: a 102nd project, holding nothing, submits a gang of 2 x 8 GPUs (16 owed GPUs, two whole
+   nodes to free by reclaim); seconds from the submit until both replicas run. The memory executor's
+   replicas exit at the loop's next look, so the grace period is 0 and the bound is 2 cycle periods;
+5. reads: ``GET /cluster`` and ``GET /jobs`` p50/p99 with every job in the database (no ETag: whole answers);
+6. the service's peak resident memory (API and engine processes together), and any 5xx answer seen.
+
+Targets (docs/observability.md) on a 2-core machine: cycle mean <= 200 ms, R2 wait <= grace + 2 cycles,
+>= 200 submits/s, ``GET /cluster`` p50 <= 20 ms, peak RSS <= 1 GiB. The load generator shares the cores with
+the server, so every figure is a lower bound of what the service does on its own.
+
+    .venv/bin/python bench/live_scale.py                  # both databases, the table
+    .venv/bin/python bench/live_scale.py --db sqlite --json
+    .venv/bin/python bench/live_scale.py --quick          # 160 nodes, 640 jobs: a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cycle import _job, _skewed  # the same job mix as the pure cycle's bench
+from livekit import AUTH, Connection, histogram, peak_rss_mib, quantile, scrape, scratch_database, serve
+
+CLIENTS = 8
+GPUS_PER_NODE = 8
+DESERVED = 100
+JSON_HEADERS = {**AUTH, "Content-Type": "application/json"}
+TARGETS = {"cycle_mean_ms": 200.0, "submits_per_s": 200.0, "cluster_p50_ms": 20.0, "peak_rss_mib": 1024.0}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def job_bodies(jobs: int, projects: int, seed: int = 1) -> list[tuple[str, dict[str, Any]]]:
+    rng = random.Random(seed)
+    bodies = []
+    for i in range(jobs):
+        job = _job(rng, f"p{_skewed(rng, projects)}", f"j{i}", float(i))
+        body = {
+            "name": job.name,
+            "workers": job.min_replicas - 1,
+            "min_replicas": job.min_replicas,
+            "max_replicas": job.max_replicas,
+            "gpus_per_replica": job.gpus_per_replica,
+            "priority": job.priority,
+            "command": ["train"],
+        }
+        bodies.append((job.project, body))
+    return bodies
+
+
+async def create_projects(port: int, projects: int, statuses: Counter[int]) -> None:
+    rng = random.Random(7)
+    connection = await Connection.open(port)
+    try:
+        for i in range(projects):
+            body = {"name": f"p{i}", "deserved_gpus": DESERVED, "over_quota_weight": rng.choice([1, 2, 3])}
+            status, _, _ = await post(connection, "/api/v1/projects", body)
+            statuses[status] += 1
+        status, _, _ = await post(connection, "/api/v1/projects", {"name": "r2", "deserved_gpus": DESERVED})
+        statuses[status] += 1
+    finally:
+        connection.close()
+
+
+async def post(connection: Connection, path: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    return await connection.request("POST", path, JSON_HEADERS, json.dumps(body).encode())
+
+
+async def submit_all(
+    port: int, bodies: list[tuple[str, dict[str, Any]]], statuses: Counter[int]
+) -> tuple[list[float], float]:
+    latencies: list[float] = []
+
+    async def client(share: list[tuple[str, dict[str, Any]]]) -> None:
+        connection = await Connection.open(port)
+        try:
+            for project, body in share:
+                started = time.perf_counter()
+                status, _, _ = await post(connection, f"/api/v1/projects/{project}/jobs", body)
+                latencies.append(time.perf_counter() - started)
+                statuses[status] += 1
+        finally:
+            connection.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(bodies[i::CLIENTS]) for i in range(CLIENTS)))
+    return latencies, time.perf_counter() - started
+
+
+async def allocated(connection: Connection, tag: dict[str, str], last: list[int]) -> int:
+    headers = {**AUTH, "If-None-Match": tag["etag"]} if "etag" in tag else AUTH
+    status, answer, content = await connection.request("GET", "/api/v1/cluster", headers)
+    if status == 200:
+        tag["etag"] = answer.get("etag", "")
+        last[0] = json.loads(content)["allocated_gpus"]
+    return last[0]
+
+
+async def watch_fill(port: int, total: int, started: float, timeout: float) -> float:
+    """Seconds from ``started`` until 95 % of ``total`` GPUs are allocated (nan past ``timeout``)."""
+    connection = await Connection.open(port)
+    tag: dict[str, str] = {}
+    last = [0]
+    try:
+        while time.perf_counter() - started < timeout:
+            if await allocated(connection, tag, last) >= 0.95 * total:
+                return time.perf_counter() - started
+            await asyncio.sleep(0.25)
+        return float("nan")
+    finally:
+        connection.close()
+
+
+def cycle_window(port: int, seconds: float) -> dict[str, float]:
+    """Mean and p95 of the cycles that ended within the next ``seconds``, from two scrapes of /metrics."""
+    name = "tide_cycle_duration_seconds"
+    s0, c0, b0 = histogram(scrape(port), name)
+    time.sleep(seconds)
+    s1, c1, b1 = histogram(scrape(port), name)
+    cycles = c1 - c0
+    delta = [(bound, count - dict(b0).get(bound, 0.0)) for bound, count in b1]
+    return {
+        "cycles": cycles,
+        "cycle_mean_ms": (s1 - s0) / cycles * 1e3 if cycles else float("nan"),
+        "cycle_p95_ms": quantile(delta, 0.95) * 1e3,
+    }
+
+
+async def r2_wait(port: int, timeout: float, statuses: Counter[int]) -> float:
+    """Seconds from the submit of a 2 x 8-GPU gang by a project holding nothing until both replicas run."""
+    connection = await Connection.open(port)
+    body = {"name": "owed", "workers": 1, "gpus_per_replica": GPUS_PER_NODE, "command": ["train"]}
+    try:
+        started = time.perf_counter()
+        status, _, _ = await post(connection, "/api/v1/projects/r2/jobs", body)
+        statuses[status] += 1
+        while time.perf_counter() - started < timeout:
+            status, _, content = await connection.request("GET", "/api/v1/projects/r2/jobs/owed", AUTH)
+            statuses[status] += 1
+            replicas = json.loads(content)["replicas"] if status == 200 else []
+            if len(replicas) == 2 and all(r["status"] == "running" for r in replicas):
+                return time.perf_counter() - started
+            await asyncio.sleep(0.01)
+        return float("nan")
+    finally:
+        connection.close()
+
+
+async def reads(port: int, path: str, count: int, statuses: Counter[int]) -> tuple[float, float, int]:
+    """p50 and p99 (ms) of ``count`` whole reads of ``path`` one after the other, and the answer's size."""
+    connection = await Connection.open(port)
+    times, size = [], 0
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            status, _, content = await connection.request("GET", path, AUTH)
+            times.append(time.perf_counter() - started)
+            statuses[status] += 1
+            size = len(content)
+        return statistics.median(times) * 1e3, percentile(times, 0.99) * 1e3, size
+    finally:
+        connection.close()
+
+
+def measure(database_url: str | None, args: argparse.Namespace) -> dict[str, Any]:
+    total = args.nodes * GPUS_PER_NODE
+    statuses: Counter[int] = Counter()
+    bodies = job_bodies(args.jobs, args.projects)
+    with serve(database_url, nodes=args.nodes, gpus_per_node=GPUS_PER_NODE, cycle_period=1.0) as (port, pid):
+        asyncio.run(create_projects(port, args.projects, statuses))
+
+        async def submit_and_fill() -> tuple[list[float], float, float]:
+            started = time.perf_counter()
+            fill = asyncio.create_task(watch_fill(port, total, started, args.fill_timeout))
+            latencies, elapsed = await submit_all(port, bodies, statuses)
+            return latencies, elapsed, await fill
+
+        latencies, elapsed, fill_s = asyncio.run(submit_and_fill())
+        load = os.getloadavg()
+        window = cycle_window(port, args.window)
+        r2 = asyncio.run(r2_wait(port, 60.0, statuses))
+        cluster = asyncio.run(reads(port, "/api/v1/cluster", args.reads, statuses))
+        jobs = asyncio.run(reads(port, "/api/v1/jobs", max(5, args.reads // 4), statuses))
+        rss = peak_rss_mib(pid)
+        load_after = os.getloadavg()
+    return {
+        "database": "SQLite" if database_url is None else "PostgreSQL",
+        "gpus": total,
+        "nodes": args.nodes,
+        "projects": args.projects + 1,
+        "jobs": args.jobs,
+        "submits_per_s": round(len(latencies) / elapsed, 1),
+        "submit_p50_ms": round(statistics.median(latencies) * 1e3, 1),
+        "submit_p99_ms": round(percentile(latencies, 0.99) * 1e3, 1),
+        "fill_95_s": round(fill_s, 2),
+        "cycles_in_window": int(window["cycles"]),
+        "cycle_mean_ms": round(window["cycle_mean_ms"], 1),
+        "cycle_p95_ms": round(window["cycle_p95_ms"], 1),
+        "r2_wait_s": round(r2, 2),
+        "r2_bound_s": 2.0,
+        "cluster_p50_ms": round(cluster[0], 1),
+        "cluster_p99_ms": round(cluster[1], 1),
+        "cluster_kib": round(cluster[2] / 1024),
+        "jobs_p50_ms": round(jobs[0], 1),
+        "jobs_p99_ms": round(jobs[1], 1),
+        "jobs_kib": round(jobs[2] / 1024),
+        "peak_rss_mib": round(rss),
+        "http_5xx": sum(n for code, n in statuses.items() if code >= 500),
+        "http_statuses": {str(code): n for code, n in sorted(statuses.items())},
+        "load_average": [round(x, 2) for x in (*load, load_after[0])],
+    }
+
+
+def verdict(row: dict[str, Any]) -> list[str]:
+    misses = []
+    if not row["cycle_mean_ms"] <= TARGETS["cycle_mean_ms"]:
+        misses.append(f"cycle mean {row['cycle_mean_ms']} ms > 200")
+    if not row["submits_per_s"] >= TARGETS["submits_per_s"]:
+        misses.append(f"{row['submits_per_s']} submits/s < 200")
+    if not row["r2_wait_s"] <= row["r2_bound_s"]:
+        misses.append(f"R2 wait {row['r2_wait_s']} s > {row['r2_bound_s']}")
+    if not row["cluster_p50_ms"] <= TARGETS["cluster_p50_ms"]:
+        misses.append(f"/cluster p50 {row['cluster_p50_ms']} ms > 20")
+    if not row["peak_rss_mib"] <= TARGETS["peak_rss_mib"]:
+        misses.append(f"peak RSS {row['peak_rss_mib']} MiB > 1024")
+    if row["http_5xx"]:
+        misses.append(f"{row['http_5xx']} answers were 5xx")
+    return misses
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        ("", *(r["database"] for r in rows)),
+        (
+            "GPUs / nodes / projects / jobs",
+            *(f"{r['gpus']} / {r['nodes']} / {r['projects']} / {r['jobs']}" for r in rows),
+        ),
+        ("submits/s (8 clients)", *(str(r["submits_per_s"]) for r in rows)),
+        ("submit p50 / p99 ms", *(f"{r['submit_p50_ms']} / {r['submit_p99_ms']}" for r in rows)),
+        ("95 % of GPUs allocated after s", *(str(r["fill_95_s"]) for r in rows)),
+        (
+            "cycle mean / p95 ms (cluster full)",
+            *(f"{r['cycle_mean_ms']} / {r['cycle_p95_ms']}" for r in rows),
+        ),
+        ("cycles in the window", *(str(r["cycles_in_window"]) for r in rows)),
+        ("R2: 16 owed GPUs after s (bound)", *(f"{r['r2_wait_s']} ({r['r2_bound_s']})" for r in rows)),
+        ("GET /cluster p50 / p99 ms", *(f"{r['cluster_p50_ms']} / {r['cluster_p99_ms']}" for r in rows)),
+        ("GET /cluster size KiB", *(str(r["cluster_kib"]) for r in rows)),
+        ("GET /jobs p50 / p99 ms", *(f"{r['jobs_p50_ms']} / {r['jobs_p99_ms']}" for r in rows)),
+        ("GET /jobs size KiB", *(str(r["jobs_kib"]) for r in rows)),
+        ("peak RSS MiB (API + engine)", *(str(r["peak_rss_mib"]) for r in rows)),
+        ("5xx answers", *(str(r["http_5xx"]) for r in rows)),
+        (
+            "load average (1 min) at fill / end",
+            *(f"{r['load_average'][0]} / {r['load_average'][3]}" for r in rows),
+        ),
+    ]
+    width = max(len(line[0]) for line in lines) + 2
+    cols = [max(len(line[i]) for line in lines) + 2 for i in range(1, len(rows) + 1)]
+    return "\n".join(
+        line[0].ljust(width) + "".join(cell.rjust(cols[i]) for i, cell in enumerate(line[1:]))
+        for line in lines
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--nodes", type=int, default=1280)
+    parser.add_argument("--jobs", type=int, default=5120)
+    parser.add_argument("--projects", type=int, default=101, help="projects that submit (one more is owed)")
+    parser.add_argument("--window", type=float, default=30.0, help="seconds of cycles measured, cluster full")
+    parser.add_argument("--reads", type=int, default=40, help="GET /cluster reads (a quarter as many /jobs)")
+    parser.add_argument("--fill-timeout", type=float, default=180.0)
+    parser.add_argument("--quick", action="store_true", help="160 nodes, 640 jobs, 5 s window")
+    parser.add_argument("--json", action="store_true", help="one JSON object per database, one a line")
+    args = parser.parse_args()
+    if args.quick:
+        args.nodes, args.jobs, args.projects, args.window, args.reads = 160, 640, 13, 5.0, 10
+    rows = []
+    if args.db in ("sqlite", "both"):
+        rows.append(measure(None, args))
+    if args.db in ("postgres", "both"):
+        with scratch_database(args.postgres) as database:
+            rows.append(measure(database, args))
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+    else:
+        print(f"tide serve --executor memory, {os.cpu_count()} cores shared with the load generator")
+        print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
