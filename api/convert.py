@@ -9,7 +9,7 @@ its deserved quota. Job ``env`` values are never returned (they may hold secrets
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
@@ -19,6 +19,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from api import schemas
 from scheduler.store.models import DepartmentRow, EventRow, NodeRow, ProjectRow, TokenRow
+from scheduler.store.queries import Slot
 
 ACTIVE = ("pending", "running")
 
@@ -227,16 +228,13 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
     )
 
 
-def node_public(
-    row: NodeRow, live: Sequence[tuple[str, str, str, int, list[int], bool]]
-) -> schemas.NodePublic:
-    """``live``: ``scheduler.store.queries.node_slots``."""
+def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.NodePublic:
+    """``live``: ``scheduler.store.queries.node_slots`` (each node's live replicas)."""
     slots = [
         schemas.NodeSlot.model_construct(  # trusted: straight from the store, many per read
             project=project, job=job, index=index, role=role(index), gpu_ids=gpu_ids, releasing=releasing
         )
-        for node, project, job, index, gpu_ids, releasing in live
-        if node == row.name
+        for project, job, index, gpu_ids, releasing in live.get(row.name, ())
     ]
     state = "draining" if row.state == "drained" and slots else row.state
     return schemas.NodePublic(

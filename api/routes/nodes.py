@@ -27,7 +27,7 @@ router = APIRouter(prefix="/nodes", tags=["nodes"])
 
 
 def _public(session: Session, row: NodeRow) -> schemas.NodePublic:
-    return convert.node_public(row, [s for s in node_slots(session) if s[0] == row.name])
+    return convert.node_public(row, node_slots(session, row.name))
 
 
 def _unknown(session: Session, name: str) -> HTTPException:

@@ -85,8 +85,11 @@ def project_figures(
     return job_rows, [(p, int(gpus or 0)) for p, gpus in session.execute(held)]
 
 
-def node_slots(session: Session) -> list[tuple[str, str, str, int, list[int], bool]]:
-    """``(node, project, job, index, gpu_ids, releasing)`` of every live replica."""
+Slot = tuple[str, str, int, list[int], bool]  # (project, job, index, gpu_ids, releasing)
+
+
+def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot]]:
+    """Per node (only ``node`` if given): ``(project, job, index, gpu_ids, releasing)`` of its live replicas."""
     query = (
         select(
             ReplicaRow.node,
@@ -101,10 +104,12 @@ def node_slots(session: Session) -> list[tuple[str, str, str, int, list[int], bo
         .where(*LIVE)
         .order_by(ReplicaRow.node, ProjectRow.name, JobRow.name, ReplicaRow.index)
     )
-    return [
-        (node, project, job, index, list(gpu_ids or ()), desired != "run")
-        for node, project, job, index, gpu_ids, desired in session.execute(query)
-    ]
+    if node is not None:
+        query = query.where(ReplicaRow.node == node)
+    slots: dict[str, list[Slot]] = defaultdict(list)
+    for name, project, job, index, gpu_ids, desired in session.execute(query):
+        slots[name].append((project, job, index, list(gpu_ids or ()), desired != "run"))
+    return slots
 
 
 @dataclass(frozen=True, slots=True)
