@@ -7,6 +7,7 @@ cycle, so each scenario also proves R1-R13's invariants hold along the way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from scheduler.core import ClusterState, Config, Department, Job, Node, Plan, Project, apply_plan, plan_cycle
@@ -34,6 +35,8 @@ class Cluster:
         self.now = 0.0
         self.slow_release = slow_release
         self.plans: list[Plan] = []
+        # R16: the allowed sizes each submitted job gets, by (name, min, max); none when unset
+        self.sizes_for: Callable[[str, int, int], tuple[int, ...]] | None = None
 
     def __repr__(self) -> str:
         return f"Cluster(now={self.now}, config={self.config}, slow_release={self.slow_release}, state={self.state})"
@@ -46,6 +49,8 @@ class Cluster:
     def submit(
         self, project: str, name: str, min: int = 1, max: int | None = None, gpus: int = 1, **kw: object
     ) -> Cluster:
+        if self.sizes_for is not None and "allowed_replicas" not in kw:
+            kw["allowed_replicas"] = self.sizes_for(name, min, max or min)
         job = Job(project, name, min, max or min, gpus, submitted_at=self.now, **kw)  # type: ignore[arg-type]
         self.state = replace(self.state, jobs=(*self.state.jobs, job))
         return self

@@ -33,10 +33,10 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
-from scheduler.core import explain
+from scheduler.core import explain, sizes
 from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import JobKey, Ledger
-from scheduler.core.model import Job
+from scheduler.core.model import Job, Replica
 from scheduler.core.plan import Cause
 from scheduler.core.preemption import Reclaimer, Unit, VictimOrder, preempt, reclaim
 
@@ -73,6 +73,8 @@ def restore_gangs(ledger: Ledger, claims: Claims) -> None:
     for key in ledger.running:  # in key order; limits (step 2) only took replicas away
         job, act = ledger.jobs[key], ledger.active[key]
         if not act or len(act) >= job.min_replicas:
+            if act and job.allowed_replicas and not sizes.allowed(job, len(act)):
+                _restore_size(ledger, claims, job, act)
             continue
         missing = job.min_replicas - len(act)
         if (
@@ -86,6 +88,22 @@ def restore_gangs(ledger: Ledger, claims: Claims) -> None:
         else:
             why = f"{len(act)} of min {job.min_replicas} replicas left and no GPUs to restore the rest"
             ledger.release(key, list(act), why, Cause.NODE, None)
+
+
+def _restore_size(ledger: Ledger, claims: Claims, job: Job, act: list[Replica]) -> None:
+    """R16: a job left at a count it may not run at (a node was lost) grows back to the next allowed count on
+    idle GPUs, or else shrinks to the one below."""
+    g, n = job.gpus_per_replica, len(act)
+    up = sizes.grow_at_least(job, n, 1)
+    if ledger.free.slots(g) >= up and ledger.room(job) >= up * g:
+        ledger.place(job, up, reserve=False)
+        claims.start_reasons[job.key] = (
+            f"restored {up} lost replicas to reach {n + up} ({sizes.describe(job)})"
+        )
+        return
+    lower = sizes.shrink_to(job, n)
+    why = f"{n} replicas left after a lost node is not among its {sizes.describe(job)}: down to {lower}"
+    ledger.release(job.key, act[lower:], why, Cause.NODE, None)
 
 
 def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
@@ -265,13 +283,14 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
     if ledger.settling(job) and short <= 0:
         return
     owed = ledger.shares.project[job.project] - ledger.committed(job.project)
-    k = min(job.max_replicas - act, owed // g, ledger.room(job) // g)
+    k = sizes.grow_by(job, act, min(job.max_replicas - act, owed // g, ledger.room(job) // g))  # R16
     if k <= 0:
         return
     # the guarantee's share of the growth, then (when that is several replicas and none could be made room
-    # for) one replica: part of what is owed now beats all of it later (node-targeted reclaim is for one)
-    r2_count = min(k, -(-short // g))
-    for count, r2 in ((k, False), (r2_count, True), (1 if r2_count > 1 else 0, True)):
+    # for) the smallest step: part of what is owed now beats all of it later (node-targeted reclaim is for one)
+    r2_count = min(k, sizes.grow_at_least(job, act, -(-short // g)))
+    step = sizes.grow_at_least(job, act, 1)
+    for count, r2 in ((k, False), (r2_count, True), (step if r2_count > step else 0, True)):
         if count <= 0 or (r2 and short <= 0):
             continue
         if ledger.free.slots(g) >= count:
@@ -455,7 +474,8 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         _, project = heapq.heappop(heap)
         job = queues[project].pop()
         g = job.gpus_per_replica
-        k = min(job.max_replicas - len(ledger.active[job.key]), ledger.room(job) // g, ledger.free.slots(g))
+        act = len(ledger.active[job.key])
+        k = sizes.grow_by(job, act, min(job.max_replicas - act, ledger.room(job) // g, ledger.free.slots(g)))
         if k > 0:
             ledger.place(job, k, reserve=False)
             _explain_start(ledger, claims, job, owed=False)

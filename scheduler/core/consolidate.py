@@ -175,7 +175,8 @@ def _movable(ledger: Ledger, node: str, g: int) -> list[tuple[JobKey, list[Repli
         job, act = ledger.jobs[key], ledger.active[key]
         if job.interactive or ledger.settling(job) or key in ledger.started or key in ledger.released:
             continue
-        extras = act[job.min_replicas :] if len(act) > job.min_replicas else []
+        # a job with allowed sizes (R16) moves whole only: a single replica's move would leave it off its sizes
+        extras = act[job.min_replicas :] if len(act) > job.min_replicas and not job.allowed_replicas else []
         choices = extras if extras else (act if len(act) == 1 else [])
         singles += [(key, r) for r in choices if r.node == node and r.gpus < g]
         gpus, spread = sum(r.gpus for r in act), any(r.node != node for r in act)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from scheduler.core import sizes
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import Job
 
@@ -131,4 +132,7 @@ def running_below_max(ledger: Ledger, job: Job) -> str:
         return f"{head}; settling after a resize until t={until:g}"
     if ledger.room(job) < job.gpus_per_replica:
         return f"{head}; project {p} has no room under its limit or quota"
+    if job.allowed_replicas:  # R16: it grows a whole step at a time
+        step = sizes.grow_at_least(job, act, 1)
+        head = f"{head} ({sizes.describe(job)}); grows by {step} at once"
     return f"{head}; grows when GPUs are idle (project {p} holds {_figures(ledger, p)})"

@@ -7,6 +7,7 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 
 from __future__ import annotations
 
+from scheduler.core import sizes
 from scheduler.core.cycle import apply_plan
 from scheduler.core.fairshare import Shares, fair_shares
 from scheduler.core.model import ClusterState, Config, Job, Project
@@ -21,6 +22,7 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
         *_interactive_rules(state, plan, after),
         *_master_last(state, plan),
         *_gangs_whole(after),
+        *_sizes_kept(after),
         *_work_conserved(after, plan, config, now),
         *_guarantee_served(state, after, plan, config),
         *_reclaim_never_ping_pongs(state, plan, config),
@@ -100,6 +102,17 @@ def _gangs_whole(after: ClusterState) -> list[str]:
     ]
 
 
+def _sizes_kept(after: ClusterState) -> list[str]:
+    """R16: a running job with allowed sizes runs at one of them (replicas on a node that is gone are lost)."""
+    known = {n.name for n in after.nodes}
+    out: list[str] = []
+    for j in after.jobs:
+        count = sum(r.node in known for r in j.active)
+        if j.allowed_replicas and not sizes.allowed(j, count):
+            out.append(f"{j.project}/{j.name} runs {count} replicas, not among its {sizes.describe(j)}")
+    return out
+
+
 def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
     """R4: no idle GPU (not held, not reserved) while a preemptible replica that may use it waits."""
     idle = {n.name: n.gpus for n in after.nodes if n.schedulable}
@@ -133,11 +146,11 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
 
 
 def _wanted(job: Job, config: Config, *, settling: bool) -> int:
-    """Replicas a job could use next: its gang when pending, one more when elastic and not settling."""
+    """Replicas a job could use next: its gang when pending, its next size when elastic and not settling."""
     if not job.active:
         return job.max_replicas if not config.elastic else job.min_replicas
     if config.elastic and len(job.active) < job.max_replicas and not settling:
-        return 1
+        return sizes.grow_at_least(job, len(job.active), 1)  # the next allowed size (R16)
     return 0
 
 

@@ -80,6 +80,7 @@ class Job:
 
     ``replicas`` holds the placed ones (active and releasing). A job with no active replica is pending.
     ``last_resized_at`` is when it last started, grew or shrank (for the settle time, R7).
+    ``allowed_replicas``: the only counts it may run at besides ``min_replicas`` and ``max_replicas`` (R16).
     """
 
     project: str
@@ -92,6 +93,8 @@ class Job:
     submitted_at: float = 0.0
     replicas: tuple[Replica, ...] = ()
     last_resized_at: float | None = None
+    # R16: the replica counts it may run at (empty: any count in min..max); see ``sizes``
+    allowed_replicas: tuple[int, ...] = ()
     # ``(project, name)``, computed once: the core looks it up millions of times per replay
     key: tuple[str, str] = field(init=False, repr=False, compare=False)
 

@@ -16,6 +16,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduler.core import sizes
 from scheduler.core.explain import counted
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job, Replica
@@ -72,14 +73,26 @@ class VictimOrder:
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
-                if extra and ledger.capacity(act[-1].node) >= fits:
+                if extra and not job.allowed_replicas and ledger.capacity(act[-1].node) >= fits:
                     return Unit(key, (act[-1],), False)
+                if extra and job.allowed_replicas and (step := _step_down(ledger, job, act, fits)):
+                    return step
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 whole = act and key not in ledger.started and eligible(job)
                 if whole and any(ledger.capacity(r.node) >= fits for r in act) and _gpus(act) <= most:
                     return Unit(key, tuple(act), True)
         return None
+
+
+def _step_down(ledger: Ledger, job: Job, act: list[Replica], fits: int) -> Unit | None:
+    """R16: a job with allowed sizes gives up its extras one allowed count at a time (8 -> 4, not 8 -> 7);
+    ``None`` when none of them is on a node of at least ``fits`` GPUs."""
+    lower = sizes.shrink_to(job, len(act))
+    tail = tuple(act[lower:])
+    if not any(ledger.capacity(r.node) >= fits for r in tail):
+        return None
+    return Unit(job.key, tail, False)
 
 
 def _name(job: Job) -> str:
@@ -205,10 +218,16 @@ class Reclaimer:
                 or self.over(job.project) <= 0
             ):
                 continue
-            for r in act[job.min_replicas :]:
-                if r.node == node:
+            # one replica each, highest index first; with allowed sizes only the step down to the next one
+            # (R16: taking a later step without it would leave the job off its sizes)
+            steps = sizes.extras(job, act)
+            for tail in steps[:1] if job.allowed_replicas else steps:
+                if any(r.node == node for r in tail):
                     keyed.append(
-                        ((job.priority, 0, -job.submitted_at, job.name, -r.index), Unit(key, (r,), False))
+                        (
+                            (job.priority, 0, -job.submitted_at, job.name, -tail[0].index),
+                            Unit(key, tail, False),
+                        )
                     )
             if not local or all(r.node == node for r in act):
                 keyed.append(((job.priority, 1, -job.submitted_at, job.name, 0), Unit(key, tuple(act), True)))
@@ -337,8 +356,8 @@ def _fill_back(ledger: Ledger, taken: list[Unit], done: Callable[[], bool]) -> l
     """R6: give back every victim the claimant turns out not to need, least preferred victims first."""
     kept: list[Unit] = []
     for unit in reversed(taken):
-        if not unit.whole and not ledger.active[unit.key]:
-            kept.append(unit)  # its job is evicted whole: a worker never stays without its master
+        if not unit.whole and (not ledger.active[unit.key] or not _gives_back_allowed(ledger, unit)):
+            kept.append(unit)  # evicted whole (a worker never stays without its master), or R16's sizes
             continue
         mark = ledger.checkpoint()
         ledger.unrelease(unit.key, list(unit.replicas))
@@ -347,6 +366,12 @@ def _fill_back(ledger: Ledger, taken: list[Unit], done: Callable[[], bool]) -> l
             kept.append(unit)
     kept.reverse()
     return kept
+
+
+def _gives_back_allowed(ledger: Ledger, unit: Unit) -> bool:
+    """R16: giving this extra back (R6 fill-back) leaves its job at a count it may run at."""
+    job = ledger.jobs[unit.key]
+    return not job.allowed_replicas or sizes.allowed(job, len(ledger.active[unit.key]) + len(unit.replicas))
 
 
 def _keeps_share(alloc: int, share: int, gpus: int, *, r2: bool) -> bool:

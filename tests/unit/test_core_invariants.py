@@ -84,6 +84,16 @@ def test_master_shrunk_and_partial_eviction_and_gang_below_min() -> None:
     assert any("evicted without all" in v for v in check_invariants(state, _plan(partial), CFG, now=0))
 
 
+def test_job_off_its_allowed_sizes_is_caught() -> None:
+    """R16: a job allowed 1 or 4 replicas must not be grown to 2."""
+    state = ClusterState(
+        nodes(4), (Project("a", 4),), (_running("a", "x", (0, "node-1"), max=4, allowed_replicas=(1, 4)),)
+    )
+    grow = Decision(Action.GROW, "a", "x", (Placement(1, "node-2", 1),), "")
+    violations = check_invariants(state, _plan(grow), CFG, now=0)
+    assert any("a/x runs 2 replicas, not among its allowed sizes 1, 4" in v for v in violations)
+
+
 def test_idle_gpus_while_work_waits_is_caught() -> None:
     state = _state(Job("a", "x", 1, 1))
     assert any(
