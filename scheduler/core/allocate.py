@@ -474,8 +474,8 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         _, project = heapq.heappop(heap)
         job = queues[project].pop()
         g = job.gpus_per_replica
-        act = len(ledger.active[job.key])
-        k = sizes.grow_by(job, act, min(job.max_replicas - act, ledger.room(job) // g, ledger.free.slots(g)))
+        n = len(ledger.active[job.key])
+        k = sizes.grow_by(job, n, min(job.max_replicas - n, ledger.room(job) // g, ledger.free.slots(g)))
         if k > 0:
             ledger.place(job, k, reserve=False)
             _explain_start(ledger, claims, job, owed=False)
