@@ -95,6 +95,7 @@ class JobPublic:
     finished_at: datetime | None
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = None
+    allowed_replicas: list[int] | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

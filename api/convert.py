@@ -153,6 +153,8 @@ class JobFields(Protocol):
     @property
     def gpus_per_replica(self) -> int: ...
     @property
+    def allowed_replicas(self) -> list[int] | None: ...
+    @property
     def image(self) -> str | None: ...
     @property
     def command(self) -> list[str]: ...
@@ -225,6 +227,7 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         created_at=datetime.fromtimestamp(job.created_at, UTC),
         finished_at=when(job.finished_at),
         replicas=[replica_public(r) for r in sorted(visible_replicas(job), key=lambda r: (r.index, r.id))],
+        allowed_replicas=job.allowed_replicas,
     )
 
 

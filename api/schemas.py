@@ -12,7 +12,17 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
+
+from api import replica_sizes
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -155,6 +165,44 @@ class DepartmentPublic(BaseModel):
     created_at: datetime
 
 
+def _allowed_form(value: object) -> list[int] | dict[str, int] | str:
+    """R16: one of the three forms of ``allowed_replicas`` (``api.replica_sizes``), or one clear message."""
+    if value == replica_sizes.POWERS_OF_TWO:
+        return replica_sizes.POWERS_OF_TWO
+    if isinstance(value, dict) and list(value) == ["step"] and _count(value["step"]):
+        return {"step": value["step"]}
+    if isinstance(value, list) and 0 < len(value) <= 1024 and all(_count(n) for n in value):
+        return list(value)
+    raise ValueError(
+        "allowed_replicas must be a list of replica counts from 1 to 1024 such as [1, 2, 4, 8], "
+        '{"step": N} with N from 1 to 1024, or "powers_of_two"'
+    )
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and 1 <= value <= 1024
+
+
+ALLOWED_REPLICAS_SCHEMA = {
+    "oneOf": [
+        {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 1024,
+            "items": {"type": "integer", "minimum": 1, "maximum": 1024},
+        },
+        {
+            "type": "object",
+            "properties": {"step": {"type": "integer", "minimum": 1, "maximum": 1024}},
+            "required": ["step"],
+            "additionalProperties": False,
+        },
+        {"const": "powers_of_two"},
+    ]
+}
+AllowedReplicas = Annotated[object, PlainValidator(_allowed_form), WithJsonSchema(ALLOWED_REPLICAS_SCHEMA)]
+
+
 class JobCreate(_In):
     """A job of 1 master + ``workers`` workers; elastic when ``min_replicas < max_replicas``."""
 
@@ -176,12 +224,18 @@ class JobCreate(_In):
     interactive: bool = False
     priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
     grace_period: Annotated[float, Field(ge=0, le=86_400)] | None = None
+    # R16: the only replica counts it may run at; expanded to the explicit list by the validator
+    allowed_replicas: AllowedReplicas | None = None
 
     @model_validator(mode="after")
     def _sizes(self) -> JobCreate:
+        spec = self.allowed_replicas
+        listed = spec if isinstance(spec, list) else None
         replicas = self.workers + 1
-        low = self.min_replicas if self.min_replicas is not None else replicas
-        high = self.max_replicas if self.max_replicas is not None else replicas
+        low = self.min_replicas if self.min_replicas is not None else min(listed or [replicas])
+        high = self.max_replicas if self.max_replicas is not None else max(listed or [replicas])
+        if spec is not None and "workers" not in self.model_fields_set:
+            self.workers, replicas = low - 1, low  # a job with allowed sizes starts at its minimum
         if low > high:
             raise ValueError(f"min_replicas ({low}) is above max_replicas ({high})")
         if not low <= replicas <= high:
@@ -190,6 +244,8 @@ class JobCreate(_In):
                 f"({low}..{high}): change workers or the bounds"
             )
         self.min_replicas, self.max_replicas = low, high
+        if spec is not None:
+            self.allowed_replicas = replica_sizes.expand(spec, low, high)  # type: ignore[arg-type]
         return self
 
 
@@ -236,6 +292,7 @@ class JobPublic(BaseModel):
     finished_at: datetime | None
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
+    allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
 
 
 class NodeSlot(BaseModel):

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from api import replica_sizes
 from api.cli import context
 from api.client import TideClient
 from api.client_types import JobPublic
@@ -56,9 +57,15 @@ def submit_pytorch(
     ] = None,
     name: Annotated[str, typer.Option("--name", help="Job name (DNS-1123).")] = "",
     project: Project = None,
-    workers: Annotated[int, typer.Option("--workers", help="Workers besides the master.")] = 0,
+    workers: Annotated[int | None, typer.Option("--workers", help="Workers besides the master (0).")] = None,
     min_replicas: Annotated[int | None, typer.Option("--min-replicas", help="Elastic minimum.")] = None,
     max_replicas: Annotated[int | None, typer.Option("--max-replicas", help="Elastic maximum.")] = None,
+    allowed_replicas: Annotated[
+        str | None,
+        typer.Option(
+            "--allowed-replicas", help="Only these replica counts: 1,2,4,8 or step:N or powers-of-two."
+        ),
+    ] = None,
     gpu: Annotated[int, typer.Option("--gpu", "-g", help="GPUs per replica.")] = 1,
     image: Annotated[str | None, typer.Option("--image", "-i", help="Container image.")] = None,
     environment: Annotated[list[str] | None, typer.Option("--environment", "-e", help="KEY=VALUE.")] = None,
@@ -78,11 +85,22 @@ def submit_pytorch(
     if not args:
         context.fail("give the command after --, e.g. `-- python train.py`", context.EXIT_BAD_INPUT)
     chosen = context.default_project(project)
-    body: dict[str, object] = {"name": name, "workers": workers, "gpus_per_replica": gpu, "command": args}
+    body: dict[str, object] = {"name": name, "gpus_per_replica": gpu, "command": args}
     body |= {"env": _env(environment or []), "interactive": interactive, "priority": priority}
-    for key, value in (("min_replicas", min_replicas), ("max_replicas", max_replicas), ("image", image)):
+    given = (
+        ("workers", workers),
+        ("min_replicas", min_replicas),
+        ("max_replicas", max_replicas),
+        ("image", image),
+    )
+    for key, value in given:
         if value is not None:
             body[key] = value
+    if allowed_replicas is not None:
+        try:
+            body["allowed_replicas"] = replica_sizes.cli_spec(allowed_replicas)
+        except ValueError as error:
+            context.fail(str(error), context.EXIT_BAD_INPUT)
     with context.session(url, token) as client:
         job = client.submit(chosen, body)
     report_submitted(job, wait, url, token)
@@ -91,8 +109,9 @@ def submit_pytorch(
 def report_submitted(job: JobPublic, wait: float, url: str | None, token: str | None) -> None:
     """What every submit prints: the job, optionally its start (``--wait``), how to follow it."""
     out = context.console()
+    only = f" (only {', '.join(str(n) for n in job.allowed_replicas)})" if job.allowed_replicas else ""
     out.print(
-        f"Submitted job {job.name} to project {job.project}: {job.min_replicas}..{job.max_replicas} "
+        f"Submitted job {job.name} to project {job.project}: {job.min_replicas}..{job.max_replicas}{only} "
         f"replicas of {job.gpus_per_replica} GPU(s), status {job.status}."
     )
     if wait > 0:
@@ -190,6 +209,8 @@ def describe_job(
         f"Replicas:   {job.replicas_now} now, {job.min_replicas}..{job.max_replicas} wanted, "
         f"{job.gpus_per_replica} GPU(s) each, {job.allocated_gpus} GPU(s) allocated"
     )
+    if job.allowed_replicas:
+        out.print(f"Sizes:      only {', '.join(str(n) for n in job.allowed_replicas)} replicas")
     kind = "interactive" if job.interactive else "training (preemptible)"
     out.print(f"Kind:       {kind}, priority {job.priority}")
     out.print(f"Command:    {' '.join(job.command)}")

@@ -122,6 +122,7 @@ def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
         min_replicas=body.min_replicas,
         max_replicas=body.max_replicas,
         gpus_per_replica=body.gpus_per_replica,
+        allowed_replicas=body.allowed_replicas,
         image=body.image,
         command=list(body.command),
         env=dict(body.env),

@@ -8,7 +8,9 @@ cannot override. Variables:
 - ``TIDE_REPLICA_INDEX`` (0 is the master), ``TIDE_REPLICA_ROLE`` (``master``/``worker``);
 - ``TIDE_NUM_REPLICAS`` (replicas the job has now), ``TIDE_MIN_REPLICAS``, ``TIDE_MAX_REPLICAS``;
 - ``TIDE_NODE``, ``TIDE_MASTER_NODE``, ``TIDE_GPU_IDS`` (comma separated), ``TIDE_GPUS_PER_REPLICA``;
-- ``TIDE_GENERATION``: bumped at every start and resize, usable as a rendezvous run id.
+- ``TIDE_GENERATION``: bumped at every start and resize, usable as a rendezvous run id;
+- ``TIDE_ALLOWED_REPLICAS``: the replica counts the job may run at, comma separated (every count in
+  min..max unless it gave ``allowed_replicas``); ``TIDE_NUM_REPLICAS`` is always one of them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class ReplicaContext:
     gpu_ids: tuple[int, ...]
     generation: int
     job_env: Mapping[str, str] = field(default_factory=dict)
+    allowed_replicas: tuple[int, ...] = ()  # R16: the only counts it runs at; empty: any in min..max
 
     @property
     def role(self) -> str:
@@ -58,6 +61,8 @@ def identity_env(ctx: ReplicaContext) -> dict[str, str]:
         "TIDE_GPU_IDS": ",".join(str(g) for g in ctx.gpu_ids),
         "TIDE_GPUS_PER_REPLICA": str(ctx.gpus_per_replica),
         "TIDE_GENERATION": str(ctx.generation),
+        "TIDE_ALLOWED_REPLICAS": ",".join(str(n) for n in ctx.allowed_replicas)
+        or ",".join(str(n) for n in range(ctx.min_replicas, ctx.max_replicas + 1)),
     }
 
 

@@ -363,4 +363,5 @@ def _context(job: JobRow, replica: ReplicaRow, gpu_ids: tuple[int, ...]) -> Repl
         gpu_ids=gpu_ids,
         generation=job.generation,
         job_env=dict(job.env),
+        allowed_replicas=tuple(job.allowed_replicas or ()),
     )

@@ -91,6 +91,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             JobRow.priority,
             JobRow.submitted_at,
             JobRow.last_resized_at,
+            JobRow.allowed_replicas,
         )
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
         .where(JobRow.status.in_(ACTIVE))
@@ -109,6 +110,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             submitted_at=submitted,
             last_resized_at=resized,
             replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
+            allowed_replicas=tuple(allowed or ()),
         )
-        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized in rows
+        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, allowed in rows
     )

@@ -69,6 +69,8 @@ class JobRow(Base):
     min_replicas: Mapped[int] = mapped_column(Integer)
     max_replicas: Mapped[int] = mapped_column(Integer)
     gpus_per_replica: Mapped[int] = mapped_column(Integer)
+    # the only replica counts it may run at, ascending (R16); NULL: any count in min..max
+    allowed_replicas: Mapped[list[int] | None] = mapped_column(JSON, nullable=True)
     image: Mapped[str | None] = mapped_column(String(512), nullable=True)
     command: Mapped[list[str]] = mapped_column(JSON)
     env: Mapped[dict[str, str]] = mapped_column(JSON)

@@ -151,6 +151,7 @@ class JobView:
     pending_reason: str | None
     queue_position: int | None
     message: str | None
+    allowed_replicas: list[int] | None = None
     replicas: list[ReplicaView] = field(default_factory=list)
 
 

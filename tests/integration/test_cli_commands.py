@@ -140,6 +140,31 @@ def test_a_shrink_is_explained_in_list_describe_and_events(monkeypatch: pytest.M
 
 
 @pytest.mark.usefixtures("bridge")
+def test_a_job_allowed_powers_of_two_runs_at_two_of_three_free_gpus_and_says_so() -> None:
+    """R16: team-b holds 1 of 4 GPUs; train may run at 1, 2 or 4 replicas, so it takes 2 of the 3 free."""
+    _seed()
+    tide("submit-dist", "pytorch", "--name", "small", "-p", "team-b", "--", "sleep", "100")
+    wait_for(lambda: "1/1/1" in tide("list").output, what="small to run")
+    submitted = tide(
+        "submit-dist", "pytorch", "--name", "train", "-p", "team-a", "--min-replicas", "1", "--max-replicas", "4",
+        "--allowed-replicas", "powers-of-two", "--", "sleep", "100",
+    )  # fmt: skip
+    assert submitted.exit_code == 0, submitted.output
+    assert "1..4 (only 1, 2, 4) replicas" in submitted.output
+    wait_for(lambda: "2/1/4" in tide("list").output, what="train to run at 2 replicas")
+    described = tide("describe", "job", "train")
+    assert "Sizes:      only 1, 2, 4 replicas" in described.output
+    assert "allowed sizes 1, 2, 4" in described.output  # why it does not take the third free GPU
+    odd = tide("submit-dist", "pytorch", "--name", "odd", "-p", "team-a", "--min-replicas", "2", "--max-replicas",
+               "7", "--allowed-replicas", "step:2", "--", "true")  # fmt: skip
+    assert odd.exit_code == 2 and "max_replicas (7) is not" in odd.output and "2, 4, 6" in odd.output
+    typo = tide(
+        "submit-dist", "pytorch", "--name", "x", "-p", "team-a", "--allowed-replicas", "1,two", "--", "true"
+    )
+    assert typo.exit_code == 2 and "1,2,4,8, or step:N, or powers-of-two" in typo.output
+
+
+@pytest.mark.usefixtures("bridge")
 def test_unknown_job_suggests_close_names_and_bad_input_is_refused() -> None:
     _seed()
     tide("submit-dist", "pytorch", "--name", "train-big", "-p", "team-a", "--", "sleep", "100")

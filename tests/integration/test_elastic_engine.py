@@ -63,14 +63,21 @@ class Cluster:
             for name in ("a", "b"):
                 session.add(ProjectRow(name=name, deserved_gpus=2, created_at=0.0, fair_share_gpus=0))
 
-    def submit(self, project: str, name: str, replicas: tuple[int, int], command: list[str]) -> None:
+    def submit(
+        self,
+        project: str,
+        name: str,
+        replicas: tuple[int, int],
+        command: list[str],
+        allowed: list[int] | None = None,
+    ) -> None:
         with self.db.write() as session:
             owner = session.scalars(select(ProjectRow).where(ProjectRow.name == project)).one()
             now = time.time()
             low, high = replicas
             job = JobRow(project=owner, name=name, status="pending", workers=high - 1, min_replicas=low,
                          max_replicas=high, gpus_per_replica=1, command=command, env={}, created_at=now,
-                         submitted_at=now, restarts=0, generation=0)  # fmt: skip
+                         submitted_at=now, restarts=0, generation=0, allowed_replicas=allowed)  # fmt: skip
             session.add(job)
         self.engine.trigger()
 
@@ -151,6 +158,22 @@ def test_a_resize_relaunches_the_job_at_its_new_size_and_the_master_keeps_its_gp
     assert {e["PET_NNODES"] for e in running_launch(c, 4)} == {"4:4"}
     assert wanted(c, "a", "train")[0] == master
     assert c.events("restart") == [] and c.job("a", "train").status == "running"
+
+
+def test_a_job_allowed_one_two_or_four_replicas_shrinks_from_four_to_two_for_one_gpu(
+    cluster: Cluster,
+) -> None:
+    """R16: b wants 1 GPU; a may run at 1, 2 or 4 replicas, so it relaunches at 2 (never at 3), and the torchrun
+    environment of that launch says 2:2 and the sizes."""
+    c = cluster
+    c.submit("a", "train", (1, 4), c.stand_in("run"), allowed=[1, 2, 4])
+    c.tick_until(lambda: running_launch(c, 4), "a's first launch at 4")
+    c.submit("b", "claim", (1, 1), ["sleep", "600"])
+    c.tick_until(lambda: running_launch(c, 2), "a relaunched at 2")
+    second = running_launch(c, 2)
+    assert {(e["PET_NNODES"], e["TIDE_ALLOWED_REPLICAS"]) for e in second} == {("2:2", "1,2,4")}
+    assert not any(e["PET_NNODES"] == "3:3" for e in c.launches())
+    c.tick_until(lambda: c.job("b", "claim").status == "running", "b to run on one of the two freed GPUs")
 
 
 def test_a_failing_replica_restarts_the_whole_job_which_then_succeeds(cluster: Cluster) -> None:

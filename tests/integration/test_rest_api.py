@@ -83,6 +83,16 @@ def test_job_lifecycle(admin: TideClient, svc: RunningService) -> None:
     assert _error(lambda: admin.submit("a", {"name": "train", **JOB})).status_code == 409
 
 
+def test_a_job_with_allowed_sizes_reads_back_the_explicit_list(admin: TideClient) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 4})
+    body = {"name": "steps", "min_replicas": 2, "max_replicas": 6, "allowed_replicas": {"step": 2}, **JOB}
+    job = admin.submit("a", body)
+    assert (job.workers, job.min_replicas, job.max_replicas, job.allowed_replicas) == (1, 2, 6, [2, 4, 6])
+    running = wait_for(lambda: (j := admin.job("a", "steps")).allocated_gpus == 4 and j, what="4 of 4 GPUs")
+    assert running.allowed_replicas == [2, 4, 6]  # type: ignore[union-attr]
+    assert admin.submit("a", {"name": "plain", **JOB}).allowed_replicas is None
+
+
 def test_pending_job_explains_itself(admin: TideClient) -> None:
     admin.create_project({"name": "a", "deserved_gpus": 4})
     admin.submit("a", {"name": "big", "workers": 3, **JOB})
@@ -133,6 +143,14 @@ BAD_JOBS = [
     ({"name": "x", "command": []}, 422, "command"),
     ({"name": "x", "env": {"1BAD": "v"}, **JOB}, 422, "environment variable"),
     ({"name": "x", "gpus": 1, **JOB}, 422, "gpus"),
+    ({"name": "x", "allowed_replicas": [1, 3], "max_replicas": 2, **JOB}, 422, "3 is outside"),
+    ({"name": "x", "allowed_replicas": {"step": 0}, **JOB}, 422, '{"step": N} with N from 1'),
+    ({"name": "x", "allowed_replicas": "powers_of_three", **JOB}, 422, '"powers_of_two"'),
+    (
+        {"name": "x", "min_replicas": 3, "max_replicas": 4, "allowed_replicas": "powers_of_two", **JOB},
+        422,
+        "min_replicas (3) is not a power of two",
+    ),
 ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.engine.env import ReplicaContext, replica_env
 from scheduler.engine.reconcile import describe_exit
 from scheduler.executors.base import LOST_EXIT_CODE
@@ -54,3 +56,10 @@ def test_exits_described_for_people() -> None:
     assert describe_exit(127) == "exited with code 127 (command not found)"
     assert describe_exit(-9) == "was killed by SIGKILL"
     assert describe_exit(LOST_EXIT_CODE).startswith("was lost")
+
+
+def test_allowed_sizes_are_told_to_the_replica() -> None:
+    """R16: a job allowed 2 or 4 replicas sees them; one with no list sees every count in min..max."""
+    sized = replica_env(replace(context(), num_replicas=4, allowed_replicas=(2, 4)))
+    assert sized["TIDE_ALLOWED_REPLICAS"] == "2,4" and sized["TIDE_NUM_REPLICAS"] == "4"
+    assert replica_env(context())["TIDE_ALLOWED_REPLICAS"] == "2,3,4"

@@ -76,6 +76,7 @@ function drawJob(job, events, palette) {
 function facts(job) {
   const rows = [
     ["Replicas now / min / max", `${job.replicas_now} / ${job.min_replicas} / ${job.max_replicas}`],
+    ["Allowed sizes", job.allowed_replicas ? job.allowed_replicas.join(", ") : "any"],
     ["GPUs", `${job.allocated_gpus} held; ${job.gpus_per_replica} per replica`],
     ["Kind", job.interactive ? "interactive (runs inside the quota, never evicted)" : "training (preemptible: may borrow GPUs and be shrunk)"],
     ["Priority", String(job.priority)],
