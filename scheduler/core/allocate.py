@@ -38,7 +38,9 @@ from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job, Replica
 from scheduler.core.plan import Cause
-from scheduler.core.preemption import Reclaimer, Unit, VictimOrder, preempt, reclaim
+from scheduler.core.preemption import Reclaimer, lost_to_reclaim
+from scheduler.core.room import make_room
+from scheduler.core.victims import Unit, VictimOrder
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +208,7 @@ def _serve_start(
     ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str], *, queue: deque[Job]
 ) -> None:
     k, g = job.min_replicas, job.gpus_per_replica
-    blocked = explain.blocked_by_caps(ledger, job, k * g)
+    blocked = _blocked(ledger, order, job, k * g)
     if blocked:
         # the same-shape pending jobs right behind it are blocked alike on this unchanged ledger (and, being
         # owed or not alike, would be served next in the same phase)
@@ -221,15 +223,14 @@ def _serve_start(
             ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=entitled_before)
         )
         return
-    if ledger.free.slots(g) >= k:
+    if ledger.free.slots(g) >= k and ledger.room(job) >= k * g:
         ledger.place(job, k, reserve=False)
         claims.start_reasons[job.key] = explain.started(ledger, job, k)
         return
     entitled = _entitled(ledger, job, k * g)
-    units = _make_room(ledger, order, job, k, entitled=entitled)
+    units = make_room(ledger, order, job, k, entitled=entitled, r2=_below_guarantee(ledger, job.project))
     if units is not None:
-        ledger.place(job, k, reserve=True)
-        _record(claims, job, explain.waiting_for_release(ledger, job, k * g, units), waiting=True)
+        _place_in_room(ledger, claims, job, k, units)
         return
     if entitled and _consolidate(ledger, order, claims, job, k):
         return
@@ -273,7 +274,8 @@ def _shape(job: Job) -> tuple[str, int, int, int, bool]:
 
 
 def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) -> None:
-    """Growth owed by fair share: up to the project's fair share, by reclaim if need be (R2, R9).
+    """Growth owed by fair share: up to the project's fair share, by reclaim if need be (R2, R9), or by
+    preempting lower-priority jobs of its own project within that share (R10, extras first).
 
     R2's power to take an indivisible gang from a project above its fair share serves only the part of the
     growth its guarantee needs; the rest is reclaimed only where victims stay at their fair share (R7).
@@ -283,27 +285,47 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
     if ledger.settling(job) and short <= 0:
         return
     owed = ledger.shares.project[job.project] - ledger.committed(job.project)
-    k = sizes.grow_by(job, act, min(job.max_replicas - act, owed // g, ledger.room(job) // g))  # R16
+    room = ledger.room(job)
+    # what its own lower-priority jobs hold may make room too (they give way inside the fair share)
+    lower = order.lower_gpus(ledger, job) if order.has_lower(job) else 0
+    k = sizes.grow_by(job, act, min(job.max_replicas - act, (owed + lower) // g, (room + lower) // g))  # R16
     if k <= 0:
         return
     # the guarantee's share of the growth, then (when that is several replicas and none could be made room
     # for) the smallest step: part of what is owed now beats all of it later (node-targeted reclaim is for one)
     r2_count = min(k, sizes.grow_at_least(job, act, -(-short // g)))
     step = sizes.grow_at_least(job, act, 1)
-    for count, r2 in ((k, False), (r2_count, True), (step if r2_count > step else 0, True)):
+    for count, r2 in (
+        (k, False),
+        (r2_count, True),
+        (step if r2_count > step else 0, True),
+        (step if k > step else 0, False),
+    ):
         if count <= 0 or (r2 and short <= 0):
             continue
-        if ledger.free.slots(g) >= count:
+        entitled = count * g <= min(owed, room)
+        if entitled and ledger.free.slots(g) >= count:
             ledger.place(job, count, reserve=False)
             _explain_start(ledger, claims, job, owed=True)
             return
-        units = _make_room(ledger, order, job, count, entitled=True, allow_preempt=False, r2=r2)
+        units = make_room(ledger, order, job, count, entitled=entitled, r2=r2, growth=True)
         if units is not None:
-            ledger.place(job, count, reserve=True)
-            _record(claims, job, explain.waiting_for_release(ledger, job, count * g, units), waiting=True)
+            _place_in_room(ledger, claims, job, count, units)
             return
         if r2 and _consolidate(ledger, order, claims, job, count):
             return
+
+
+def _place_in_room(ledger: Ledger, claims: Claims, job: Job, count: int, units: list[Unit]) -> None:
+    """Place ``count`` replicas where ``make_room`` made room: on GPUs being released (held for it), or at once
+    on idle GPUs when what blocked it was a cap (its limit or quota) that its preempted jobs made room under."""
+    if units and ledger.free.slots(job.gpus_per_replica) >= count:
+        ledger.place(job, count, reserve=False)
+        _explain_start(ledger, claims, job, owed=True)
+        return
+    ledger.place(job, count, reserve=True)
+    reason = explain.waiting_for_release(ledger, job, count * job.gpus_per_replica, units)
+    _record(claims, job, reason, waiting=True)
 
 
 def _consolidate(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, count: int) -> bool:
@@ -314,7 +336,7 @@ def _consolidate(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, c
         return False
     moves = consolidate(ledger, job, count)
     g = job.gpus_per_replica
-    if moves is None and g > 1 and ledger.config.reclaim and not _lost_to_reclaim(ledger, job.project):
+    if moves is None and g > 1 and ledger.config.reclaim and not lost_to_reclaim(ledger, job.project):
         moves = consolidate(ledger, job, count, rules=Reclaimer(ledger, order, job, count, r2=True))
     if moves is None:
         return False
@@ -323,34 +345,18 @@ def _consolidate(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, c
     return True
 
 
-def _make_room(
-    ledger: Ledger,
-    order: VictimOrder,
-    job: Job,
-    k: int,
-    *,
-    entitled: bool,
-    allow_preempt: bool = True,
-    r2: bool | None = None,
-) -> list[Unit] | None:
-    """Steps 2-4 of the module contract; ``None`` when none of them makes ``k`` replicas fit."""
-    g = job.gpus_per_replica
-    if entitled and ledger.avail.slots(g) >= k:
-        return []
-    if entitled and ledger.config.reclaim and not _lost_to_reclaim(ledger, job.project):
-        if r2 is None:
-            r2 = ledger.committed(job.project) < ledger.shares.guarantee[job.project]
-        units = reclaim(ledger, order, job, k, r2=r2)
-        if units is not None:
-            return units
-    if allow_preempt:
-        return preempt(ledger, order, job, k)
-    return None
+def _below_guarantee(ledger: Ledger, project: str) -> bool:
+    return ledger.committed(project) < ledger.shares.guarantee[project]
 
 
-def _lost_to_reclaim(ledger: Ledger, project: str) -> bool:
-    """A project that was a reclaim victim this cycle reclaims nothing itself before the next (R7)."""
-    return any(key[0] == project and rel.cause == Cause.RECLAIM for key, rel in ledger.released.items())
+def _blocked(ledger: Ledger, order: VictimOrder, job: Job, need: int) -> str | None:
+    """Why caps keep ``need`` more GPUs from this job, counting what preempting the lower-priority jobs of its
+    own project would free under its limit (R10 at a limit, R11); ``None`` when nothing blocks it."""
+    reason = explain.blocked_by_caps(ledger, job, need)
+    if reason is None or job.gpus_per_replica > ledger.largest_node or not order.has_lower(job):
+        return reason
+    freed = order.lower_gpus(ledger, job)
+    return reason if explain.blocked_by_caps(ledger, job, need, freed=freed) else None
 
 
 def _entitled(ledger: Ledger, job: Job, need: int) -> bool:
@@ -366,16 +372,10 @@ def _blocked_start(ledger: Ledger, job: Job) -> bool:
 def _hold_place(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str]) -> bool:
     """A blocked start ahead of owed claims of its own project: preempt lower priority (R10), else drain."""
     k = job.min_replicas
-    if explain.blocked_by_caps(ledger, job, k * job.gpus_per_replica) is None:
-        units = preempt(ledger, order, job, k)
+    if _blocked(ledger, order, job, k * job.gpus_per_replica) is None:
+        units = make_room(ledger, order, job, k, entitled=False, r2=_below_guarantee(ledger, job.project))
         if units is not None:
-            ledger.place(job, k, reserve=True)
-            _record(
-                claims,
-                job,
-                explain.waiting_for_release(ledger, job, k * job.gpus_per_replica, units),
-                waiting=True,
-            )
+            _place_in_room(ledger, claims, job, k, units)
             return True
     return _try_drain(ledger, claims, job, head_of_line)
 

@@ -31,7 +31,8 @@ from functools import partial
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job, Replica
 from scheduler.core.plan import Cause
-from scheduler.core.preemption import Reclaimer, Unit
+from scheduler.core.preemption import Reclaimer
+from scheduler.core.victims import Unit
 
 CANDIDATE_NODES = 8  # nodes tried per missing replica: bounds the search on big clusters
 

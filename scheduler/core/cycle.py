@@ -25,7 +25,8 @@ from scheduler.core.fairshare import fair_shares
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import ClusterState, Config, Job, Replica
 from scheduler.core.plan import Action, Decision, JobNote, Placement, Plan, ProjectShare
-from scheduler.core.preemption import VictimOrder, enforce_limits
+from scheduler.core.preemption import enforce_limits
+from scheduler.core.victims import VictimOrder
 
 
 def plan_cycle(state: ClusterState, config: Config, *, now: float, explain_waiting: bool = True) -> Plan:

@@ -31,19 +31,19 @@ def _figures(ledger: Ledger, project: str) -> str:
     return f"{ledger.alloc[project]} of fair share {ledger.shares.project[project]}"
 
 
-def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
-    """Why ``need`` more GPUs can never go to this job right now, if they cannot."""
+def blocked_by_caps(ledger: Ledger, job: Job, need: int, *, freed: int = 0) -> str | None:
+    """Why ``need`` more GPUs can never go to this job right now, if they cannot. ``freed``: GPUs its project
+    could free by preempting its own lower-priority jobs (they count as not held)."""
     g = job.gpus_per_replica
     largest = ledger.largest_node
     if g > largest:
         return f"no schedulable node has {counted(g, 'GPU')} for one replica (the largest has {largest})"
-    if need <= ledger.room(job):
+    if need <= ledger.room(job, freed):
         return None
     p = ledger.projects[job.project]
-    if p.limit_gpus is not None and ledger.alloc[p.name] + need > p.limit_gpus:
-        return (
-            f"project {p.name} is at its limit: {ledger.alloc[p.name]} + {need} GPUs > limit {p.limit_gpus}"
-        )
+    held = ledger.alloc[p.name] - freed
+    if p.limit_gpus is not None and held + need > p.limit_gpus:
+        return f"project {p.name} is at its limit: {held} + {need} GPUs > limit {p.limit_gpus}"
     if job.interactive and ledger.interactive[p.name] + need > p.deserved_gpus:
         used = ledger.interactive[p.name]
         return (
@@ -51,8 +51,8 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int) -> str | None:
             f"{p.deserved_gpus} GPUs in interactive use and this job needs {need}"
         )
     no_borrowing = not p.allow_over_quota or not ledger.config.borrowing
-    if no_borrowing and not job.interactive and ledger.alloc[p.name] + need > p.deserved_gpus:
-        return f"project {p.name} may not go over its quota: {ledger.alloc[p.name]} + {need} > {p.deserved_gpus} GPUs"
+    if no_borrowing and not job.interactive and held + need > p.deserved_gpus:
+        return f"project {p.name} may not go over its quota: {held} + {need} > {p.deserved_gpus} GPUs"
     return f"department {p.department} has no room left for {counted(need, 'GPU')} (its limit, or its interactive quota)"
 
 

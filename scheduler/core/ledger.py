@@ -67,7 +67,7 @@ class Ledger:
     largest_node: int = 0
     line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
     failed_consolidations: dict[tuple[int, bool], int] = field(default_factory=dict)
-    failed_reclaims: dict[tuple[int, bool, str | None, bool], int] = field(default_factory=dict)
+    failed_reclaims: dict[tuple[int, bool, str | None, bool, int], int] = field(default_factory=dict)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
     # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"
@@ -166,22 +166,25 @@ class Ledger:
         """GPUs of a schedulable node (0 for a cordoned or missing one)."""
         return self._capacity.get(node, 0)
 
-    def room(self, job: Job) -> int:
-        """GPUs the job's project may still take: limits (R11), quota without borrowing, R3 for interactive."""
+    def room(self, job: Job, freed: int = 0) -> int:
+        """GPUs the job's project may still take: limits (R11), quota without borrowing, R3 for interactive.
+        ``freed``: as if its project held that many GPUs fewer (training GPUs it could preempt: R10)."""
         p = self.projects[job.project]
+        alloc = self.alloc[p.name] - freed
         caps = []
         if p.limit_gpus is not None:
-            caps.append(p.limit_gpus - self.alloc[p.name])
+            caps.append(p.limit_gpus - alloc)
         if not p.allow_over_quota or not self.config.borrowing:
-            caps.append(p.deserved_gpus - self.alloc[p.name])
+            caps.append(p.deserved_gpus - alloc)
         if job.interactive:
             caps.append(p.deserved_gpus - self.interactive[p.name])
         dept = self.departments.get(p.department or "")
         if dept is not None:
+            top_alloc = self.top_alloc[self.top_key(p.name)] - freed
             if dept.limit_gpus is not None:
-                caps.append(dept.limit_gpus - self.top_alloc[self.top_key(p.name)])
+                caps.append(dept.limit_gpus - top_alloc)
             if not self.config.borrowing:
-                caps.append(dept.deserved_gpus - self.top_alloc[self.top_key(p.name)])
+                caps.append(dept.deserved_gpus - top_alloc)
             if job.interactive:
                 caps.append(dept.deserved_gpus - self.dept_interactive.get(dept.name, 0))
         return min(caps) if caps else 1 << 30

@@ -1,106 +1,24 @@
 """Victim search: R5 order, R6 minimal victims, R7 no ping-pong, R10 priority, R11 limits.
 
 Contract: every function works on a ``Ledger`` and either leaves a consistent set of releases in it and
-returns the units taken, or rolls the ledger back and returns ``None``. A *unit* is what one eviction step
-takes: one elastic extra (the highest-index worker above ``min_replicas``) or, once a job has no extras left,
-the whole job (master included: the master goes only with the whole job).
-
-Order inside a project (R5): lowest priority first; inside a priority, elastic extras before whole jobs;
-newest job first; inside a job the highest replica index first. Across projects (reclaim): the project
-furthest above its fair share first, re-ranked after every unit.
+returns the units taken, or rolls the ledger back and returns ``None``. Units and their order (R5), and the
+order in which candidate victim sets are tried, are ``victims``'; ``room.make_room`` runs that search with
+the pieces here: ``reclaim`` (a ``Reclaimer``: R5-R7 down to a ``Floor``), R6's fill-back, and R11's
+``enforce_limits``. Across projects (reclaim) the project furthest above its fair share gives first,
+re-ranked after every unit.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from scheduler.core import sizes
 from scheduler.core.explain import counted
 from scheduler.core.ledger import JobKey, Ledger
-from scheduler.core.model import Job, Replica
+from scheduler.core.model import Job
 from scheduler.core.plan import Cause
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    key: JobKey
-    replicas: tuple[Replica, ...]
-    whole: bool
-
-    @property
-    def gpus(self) -> int:
-        return sum(r.gpus for r in self.replicas)
-
-
-class VictimOrder:
-    """Each project's preemptible jobs in R5 order, grouped by priority; computed once per cycle."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        by_project: dict[str, list[Job]] = {}
-        for key in ledger.running:
-            job = ledger.jobs[key]
-            if job.preemptible:
-                by_project.setdefault(job.project, []).append(job)
-        self._tiers: dict[str, list[list[JobKey]]] = {}
-        for project, jobs in by_project.items():
-            jobs.sort(key=_name, reverse=True)  # stable sorts: names descending break the ties below
-            jobs.sort(key=lambda j: (j.priority, -j.submitted_at))
-            tiers: list[list[JobKey]] = []
-            for j in jobs:
-                if tiers and ledger.jobs[tiers[-1][0]].priority == j.priority:
-                    tiers[-1].append(j.key)
-                else:
-                    tiers.append([j.key])
-            self._tiers[project] = tiers
-        self.lowest = {p: ledger.jobs[tiers[0][0]].priority for p, tiers in self._tiers.items() if tiers}
-
-    def next_unit(
-        self,
-        ledger: Ledger,
-        project: str,
-        eligible: Callable[[Job], bool],
-        fits: int = 0,
-        most: int = 1 << 30,
-    ) -> Unit | None:
-        """The next unit of ``project`` in R5 order; a job started or grown this cycle is not a victim.
-
-        ``fits``: skip units with no replica on a node of at least that many GPUs (they cannot help a
-        claimant whose replicas need that much). ``most``: skip whole jobs holding more GPUs than that.
-        """
-        for tier in self._tiers.get(project, ()):
-            for key in tier:
-                job, act = ledger.jobs[key], ledger.active[key]
-                extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
-                if extra and not job.allowed_replicas and ledger.capacity(act[-1].node) >= fits:
-                    return Unit(key, (act[-1],), False)
-                if extra and job.allowed_replicas and (step := _step_down(ledger, job, act, fits)):
-                    return step
-            for key in tier:
-                job, act = ledger.jobs[key], ledger.active[key]
-                whole = act and key not in ledger.started and eligible(job)
-                if whole and any(ledger.capacity(r.node) >= fits for r in act) and _gpus(act) <= most:
-                    return Unit(key, tuple(act), True)
-        return None
-
-
-def _step_down(ledger: Ledger, job: Job, act: list[Replica], fits: int) -> Unit | None:
-    """R16: a job with allowed sizes gives up its extras one allowed count at a time (8 -> 4, not 8 -> 7);
-    ``None`` when none of them is on a node of at least ``fits`` GPUs."""
-    lower = sizes.shrink_to(job, len(act))
-    tail = tuple(act[lower:])
-    if not any(ledger.capacity(r.node) >= fits for r in tail):
-        return None
-    return Unit(job.key, tail, False)
-
-
-def _name(job: Job) -> str:
-    return job.name
-
-
-def _gpus(replicas: list[Replica]) -> int:
-    return sum(r.gpus for r in replicas)
+from scheduler.core.victims import Floor, Unit, VictimOrder
 
 
 def _on(node: str, units: list[Unit]) -> int:
@@ -112,12 +30,23 @@ class Reclaimer:
     """R5-R7 for one claimant: which projects may lose what to it (``over``, ``allowed``, ``eligible``).
 
     A victim is measured by what it holds plus what is already promised to it this cycle (``claimed``);
-    ``r2``: the claimant's project is below its guarantee, so a victim may drop below its fair share for a
-    unit that cannot be split, and settling jobs are not spared.
+    ``r2``: the claimant's project is below its guarantee, so settling jobs are not spared; ``floor``: how far
+    a victim project may drop (``victims.Floor``: below its fair share only for a unit that cannot be split);
+    by default R2's full power with ``r2``, else a victim stays at its fair share.
     """
 
-    def __init__(self, ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        order: VictimOrder,
+        claim: Job,
+        count: int,
+        *,
+        r2: bool,
+        floor: Floor | None = None,
+    ) -> None:
         self.ledger, self.order, self.claim, self.r2 = ledger, order, claim, r2
+        self.floor = floor if floor is not None else (Floor.ANY if r2 else Floor.SHARE)
         self.c_top = ledger.top_key(claim.project)
         need = count * claim.gpus_per_replica
         self.c_top_ok = ledger.top_claimed(self.c_top) + need <= _top_share(ledger, claim.project)
@@ -127,14 +56,17 @@ class Reclaimer:
         return self.ledger.claimed(project) - self.ledger.shares.project[project]
 
     def allowed(self, project: str, unit: Unit) -> bool:
-        ledger, r2 = self.ledger, self.r2
-        if not _keeps_share(ledger.claimed(project), ledger.shares.project[project], unit.gpus, r2=r2):
+        ledger, floor = self.ledger, self.floor
+        share, guarantee = ledger.shares.project[project], ledger.shares.guarantee[project]
+        if not _keeps(ledger.claimed(project), share, guarantee, unit.gpus, floor):
             return False
         v_top = ledger.top_key(project)
         if v_top == self.c_top:
             return True
+        # a department has no guarantee of its own: below its fair share only with R2's full power
+        top_floor = Floor.SHARE if floor == Floor.SHARE else Floor.ANY
         top_held = ledger.top_claimed(v_top)
-        return self.c_top_ok and _keeps_share(top_held, _top_share(ledger, project), unit.gpus, r2=r2)
+        return self.c_top_ok and _keeps(top_held, _top_share(ledger, project), 0, unit.gpus, top_floor)
 
     def eligible(self, job: Job) -> bool:
         return job.key != self.claim.key and (self.r2 or not self.ledger.settling(job))
@@ -255,61 +187,45 @@ class Reclaimer:
             unit = Unit(unit.key, tuple(left), unit.whole)  # noqa: PLW2901
             if not self.allowed(unit.key[0], unit):
                 continue
-            why = f"{self.reason}: {_why(ledger, unit.key[0])} (on {node}, to make room for one replica)"
+            why = f"{self.reason}: {standing(ledger, unit.key[0])} (on {node}, to make room for one replica)"
             ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
             taken.append(unit)
         return taken
 
 
-def reclaim(ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool) -> list[Unit] | None:
+def reclaim(
+    ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool, floor: Floor | None = None
+) -> list[Unit] | None:
     """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit."""
     g = claim.gpus_per_replica
-    rules = Reclaimer(ledger, order, claim, count, r2=r2)
+    rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor)
     # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
     # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
     c_top = rules.c_top
-    memo = (g, r2, c_top if c_top.startswith("dept:") else None, rules.c_top_ok)
+    memo = (g, r2, c_top if c_top.startswith("dept:") else None, rules.c_top_ok, rules.floor)
     if count >= ledger.failed_reclaims.get(memo, 1 << 30):
         return None
-    taken = rules.until(_fits(ledger, g, count), g)
-    if taken is None and g > 1:
-        taken = rules.by_node(count)
+    taken = reclaim_with(rules, count)
     if taken is None:
         ledger.failed_reclaims[memo] = min(count, ledger.failed_reclaims.get(memo, count))
     return taken
 
 
-def preempt(ledger: Ledger, order: VictimOrder, claim: Job, count: int) -> list[Unit] | None:
-    """R10: take from lower-priority preemptible jobs of the claimant's own project, extras first.
-
-    An interactive claimant (inside its quota, R3) also outranks training jobs of equal priority.
-    """
-
-    def eligible(job: Job) -> bool:  # the claimant is pending, so never among the running candidates
-        return job.priority < claim.priority or (claim.interactive and job.priority == claim.priority)
-
-    lowest = order.lowest.get(claim.project)
-    if lowest is None or lowest > claim.priority or (lowest == claim.priority and not claim.interactive):
-        return None  # nothing in its project ranks below it
-
-    heap = [(0, claim.project)]
-    reason = f"preempted for higher-priority job {claim.project}/{claim.name}"
-    return _take_until_fits(
-        ledger,
-        claim,
-        _fits(ledger, claim.gpus_per_replica, count),
-        heap,
-        node_min=claim.gpus_per_replica,
-        order=order,
-        eligible=eligible,
-        allowed=lambda p, u: True,
-        over=lambda p: 1,
-        reason=reason,
-        cause=Cause.PREEMPT,
-    )
+def reclaim_with(rules: Reclaimer, count: int) -> list[Unit] | None:
+    """R5 order until the claimant fits; for replicas bigger than one GPU, one node at a time if that fails."""
+    g = rules.claim.gpus_per_replica
+    taken = rules.until(fits(rules.ledger, g, count), g)
+    if taken is None and g > 1:
+        taken = rules.by_node(count)
+    return taken
 
 
-def _fits(ledger: Ledger, g: int, count: int) -> Callable[[], bool]:
+def lost_to_reclaim(ledger: Ledger, project: str) -> bool:
+    """A project that was a reclaim victim this cycle reclaims nothing itself before the next (R7)."""
+    return any(key[0] == project and rel.cause == Cause.RECLAIM for key, rel in ledger.released.items())
+
+
+def fits(ledger: Ledger, g: int, count: int) -> Callable[[], bool]:
     return lambda: ledger.avail.slots(g) >= count
 
 
@@ -345,14 +261,16 @@ def _take_until_fits(
             too_big.add(unit.key)
             heapq.heappush(heap, (-over(project), project))
             continue
-        ledger.release(unit.key, list(unit.replicas), f"{reason}: {_why(ledger, project)}", cause, claim.key)
+        ledger.release(
+            unit.key, list(unit.replicas), f"{reason}: {standing(ledger, project)}", cause, claim.key
+        )
         taken.append(unit)
         if over(project) > 0:
             heapq.heappush(heap, (-over(project), project))
-    return _fill_back(ledger, taken, done)
+    return fill_back(ledger, taken, done)
 
 
-def _fill_back(ledger: Ledger, taken: list[Unit], done: Callable[[], bool]) -> list[Unit]:
+def fill_back(ledger: Ledger, taken: list[Unit], done: Callable[[], bool]) -> list[Unit]:
     """R6: give back every victim the claimant turns out not to need, least preferred victims first."""
     kept: list[Unit] = []
     for unit in reversed(taken):
@@ -374,22 +292,30 @@ def _gives_back_allowed(ledger: Ledger, unit: Unit) -> bool:
     return not job.allowed_replicas or sizes.allowed(job, len(ledger.active[unit.key]) + len(unit.replicas))
 
 
-def _keeps_share(alloc: int, share: int, gpus: int, *, r2: bool) -> bool:
-    """R7: a victim stays at or above its fair share, unless R2 needs an indivisible unit of it."""
-    return alloc - gpus >= share or (r2 and alloc > share)
+def _keeps(alloc: int, share: int, guarantee: int, gpus: int, floor: Floor) -> bool:
+    """R7: a victim stays at or above its fair share, unless R2 needs an indivisible unit of a project above
+    its share: then down to its guarantee (``Floor.GUARANTEE``), or below it (``Floor.ANY``)."""
+    after = alloc - gpus
+    if after >= share:
+        return True
+    if floor == Floor.SHARE or alloc <= share:
+        return False
+    return floor == Floor.ANY or after >= guarantee
 
 
 def _top_share(ledger: Ledger, project: str) -> int:
     return ledger.shares.top(ledger.projects[project])[1]
 
 
-def _why(ledger: Ledger, project: str) -> str:
+def standing(ledger: Ledger, project: str) -> str:
+    """``project b holds 5 GPUs, at its fair share of 5``: what it holds and is promised this cycle, and the
+    word that compares it with its fair share (R13: never "above" for equal)."""
     promised = ledger.reserved.get(project, 0)
     more = f" and is promised {promised} this cycle" if promised else ""
-    return (
-        f"project {project} holds {counted(ledger.alloc[project], 'GPU')}{more}, "
-        f"above its fair share of {ledger.shares.project[project]}"
-    )
+    share = ledger.shares.project[project]
+    claimed = ledger.alloc[project] + promised
+    word = "above" if claimed > share else "at" if claimed == share else "below"
+    return f"project {project} holds {counted(ledger.alloc[project], 'GPU')}{more}, {word} its fair share of {share}"
 
 
 def enforce_limits(ledger: Ledger, order: VictimOrder) -> None:

@@ -1,0 +1,124 @@
+"""Making room for one claim: the one ordered victim search of a start or of growth (R2, R7, R10, R6).
+
+Contract: ``make_room(ledger, order, claim, count, ...)`` either leaves releases in the ledger that make
+``count`` replicas of ``claim`` fit (on GPUs free or being released) and returns the units taken, or leaves
+the ledger unchanged and returns ``None``. It tries the candidate victim sets of ``victims.searches`` in
+order (reclaim from other projects down to a ``Floor``; the claimant's own lower-priority jobs first, R10)
+and keeps the first that works, giving back what the claimant did not need (R6). A preemption inside a
+project happens only when the preempting job then fits: on the nodes, under its project's caps (limit,
+quota), and, for a training job, without dropping its own project below its guarantee (a reclaim that
+spared the project's big low-priority job is not undone by the project's own priority).
+"""
+
+from __future__ import annotations
+
+from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.model import Job
+from scheduler.core.plan import Cause
+from scheduler.core.preemption import (
+    Reclaimer,
+    fill_back,
+    fits,
+    lost_to_reclaim,
+    reclaim,
+    standing,
+)
+from scheduler.core.victims import Floor, Unit, VictimOrder, searches
+
+
+def make_room(
+    ledger: Ledger,
+    order: VictimOrder,
+    claim: Job,
+    count: int,
+    *,
+    entitled: bool,
+    r2: bool,
+    may_preempt: bool = True,
+    growth: bool = False,
+) -> list[Unit] | None:
+    """Make room for ``count`` replicas of ``claim``: the first of ``victims.searches`` that works, else
+    ``None`` (ledger unchanged). ``[]``: GPUs already being released serve it (they are held for it).
+
+    ``entitled``: its project's fair share covers the claim as the project stands; ``r2``: the project is
+    below its guarantee; ``growth``: a running job's growth, which must also end within its project's fair
+    share when it preempts, and spares its project's jobs that are settling after a resize (R7)."""
+    g, need = claim.gpus_per_replica, count * claim.gpus_per_replica
+    if entitled and ledger.avail.slots(g) >= count and ledger.room(claim) >= need:
+        return []
+    own_hopeless = False
+    for search in searches(
+        entitled=entitled,
+        r2=r2,
+        may_reclaim=ledger.config.reclaim and not lost_to_reclaim(ledger, claim.project),
+        may_preempt=may_preempt and order.has_lower(claim),
+    ):
+        if not search.own:
+            if ledger.room(claim) >= need:
+                units = reclaim(ledger, order, claim, count, r2=r2, floor=search.floor)
+                if units is not None:
+                    return units
+            continue
+        if own_hopeless:
+            continue
+        outcome = _own_first(ledger, order, claim, count, search.floor, r2=r2, growth=growth)
+        if isinstance(outcome, list):
+            return outcome
+        own_hopeless = outcome  # its own jobs cannot make it fit or entitled: no floor will change that
+    return None
+
+
+def _own_first(
+    ledger: Ledger, order: VictimOrder, claim: Job, count: int, floor: Floor | None, *, r2: bool, growth: bool
+) -> list[Unit] | bool:
+    """R10, then R2/R7 down to ``floor``: take the claimant's own lower-priority units (R5 order) until it
+    fits; if they do not suffice, reclaim the rest from other projects, provided the claimant's project is
+    then within its fair share. Returns the units kept after R6's fill-back or, rolled back, whether no other
+    floor could help (its own jobs could neither make it fit nor bring its project within its share)."""
+    g, p = claim.gpus_per_replica, claim.project
+    need, share = count * g, ledger.shares.project[p]
+    # a training job's preemption never drops its own project below its guarantee (what a reclaim spared)
+    keep = 0 if claim.interactive else min(ledger.shares.guarantee[p], ledger.claimed(p))
+    placeable = fits(ledger, g, count)
+    mark = ledger.checkpoint()
+    skipped: set[JobKey] = set()
+
+    def within() -> bool:
+        return ledger.committed(p) + need <= share
+
+    def placed() -> bool:
+        return placeable() and ledger.room(claim) >= need and (within() or not growth)
+
+    def eligible(job: Job) -> bool:
+        return job.key not in skipped and order.outranks(claim, job) and not (growth and ledger.settling(job))
+
+    taken: list[Unit] = []
+    reason = f"preempted for higher-priority job {p}/{claim.name} of the same project"
+    while not placed():
+        # any unit helps bring the project within its share; after that only units where a replica fits
+        unit = order.next_unit(ledger, p, eligible, fits=g if within() else 0)
+        if unit is None:
+            break
+        if ledger.claimed(p) - unit.gpus + need < keep:
+            skipped.add(unit.key)
+            continue
+        why = f"{reason}: {standing(ledger, p)}"
+        ledger.release(unit.key, list(unit.replicas), why, Cause.PREEMPT, claim.key)
+        taken.append(unit)
+    if not placed():
+        if floor is None or not within() or ledger.room(claim) < need:
+            ledger.rollback(mark)
+            return True
+        # R5 order only: node-targeted reclaim (``Reclaimer.by_node``) serves claims of other projects' GPUs
+        # alone; here the own units freed already shape where the claimant goes
+        more = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor).until(placeable, g)
+        if more is None:
+            ledger.rollback(mark)
+            return False
+        taken += more
+
+    def done() -> bool:
+        others = any(u.key[0] != p and u.key in ledger.released for u in taken)
+        return placed() and (within() or not others)
+
+    return fill_back(ledger, taken, done)

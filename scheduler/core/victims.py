@@ -1,0 +1,183 @@
+"""Victim ordering: which running work may make room for a claim, and which candidate sets are tried first.
+
+Contract: pure ordering, no ledger mutation. Three pieces, each meant to be extended in one place:
+
+- ``Unit`` is what one eviction step takes: one elastic extra (the highest-index worker above
+  ``min_replicas``; with allowed sizes, the step down to the next allowed count, R16) or, once a job has
+  no extras left, the whole job (master included: R5).
+- ``VictimOrder`` lists each project's preemptible jobs once per cycle in R5 order: lowest priority first; inside a priority, elastic extras before whole jobs; newest job
+  first (then name); inside a job the highest replica index first. ``r5_sorted`` is that order over a
+  project's jobs: a tie-break added there (say, least work lost) changes reclaim, in-project preemption and
+  elastic shrink at once, which all walk units through ``VictimOrder``.
+- ``searches`` is the order in which candidate victim *sets* are tried for one claim (R2, R7 and R10 where
+  they conflict; docs/rules.md decisions 19-24). Each ``Search`` says whether the claimant's own
+  lower-priority jobs give first (R10) and how far other projects may drop (``Floor``); the first search
+  that makes the claimant fit wins, with what it did not need given back (R6, in ``preemption``):
+
+  1. victims stay at or above their fair share (R7);
+  2. a victim drops below its fair share but not below its guarantee (only for a claim below its own
+     guarantee, R2: an indivisible unit);
+  3. a victim drops below its guarantee (the same, when no other set serves the claim).
+
+  At each level a claim that its fair share already covers first tries other projects alone (its own
+  lower-priority jobs keep running: the project reaches its share with both), then with its own
+  lower-priority jobs first; a claim its share does not cover can only make room with its own jobs first
+  (R7: a reclaim never lifts the claimant above its share). So no victim project goes below its guarantee
+  while a set that spares it serves the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from scheduler.core import sizes
+from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.model import Job, Replica
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    key: JobKey
+    replicas: tuple[Replica, ...]
+    whole: bool
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.replicas)
+
+
+def r5_sorted(jobs: list[Job]) -> list[Job]:
+    """One project's preemptible jobs in R5 order, first victim first: lowest priority, then newest, then
+    name descending (a stable tie-break). Extras before whole jobs and the highest replica index first are
+    applied within this order by ``VictimOrder.next_unit`` and ``preemption.Reclaimer.units_on``."""
+    out = sorted(jobs, key=_name, reverse=True)  # stable sorts: names descending break the ties below
+    out.sort(key=_priority_then_newest)
+    return out
+
+
+def _priority_then_newest(job: Job) -> tuple[int, float]:
+    return (job.priority, -job.submitted_at)
+
+
+class VictimOrder:
+    """Each project's preemptible jobs in R5 order (``r5_sorted``), grouped by priority; built once per cycle."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        by_project: dict[str, list[Job]] = {}
+        for key in ledger.running:
+            job = ledger.jobs[key]
+            if job.preemptible:
+                by_project.setdefault(job.project, []).append(job)
+        self._tiers: dict[str, list[list[JobKey]]] = {}
+        for project, jobs in by_project.items():
+            tiers: list[list[JobKey]] = []
+            for j in r5_sorted(jobs):
+                if tiers and ledger.jobs[tiers[-1][0]].priority == j.priority:
+                    tiers[-1].append(j.key)
+                else:
+                    tiers.append([j.key])
+            self._tiers[project] = tiers
+        self.lowest = {p: ledger.jobs[tiers[0][0]].priority for p, tiers in self._tiers.items() if tiers}
+
+    def next_unit(
+        self,
+        ledger: Ledger,
+        project: str,
+        eligible: Callable[[Job], bool],
+        fits: int = 0,
+        most: int = 1 << 30,
+    ) -> Unit | None:
+        """The next unit of ``project`` in R5 order; a job started or grown this cycle is not a victim.
+
+        ``fits``: skip units with no replica on a node of at least that many GPUs (they cannot help a
+        claimant whose replicas need that much). ``most``: skip whole jobs holding more GPUs than that.
+        """
+        for tier in self._tiers.get(project, ()):
+            for key in tier:
+                job, act = ledger.jobs[key], ledger.active[key]
+                extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
+                if extra and not job.allowed_replicas and ledger.capacity(act[-1].node) >= fits:
+                    return Unit(key, (act[-1],), False)
+                if extra and job.allowed_replicas and (step := _step_down(ledger, job, act, fits)):
+                    return step
+            for key in tier:
+                job, act = ledger.jobs[key], ledger.active[key]
+                whole = act and key not in ledger.started and eligible(job)
+                if whole and any(ledger.capacity(r.node) >= fits for r in act) and _gpus(act) <= most:
+                    return Unit(key, tuple(act), True)
+        return None
+
+    def outranks(self, claim: Job, job: Job) -> bool:
+        """R10: whether ``claim`` may preempt ``job`` of its own project: lower priority, or equal priority
+        when the claim is interactive (inside its quota, R3) and the job is training (decision 8)."""
+        return job.priority < claim.priority or (claim.interactive and job.priority == claim.priority)
+
+    def has_lower(self, claim: Job) -> bool:
+        """Whether anything preemptible in the claimant's project ranks below it (R10)."""
+        lowest = self.lowest.get(claim.project)
+        return lowest is not None and (
+            lowest < claim.priority or (lowest == claim.priority and claim.interactive)
+        )
+
+    def lower_gpus(self, ledger: Ledger, claim: Job) -> int:
+        """GPUs the claimant's project holds in running jobs it outranks (what R10 could free for it)."""
+        return sum(
+            _gpus(ledger.active[key])
+            for tier in self._tiers.get(claim.project, ())
+            for key in tier
+            if key != claim.key and self.outranks(claim, ledger.jobs[key])
+        )
+
+
+class Floor(IntEnum):
+    """How far a reclaim may take a victim project down (R7, with R2's power for indivisible units)."""
+
+    SHARE = 0  # stays at or above its fair share
+    GUARANTEE = 1  # may drop below its fair share, never below its guarantee
+    ANY = 2  # may drop below its guarantee too, for a unit that cannot be split
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """One candidate victim set: ``own``: the claimant's own lower-priority jobs give first (R10);
+    ``floor``: how far other projects may drop, or ``None`` for no reclaim (own jobs only)."""
+
+    own: bool
+    floor: Floor | None
+
+
+def searches(*, entitled: bool, r2: bool, may_reclaim: bool, may_preempt: bool) -> list[Search]:
+    """The candidate victim sets for one claim, most preferred first (the module contract).
+
+    ``entitled``: its fair share covers the claim as its project stands; ``r2``: its project is below its
+    guarantee (R2 may drop victims below their share); ``may_reclaim``: reclaim is on and its project lost
+    nothing to a reclaim this cycle; ``may_preempt``: it outranks running jobs of its own project."""
+    if not may_reclaim:
+        return [Search(own=True, floor=None)] if may_preempt else []
+    out: list[Search] = []
+    for floor in (Floor.SHARE, Floor.GUARANTEE, Floor.ANY) if r2 else (Floor.SHARE,):
+        if entitled:
+            out.append(Search(own=False, floor=floor))
+        if may_preempt:
+            out.append(Search(own=True, floor=floor))
+    return out
+
+
+def _step_down(ledger: Ledger, job: Job, act: list[Replica], fits: int) -> Unit | None:
+    """R16: a job with allowed sizes gives up its extras one allowed count at a time (8 -> 4, not 8 -> 7);
+    ``None`` when none of them is on a node of at least ``fits`` GPUs."""
+    lower = sizes.shrink_to(job, len(act))
+    tail = tuple(act[lower:])
+    if not any(ledger.capacity(r.node) >= fits for r in tail):
+        return None
+    return Unit(job.key, tail, False)
+
+
+def _name(job: Job) -> str:
+    return job.name
+
+
+def _gpus(replicas: list[Replica]) -> int:
+    return sum(r.gpus for r in replicas)
