@@ -72,6 +72,17 @@ class ReplicaPublic:
 
 
 @dataclass(frozen=True, slots=True)
+class EtaPublic:
+    start_p50: datetime | None
+    start_p90: datetime | None
+    size: int
+    after: str | None
+    source: str | None
+    computed_at: datetime
+    raw: Raw = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class JobPublic:
     project: str
     name: str
@@ -96,6 +107,10 @@ class JobPublic:
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = None
     allowed_replicas: list[int] | None = None
+    expected_duration: float | None = None
+    started_at: datetime | None = None
+    eta: EtaPublic | None = None
+    grow_at: EtaPublic | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -190,11 +205,19 @@ def _keep(value: Any) -> Any:
     return value
 
 
+def _optional(cls: type[Any]) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        return None if value is None else parse(cls, value)
+
+    return convert
+
+
 # How each field's JSON becomes its value, by the annotation's text (the annotations are strings here).
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "datetime": _time,
     "datetime | None": _time,
     "list[ReplicaPublic]": _nested(ReplicaPublic),
+    "EtaPublic | None": _optional(EtaPublic),
     "list[NodeSlot]": _nested(NodeSlot),
     "list[NodePublic]": _nested(NodePublic),
     "list[ProjectPublic]": _nested(ProjectPublic),

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from fastapi import Response
 from pydantic import BaseModel, TypeAdapter
@@ -179,6 +179,12 @@ class JobFields(Protocol):
     @property
     def message(self) -> str | None: ...
     @property
+    def started_at(self) -> float | None: ...
+    @property
+    def expected_duration(self) -> float | None: ...
+    @property
+    def eta(self) -> dict[str, Any] | None: ...
+    @property
     def replicas(self) -> Sequence[ReplicaFields]: ...
 
 
@@ -228,6 +234,22 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         finished_at=when(job.finished_at),
         replicas=[replica_public(r) for r in sorted(visible_replicas(job), key=lambda r: (r.index, r.id))],
         allowed_replicas=job.allowed_replicas,
+        expected_duration=job.expected_duration,
+        started_at=when(job.started_at),
+        eta=eta_public(job.eta) if job.status == "pending" and job.eta and not job.eta["grows"] else None,
+        grow_at=eta_public(job.eta) if job.status == "running" and job.eta and job.eta["grows"] else None,
+    )
+
+
+def eta_public(eta: dict[str, Any]) -> schemas.EtaPublic:
+    """A stored forecast (``scheduler.engine.eta``) as the API shows it."""
+    return schemas.EtaPublic(
+        start_p50=when(eta["start_p50"]),
+        start_p90=when(eta["start_p90"]),
+        size=eta["size"],
+        after=eta["after"],
+        source=eta["source"],
+        computed_at=datetime.fromtimestamp(eta["computed_at"], UTC),
     )
 
 

@@ -66,4 +66,5 @@ def engine_settings(settings: Settings) -> EngineSettings:
         grace_period=settings.grace_period,
         core=Config(settle_seconds=settings.settle_seconds),
         check_invariants=settings.check_invariants,
+        eta_every=settings.eta_every,
     )

@@ -203,6 +203,18 @@ ALLOWED_REPLICAS_SCHEMA = {
 AllowedReplicas = Annotated[object, PlainValidator(_allowed_form), WithJsonSchema(ALLOWED_REPLICAS_SCHEMA)]
 
 
+YEAR_SECONDS = 365 * 86_400
+
+
+def _expected_duration(value: float) -> float:
+    if not 0 < value <= YEAR_SECONDS:  # also refuses NaN and infinity
+        raise ValueError(
+            f"give the seconds the job is expected to run, more than 0 and at most {YEAR_SECONDS} (a year); "
+            f"got {value}"
+        )
+    return value
+
+
 class JobCreate(_In):
     """A job of 1 master + ``workers`` workers; elastic when ``min_replicas < max_replicas``."""
 
@@ -226,6 +238,8 @@ class JobCreate(_In):
     grace_period: Annotated[float, Field(ge=0, le=86_400)] | None = None
     # R16: the only replica counts it may run at; expanded to the explicit list by the validator
     allowed_replicas: AllowedReplicas | None = None
+    # seconds the job is expected to run: its start-time forecast, and everyone else's, use it
+    expected_duration: Annotated[float, AfterValidator(_expected_duration)] | None = None
 
     @model_validator(mode="after")
     def _sizes(self) -> JobCreate:
@@ -269,6 +283,26 @@ class ReplicaPublic(BaseModel):
     exit_code: int | None
 
 
+EtaSource = Literal["declared", "project", "cluster", "default"]
+
+
+class EtaPublic(BaseModel):
+    """When a waiting job is expected to start (or a running elastic job to grow), and to what size.
+
+    ``start_p50`` is the median guess, ``start_p90`` a later one it will most likely not pass (None: not
+    within the forecast's horizon). ``after`` names the job whose expected end frees the GPUs (None: they
+    are free, or being freed, now); ``source`` says what that end is estimated from: the job's declared
+    ``expected_duration``, its project's recent jobs of the same shape, the cluster's, or a default.
+    """
+
+    start_p50: datetime | None
+    start_p90: datetime | None
+    size: int
+    after: str | None
+    source: EtaSource | None
+    computed_at: datetime
+
+
 class JobPublic(BaseModel):
     project: str
     name: str
@@ -293,6 +327,10 @@ class JobPublic(BaseModel):
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
     allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
+    expected_duration: float | None = None
+    started_at: datetime | None = None
+    eta: EtaPublic | None = None  # a pending job: when it starts
+    grow_at: EtaPublic | None = None  # a running elastic job below max_replicas: when it grows
 
 
 class NodeSlot(BaseModel):

@@ -30,6 +30,7 @@ class Settings:
     cycle_period: float = 1.0
     grace_period: float = 30.0
     settle_seconds: float = 10.0
+    eta_every: float = 30.0  # seconds between start-time forecasts of the waiting jobs (0: none)
     admin_token: str | None = None
     metrics_token: str | None = None  # a token that can read /metrics and nothing else (docs/security.md)
     # the kubernetes executor (docs/kubernetes.md); None means its default

@@ -17,6 +17,7 @@ import typer
 
 from api import replica_sizes
 from api.cli import context
+from api.cli.eta_words import eta_cell, eta_sentence, parse_duration, span
 from api.client import TideClient
 from api.client_types import JobPublic
 
@@ -72,6 +73,12 @@ def submit_pytorch(
     interactive: Annotated[bool, typer.Option("--interactive", help="Never preempted; quota only.")] = False,
     priority: Annotated[int, typer.Option("--priority", help="Order inside the project.")] = 0,
     command: Annotated[bool, typer.Option("--command", help="Accepted for Run:ai habits (no-op).")] = False,
+    expected_duration: Annotated[
+        str | None,
+        typer.Option(
+            "--expected-duration", help="How long it runs: 90m, 2h, 1d or seconds (for start times)."
+        ),
+    ] = None,
     wait: Annotated[float, typer.Option("--wait", help="Wait up to this many seconds for it to run.")] = 0,
     url: Url = None,
     token: Token = None,
@@ -101,6 +108,11 @@ def submit_pytorch(
             body["allowed_replicas"] = replica_sizes.cli_spec(allowed_replicas)
         except ValueError as error:
             context.fail(str(error), context.EXIT_BAD_INPUT)
+    if expected_duration is not None:
+        try:
+            body["expected_duration"] = parse_duration(expected_duration)
+        except ValueError as error:
+            context.fail(f"--expected-duration: {error}", context.EXIT_BAD_INPUT)
     with context.session(url, token) as client:
         job = client.submit(chosen, body)
     report_submitted(job, wait, url, token)
@@ -143,7 +155,7 @@ def list_jobs(
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """List jobs: replicas now/min/max, GPUs, age, and why a job waits.
+    """List jobs: replicas now/min/max, GPUs, age, expected start (or growth) and why a job waits.
 
     Example: tide list -p team-a
     """
@@ -155,7 +167,8 @@ def list_jobs(
     if not jobs:
         context.console().print("No jobs.")
         return
-    table = context.table("PROJECT", "NAME", "STATUS", "REPLICAS", "GPUS", "AGE", "REASON")
+    table = context.table("PROJECT", "NAME", "STATUS", "REPLICAS", "GPUS", "AGE", "ETA", "REASON")
+    now = datetime.now(UTC)
     for job in jobs:
         reason = job.pending_reason or job.message or ""
         table.add_row(
@@ -165,6 +178,7 @@ def list_jobs(
             f"{job.replicas_now}/{job.min_replicas}/{job.max_replicas}",
             str(job.allocated_gpus),
             age(job.created_at),
+            eta_cell(job, now),
             reason,
         )
     context.console().print(table)
@@ -219,6 +233,11 @@ def describe_job(
     if job.pending_reason:
         place = f" (place in line: {job.queue_position})" if job.queue_position is not None else ""
         out.print(f"Why:        {job.pending_reason}{place}")
+    sentence = eta_sentence(job)
+    if sentence:
+        out.print(f"ETA:        {sentence[0].upper()}{sentence[1:]}.")
+    if job.expected_duration is not None:
+        out.print(f"Expected:   runs about {span(job.expected_duration)} (declared)")
     if job.message:
         out.print(f"Message:    {job.message}")
     if job.replicas:

@@ -48,6 +48,14 @@ def serve(
         float,
         typer.Option(envvar="TIDE_SETTLE_TIME", min=0, help="Seconds a resized job is left alone (R7)."),
     ] = 10.0,
+    eta_every: Annotated[
+        float,
+        typer.Option(
+            envvar="TIDE_ETA_EVERY",
+            min=0,
+            help="Seconds between start-time forecasts of waiting jobs (0: none).",
+        ),
+    ] = 30.0,
     log_level: Annotated[str, typer.Option(envvar="TIDE_LOG_LEVEL", help="debug, info, warning.")] = "info",
     log_format: Annotated[
         str, typer.Option(envvar="TIDE_LOG_FORMAT", help="text, or json: one object per line.")

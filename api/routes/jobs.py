@@ -129,6 +129,7 @@ def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
         interactive=body.interactive,
         priority=body.priority,
         grace_period=body.grace_period,
+        expected_duration=body.expected_duration,
         created_at=now,
         submitted_at=now,
         restarts=0,

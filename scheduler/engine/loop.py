@@ -38,9 +38,12 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scheduler.core import ClusterState, Config, Node, Plan, plan_cycle
+from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, plan_cycle
+from scheduler.core.forecast import waiting
 from scheduler.core.invariants import check_invariants
 from scheduler.engine.env import EnvBuilder
+from scheduler.engine.eta_store import gather, store
+from scheduler.engine.eta_worker import EtaWorker
 from scheduler.engine.leader import Leadership, leadership_for
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.nodes import release_taken_nodes
@@ -62,6 +65,7 @@ class EngineSettings:
     core: Config = field(default_factory=Config)
     env_builder: EnvBuilder | None = None
     check_invariants: bool = False  # debug: check every plan against the core's invariants
+    eta_every: float = 0.0  # seconds between start-time forecasts (0: none)
 
 
 def sync_nodes(session: Session, nodes: tuple[Node, ...]) -> None:
@@ -116,6 +120,7 @@ class Engine:
         self.last_error: str | None = None
         self.violations: list[str] = []
         self.stopping = 0
+        self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
         self._lock = threading.Lock()
         self._wake: asyncio.Event | None = None
@@ -188,6 +193,7 @@ class Engine:
             self._check(state, plan, now)
         with self._write() as session:
             applied = persist_plan(session, plan, now=now)
+        self._forecast(state, plan, now)
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
@@ -196,6 +202,33 @@ class Engine:
         self.last_cycle_seconds = time.perf_counter() - started
         self.metrics.cycle_done(self.last_cycle_seconds, applied)
         return plan
+
+    def _forecast(self, before: ClusterState, plan: Plan, now: float) -> None:
+        """Store a start-time forecast that finished, and start the next one when due (in the worker: the
+        cycle never waits on it). A failed forecast is logged and counted; the ETAs stored before stay."""
+        if self.eta is None:
+            return
+        try:
+            done = self.eta.poll()
+        except Exception as error:  # a forecast must never fail the cycle
+            self.metrics.eta_failed()
+            log.warning("start-time forecast failed: %s: %s", type(error).__name__, error)
+            done = None
+        if done is not None:
+            self.metrics.eta_done(done[1])
+            with self._write() as session:
+                store(session, done[0])
+        if not self.eta.due(now):
+            return
+        state = apply_plan(before, plan, now=now, instant=False)  # what this cycle left
+        if not any(waiting(job) for job in state.jobs):
+            self.eta.last_start = now
+            with self._write() as session:
+                store(session, {})  # nobody waits: clear what is left of the last forecast
+            return
+        with self.db.read() as session:
+            task = gather(session, state, self.settings.core, now=now)
+        self.eta.start(task)
 
     def _check(self, state: ClusterState, plan: Plan, now: float) -> None:
         broken = check_invariants(state, plan, self.settings.core, now=now)
@@ -245,5 +278,7 @@ class Engine:
         self.trigger()
 
     def close(self) -> None:
+        if self.eta is not None:
+            self.eta.close()
         self.leadership.release()
         self.role = "stopped"

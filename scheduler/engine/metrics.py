@@ -2,8 +2,9 @@
 
 Contract: ``EngineMetrics(registry)`` registers its collectors on the given ``CollectorRegistry`` (one per
 service, never the process-global one, so several services in one process do not clash). The engine calls
-``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle raised, and ``executor_error`` when an
-executor call failed and was handled (a replica that could not start). Every label is bounded: ``kind`` is a
+``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle raised, ``eta_done``/``eta_failed``
+after a start-time forecast, and ``executor_error`` when an executor call failed and was handled (a replica
+that could not start). Every label is bounded: ``kind`` is a
 decision (``start``, ``grow``, ``shrink``, ``evict``), ``cause`` a ``scheduler.core.plan.Cause`` value,
 ``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``; never free text.
 All label combinations exist from the start (at 0), so ``rate()`` and ``increase()`` see the first one.
@@ -19,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from scheduler.core.plan import Action, Cause, Decision
 from scheduler.executors.base import ExecutorError
 
+ETA_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 EXECUTOR_OPERATIONS = ("start", "cycle")  # a replica that could not start; a call that failed a cycle
 ERROR_KINDS = ("executor", "database", "other")
@@ -61,6 +63,17 @@ class EngineMetrics:
             ["error"],
             registry=self.registry,
         )
+        self.eta_seconds = Histogram(
+            "tide_eta_recompute_seconds",
+            "Seconds one start-time forecast of every waiting job took (in its worker process).",
+            buckets=ETA_BUCKETS,
+            registry=self.registry,
+        )
+        self.eta_failures = Counter(
+            "tide_eta_failures",
+            "Start-time forecasts that failed (the ETAs stored before stay).",
+            registry=self.registry,
+        )
         for action in Action:
             for cause in Cause:
                 self.decisions.labels(kind=action.value, cause=cause.value)
@@ -79,6 +92,12 @@ class EngineMetrics:
         self.cycle_errors.labels(error=kind).inc()
         if kind == "executor":
             self.executor_errors.labels(operation="cycle").inc()
+
+    def eta_done(self, seconds: float) -> None:
+        self.eta_seconds.observe(seconds)
+
+    def eta_failed(self) -> None:
+        self.eta_failures.inc()
 
     def executor_error(self, operation: str) -> None:
         self.executor_errors.labels(operation=operation).inc()

@@ -65,6 +65,8 @@ def _place(session: Session, job: JobRow, decision: Decision, now: float) -> Non
             )
         )
     job.status = "running"
+    if job.started_at is None:
+        job.started_at = now
     job.last_resized_at = now
     job.generation += 1
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from scheduler.simulator.eta import eta_table
 from scheduler.simulator.replay import ProgressHook, SimOptions
 from scheduler.simulator.report import comparison_table
 from scheduler.simulator.runner import POLICIES, SimulationSettings, run_simulation
@@ -59,6 +60,18 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
         "project's over-quota weight (0 = off)",
     )
     g.add_argument("--check-invariants", action="store_true", help="run check_invariants every cycle")
+    g.add_argument(
+        "--eta-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure the start-time forecast at every N-th submission",
+    )
+    g.add_argument(
+        "--eta-declared",
+        action="store_true",
+        help="forecast from true run times, as if every job declared its own",
+    )
 
 
 def _synthetic_args(p: argparse.ArgumentParser) -> None:
@@ -123,6 +136,8 @@ def settings_from(args: argparse.Namespace) -> SimulationSettings:
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
         seed=args.seed,
         out_dir=args.out,
+        eta_every=args.eta_every,
+        eta_declared=args.eta_declared,
     )
 
 
@@ -155,7 +170,10 @@ def _hook_factory(progress: Progress, console: Console) -> Callable[[str, int], 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.eta_every < 0:
+        parser.error("--eta-every: give 0 (off) or a positive number of submissions")
     settings = settings_from(args)
     console = Console(stderr=True)
     with _bar(console, not args.no_progress) as progress:
@@ -165,6 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     timings = zip(report.summaries, report.wall_seconds, report.cpu_seconds, strict=True)
     for summary, wall, cpu in timings:
         print(f"{summary.policy}: {wall:.1f} s wall, {cpu:.1f} s CPU, {summary.cycles} cycles")
+    for summary, rows in zip(report.summaries, report.eta, strict=False):
+        print(
+            f"\nstart-time forecast ({summary.policy}), ETA given at submission vs the start that happened:"
+        )
+        print(eta_table(rows))
     for path in report.files:
         print(f"wrote {path}")
     return 0

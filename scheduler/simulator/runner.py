@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scheduler.core import Config, Project
+from scheduler.simulator.eta import EtaRow, EtaSimulator, accuracy
 from scheduler.simulator.plots import write_report
 from scheduler.simulator.replay import ProgressHook, RunResult, SimOptions, Simulator
 from scheduler.simulator.report import Summary, summarize
@@ -74,6 +75,8 @@ class SimulationSettings:
     policies: tuple[str, ...] = ("tide", "whole-job", "static")
     seed: int = 0
     out_dir: Path | None = None
+    eta_every: int = 0  # ask for an ETA at every N-th submission and measure it (0: never)
+    eta_declared: bool = False  # ETAs from the jobs' true run times, as if declared (else from history)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,7 @@ class SimulationReport:
     cpu_seconds: tuple[float, ...]
     settings_text: tuple[str, ...]
     files: tuple[Path, ...] = ()
+    eta: tuple[tuple[EtaRow, ...], ...] = ()  # per policy, when ``eta_every`` is set
 
 
 def load_jobs(settings: SimulationSettings, rng: random.Random) -> list[TraceJob]:
@@ -152,18 +156,36 @@ def run_simulation(
     nodes = make_nodes(settings.gpus, settings.gpus_per_node)
     specs = shape_jobs(jobs, projects, settings.workload, rng, settings.gpus)
     summaries, results, walls, cpus = [], [], [], []
+    etas: list[tuple[EtaRow, ...]] = []
     for name in settings.policies:
         config = policy_config(name, settings.settle_seconds, settings.usage_half_life)
         shaped: list[JobSpec] = specs if config.elastic else [rigid(s) for s in specs]
         hook = progress(name, len(shaped)) if progress is not None else None
         began, cpu = time.perf_counter(), time.process_time()
-        result = Simulator(nodes, projects, shaped, config, settings.sim).run(hook)
+        sim = (
+            EtaSimulator(
+                nodes,
+                projects,
+                shaped,
+                config,
+                settings.sim,
+                every=settings.eta_every,
+                declared=settings.eta_declared,
+            )
+            if settings.eta_every
+            else Simulator(nodes, projects, shaped, config, settings.sim)
+        )
+        result = sim.run(hook)
         walls.append(time.perf_counter() - began)
         cpus.append(time.process_time() - cpu)
         summaries.append(summarize(policy_label(name, config), result))
+        if isinstance(sim, EtaSimulator):
+            etas.append(accuracy(sim.samples, result.runs, settings.sim.cycle_seconds))
         results.append(result)
     text = describe(settings, projects, len(specs))
-    report = SimulationReport(tuple(summaries), tuple(results), tuple(walls), tuple(cpus), text)
+    report = SimulationReport(
+        tuple(summaries), tuple(results), tuple(walls), tuple(cpus), text, eta=tuple(etas)
+    )
     if settings.out_dir is None:
         return report
     pairs = list(zip(summaries, results, strict=True))

@@ -82,7 +82,10 @@ class JobRow(Base):
     last_resized_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the last complete checkpoint the job reported (its training script's mark file, or the REST call)
     checkpointed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # its first start
+    expected_duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds, as declared
+    eta: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # scheduler.engine.eta_store
     restarts: Mapped[int] = mapped_column(Integer, default=0)
     generation: Mapped[int] = mapped_column(Integer, default=0)
     pending_reason: Mapped[str | None] = mapped_column(Text, nullable=True)

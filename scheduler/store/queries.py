@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, selectinload
@@ -151,6 +152,9 @@ class JobView:
     pending_reason: str | None
     queue_position: int | None
     message: str | None
+    started_at: float | None
+    expected_duration: float | None
+    eta: dict[str, Any] | None
     allowed_replicas: list[int] | None = None
     replicas: list[ReplicaView] = field(default_factory=list)
 

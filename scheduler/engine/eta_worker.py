@@ -1,0 +1,71 @@
+"""Runs start-time forecasts in a child process at a lower CPU priority, so the loop never waits on one.
+
+Contract: ``EtaWorker(every)`` paces and runs ``scheduler.engine.eta.compute``:
+- ``due(now)``: no forecast in flight, and ``every`` seconds passed since the last one began;
+- ``start(task)``: hand one to the child (started on first use: a ``spawn``ed process at ``nice`` +10 that
+  imports only the core, so it inherits no thread, lock or database connection of the loop);
+- ``poll()``: the finished forecast's ``(etas, seconds)`` once, else None; a forecast that raised (or a child
+  that died) is re-raised here once, and the next ``start`` gets a fresh child;
+- ``close()``: end the child without waiting for a forecast in flight.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from scheduler.engine.eta import EtaTask, compute
+
+NICE = 10
+
+
+def _lower_priority() -> None:
+    os.nice(NICE)
+
+
+def _timed(task: EtaTask) -> tuple[dict[str, dict[str, Any]], float]:
+    began = time.perf_counter()
+    etas = compute(task)
+    return etas, time.perf_counter() - began
+
+
+class EtaWorker:
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.last_start = -math.inf
+        self._pool: ProcessPoolExecutor | None = None
+        self._future: Future[tuple[dict[str, dict[str, Any]], float]] | None = None
+
+    def due(self, now: float) -> bool:
+        return self._future is None and now - self.last_start >= self.every
+
+    def start(self, task: EtaTask) -> None:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_lower_priority)
+        self.last_start = task.now
+        self._future = self._pool.submit(_timed, task)
+
+    def poll(self) -> tuple[dict[str, dict[str, Any]], float] | None:
+        future = self._future
+        if future is None or not future.done():
+            return None
+        self._future = None
+        try:
+            return future.result()
+        except BaseException:
+            self._drop_pool()  # a broken pool (the child died) never recovers: the next start makes a new one
+            raise
+
+    def _drop_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def close(self) -> None:
+        self._future = None
+        self._drop_pool()
