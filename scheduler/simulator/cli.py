@@ -68,6 +68,9 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
         help="measure the start-time forecast at every N-th submission",
     )
     g.add_argument(
+        "--eta-log", type=Path, metavar="FILE", help="write each ETA and start as JSON lines (bench/eta.py)"
+    )
+    g.add_argument(
         "--eta-declared",
         action="store_true",
         help="forecast from true run times, as if every job declared its own",
@@ -138,6 +141,7 @@ def settings_from(args: argparse.Namespace) -> SimulationSettings:
         out_dir=args.out,
         eta_every=args.eta_every,
         eta_declared=args.eta_declared,
+        eta_log=args.eta_log,
     )
 
 

@@ -8,6 +8,10 @@ time at its requested size, as if every user declared ``expected_duration`` exac
 unchanged (asking is pure). ``accuracy`` compares each ETA with the job's first start, for all sampled jobs
 and for those that waited more than a minute; ``eta_table`` prints that as markdown.
 
+With ``log`` (a text file), each ETA is also written as a JSON line when given (with the CPU seconds the
+forecast took) and each sampled job's first start when it happens, so a long replay can be summarised while
+it runs or after it was cut off (``samples_from_log``, ``bench/eta.py``).
+
 Definitions: error = |start_p50 - first start|; a job started *within its band* when it started no later than
 ``start_p90`` plus one cycle (the replay's cycles need not fall on the forecast's grid); a job whose forecast
 found no start within the horizon counts under "no ETA" and not in the error figures.
@@ -15,11 +19,13 @@ found no start within the horizon counts under "no ETA" and not in the error fig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
-from scheduler.core import ClusterState, Job
+from scheduler.core import ClusterState, Job, Plan
 from scheduler.core.estimate import Estimate, Estimator, Finished, shape_of
 from scheduler.core.forecast import Horizon, forecast
 from scheduler.simulator.progress import Run
@@ -60,7 +66,13 @@ class EtaSimulator(Simulator):
     """A replay that asks for an ETA at every ``every``-th submission (see the module docstring)."""
 
     def __init__(
-        self, *args: Any, every: int, declared: bool = False, horizon: Horizon | None = None, **kw: Any
+        self,
+        *args: Any,
+        every: int,
+        declared: bool = False,
+        horizon: Horizon | None = None,
+        log: TextIO | None = None,
+        **kw: Any,
     ) -> None:
         super().__init__(*args, **kw)
         if every < 1:
@@ -70,12 +82,36 @@ class EtaSimulator(Simulator):
         self.estimator = Estimator()
         self.arrivals = 0
         self.samples: list[EtaSample] = []
+        self.log = log
+        self.unstarted: set[Key] = set()  # sampled jobs not started yet (logged when they start)
 
     def _arrive(self, spec: JobSpec) -> None:
         super()._arrive(spec)
         self.arrivals += 1
         if self.arrivals % self.every == 0:
-            self.samples.append(self._ask(spec.key))
+            cpu = time.process_time()
+            sample = self._ask(spec.key)
+            self.samples.append(sample)
+            if self.log is not None:
+                self.unstarted.add(sample.key)
+                line = {
+                    "job": "/".join(sample.key),
+                    "submitted": sample.submitted,
+                    "start_p50": sample.start_p50,
+                }
+                line |= {"start_p90": sample.start_p90, "source": sample.source}
+                self._write(line | {"cpu_s": round(time.process_time() - cpu, 4)})
+
+    def _apply(self, plan: Plan, now: float) -> None:
+        super()._apply(plan, now)
+        for key in {(d.project, d.job) for d in plan.decisions} & self.unstarted:
+            self.unstarted.discard(key)
+            self._write({"job": "/".join(key), "started": self.runs[key].first_start})
+
+    def _write(self, line: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.write(json.dumps(line) + "\n")
+            self.log.flush()
 
     def _finish(self, key: Key, version: int, now: float) -> bool:
         done = super()._finish(key, version, now)
@@ -100,6 +136,24 @@ class EtaSimulator(Simulator):
         return EtaSample(key, self.now, eta.start_p50, eta.start_p90, source)
 
 
+def samples_from_log(lines: Iterable[str]) -> tuple[list[EtaSample], dict[Key, float], list[float]]:
+    """(ETAs given, first starts, CPU seconds per forecast) read back from an ``EtaSimulator`` log."""
+    samples, starts, cpu = [], {}, []
+    for text in lines:
+        line = json.loads(text)
+        project, _, name = line["job"].partition("/")
+        if "started" in line:
+            starts[(project, name)] = float(line["started"])
+        else:
+            samples.append(
+                EtaSample(
+                    (project, name), line["submitted"], line["start_p50"], line["start_p90"], line["source"]
+                )
+            )
+            cpu.append(float(line["cpu_s"]))
+    return samples, starts, cpu
+
+
 def _row(group: str, pairs: Sequence[tuple[EtaSample, float]], slack: float) -> EtaRow:
     given = [(s, start) for s, start in pairs if s.start_p50 is not None]
     errors = [abs(start - s.start_p50) / HOUR for s, start in given if s.start_p50 is not None]
@@ -119,7 +173,13 @@ def _row(group: str, pairs: Sequence[tuple[EtaSample, float]], slack: float) -> 
 
 def accuracy(samples: Sequence[EtaSample], runs: Sequence[Run], cycle_seconds: float) -> tuple[EtaRow, ...]:
     """Rows for all sampled jobs that started, and for those of them that waited over a minute."""
-    first = {r.spec.key: r.first_start for r in runs}
+    return accuracy_of(samples, {r.spec.key: r.first_start for r in runs}, cycle_seconds)
+
+
+def accuracy_of(
+    samples: Sequence[EtaSample], first: dict[Key, float | None] | dict[Key, float], cycle_seconds: float
+) -> tuple[EtaRow, ...]:
+    """``accuracy`` from the first starts of the jobs (None or missing: not started)."""
     pairs = [(s, start) for s in samples if (start := first.get(s.key)) is not None]
     waited = [(s, start) for s, start in pairs if start - s.submitted > WAITED]
     return (

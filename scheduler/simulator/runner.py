@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TextIO
 
 from scheduler.core import Config, Project
 from scheduler.simulator.eta import EtaRow, EtaSimulator, accuracy
@@ -77,6 +78,9 @@ class SimulationSettings:
     out_dir: Path | None = None
     eta_every: int = 0  # ask for an ETA at every N-th submission and measure it (0: never)
     eta_declared: bool = False  # ETAs from the jobs' true run times, as if declared (else from history)
+    eta_log: Path | None = (
+        None  # JSON lines of each ETA and start (one file per policy: -POLICY added if several)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +150,15 @@ def describe(settings: SimulationSettings, projects: Sequence[Project], jobs: in
     )
 
 
+def _eta_log(settings: SimulationSettings, policy: str) -> TextIO | None:
+    path = settings.eta_log
+    if path is None or not settings.eta_every:
+        return None
+    if len(settings.policies) > 1:
+        path = path.with_name(f"{path.stem}-{policy}{path.suffix}")
+    return path.open("w")
+
+
 def run_simulation(
     settings: SimulationSettings, progress: Callable[[str, int], ProgressHook] | None = None
 ) -> SimulationReport:
@@ -162,6 +175,7 @@ def run_simulation(
         shaped: list[JobSpec] = specs if config.elastic else [rigid(s) for s in specs]
         hook = progress(name, len(shaped)) if progress is not None else None
         began, cpu = time.perf_counter(), time.process_time()
+        log = _eta_log(settings, name)
         sim = (
             EtaSimulator(
                 nodes,
@@ -171,11 +185,16 @@ def run_simulation(
                 settings.sim,
                 every=settings.eta_every,
                 declared=settings.eta_declared,
+                log=log,
             )
             if settings.eta_every
             else Simulator(nodes, projects, shaped, config, settings.sim)
         )
-        result = sim.run(hook)
+        try:
+            result = sim.run(hook)
+        finally:
+            if log is not None:
+                log.close()
         walls.append(time.perf_counter() - began)
         cpus.append(time.process_time() - cpu)
         summaries.append(summarize(policy_label(name, config), result))
