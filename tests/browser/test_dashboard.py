@@ -298,3 +298,36 @@ def test_a_bigger_cluster_gets_the_dense_gpu_map(
         lambda: expect(tab.locator('.dept[data-department=""] h3')).to_have_text("No department"),
     )
     assert console.errors == []
+
+
+@pytest.mark.slow
+def test_a_waiting_job_shows_when_it_should_start(
+    serve: Callable[..., Any], page: tuple[Page, Any], shots: Path
+) -> None:
+    """a/big holds both GPUs and declared 2 hours; a/next waits: beside its place in line the page says when
+    it should start, and its title says why then (the service forecasts every 30 s by default)."""
+    tab, console = page
+    tide = serve(nodes=1, gpus=2)
+    client = tide.client()
+    client.create_project({"name": "a", "deserved_gpus": 2})
+    sleep = ["sleep", "600"]
+    client.submit("a", {"name": "big", "workers": 1, "expected_duration": 7200, "command": sleep})
+    wait_for(lambda: client.job("a", "big").status == "running", timeout=30, what="a/big to run")
+    client.submit("a", {"name": "next", "command": sleep})
+    wait_for(lambda: client.job("a", "next").eta is not None, timeout=60, what="an ETA for a/next")
+    since = time.monotonic()
+    sign_in(tab, tide)
+    stages = Stages(tab, shots, first=20)
+    badge = job_row(tab, "a/next", "eta")
+    stages.seen(
+        "eta-beside-the-place-in-line",
+        since,
+        lambda: expect(badge).to_have_text(re.compile(r"^starts in ~(1h 59m|2h 0m)$"), **MS),
+        lambda: expect(badge).to_have_attribute(
+            "title", re.compile(r"when a/big ends \(estimated from its declared")
+        ),
+        lambda: expect(job_row(tab, "a/next", "line")).to_have_text("#1 in line"),
+    )
+    tab.click('#job-rows tr[data-job="a/next"] a')
+    expect(tab.locator('#detail-body [data-role="eta"]')).to_have_text(re.compile(r"^starts in ~"), **MS)
+    assert console.errors == []

@@ -3,15 +3,23 @@ the start that happened."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from scheduler.core import Config, Node, Project
 from scheduler.simulator.cli import main
-from scheduler.simulator.eta import EtaSimulator, accuracy, eta_table
+from scheduler.simulator.eta import EtaSimulator, accuracy, accuracy_of, eta_table, samples_from_log
 from scheduler.simulator.replay import SimOptions
 from scheduler.simulator.runner import SimulationSettings, run_simulation
 from scheduler.simulator.trace import SyntheticSpec
 from scheduler.simulator.workload import JobSpec
+
+_spec = importlib.util.spec_from_file_location("bench_eta", Path(__file__).parents[2] / "bench" / "eta.py")
+assert _spec is not None and _spec.loader is not None
+bench_eta = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_eta)
 
 
 def _queue(count: int) -> list[JobSpec]:
@@ -88,3 +96,33 @@ def test_the_command_prints_the_accuracy_table(capsys: pytest.CaptureFixture[str
     assert main([*argv, "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "start-time forecast (tide), ETA given at submission" in out and "| all sampled jobs | 5 |" in out
+
+
+def test_the_log_gives_back_the_same_figures_and_bench_prints_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "eta.jsonl"
+    with path.open("w") as log:
+        sim = EtaSimulator(
+            (Node("n", 4),),
+            (Project("a", 4),),
+            _queue(4),
+            Config(),
+            SimOptions(),
+            every=1,
+            declared=True,
+            log=log,
+        )
+        sim.run()
+    samples, starts, cpu = samples_from_log(path.read_text().splitlines())
+    assert samples == sim.samples and len(cpu) == 4
+    assert accuracy_of(samples, starts, 10.0) == accuracy(sim.samples, tuple(sim.runs.values()), 10.0)
+    assert bench_eta.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "4 ETAs given up to virtual day 0.0, 4 of those jobs started" in out
+        and "| waited > 60 s | 3 |" in out
+    )
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert bench_eta.main([str(empty)]) == 1

@@ -5,6 +5,7 @@
 // exit code, a link to each one's logs) and its events with their reasons.
 
 import { ApiError } from "./api.js";
+import { etaBadge } from "./eta.js";
 import { ago, byId, clock, h, replace } from "./dom.js";
 import { eventItem } from "./timeline.js";
 import { moments, reason, STATUS } from "./words.js";
@@ -61,7 +62,7 @@ function drawJob(job, events, palette) {
   const said = job.pending_reason ?? job.message;
   replace(
     byId("detail-body"),
-    said ? h("p", { class: "reason-box", dataset: { role: "reason" } }, job.queue_position ? h("span", { class: "line" }, `#${job.queue_position} in line`) : null, reason(said)) : null,
+    said ? h("p", { class: "reason-box", dataset: { role: "reason" } }, job.queue_position ? h("span", { class: "line" }, `#${job.queue_position} in line`) : null, etaBadge(job), reason(said)) : null,
     facts(job),
     h("h3", {}, "Replicas"),
     replicaTable(job),

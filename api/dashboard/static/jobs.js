@@ -1,9 +1,11 @@
 // The Jobs table. Contract: render(jobs, palette, filter) lists the jobs that pass the project and status
 // filter: running first, then pending in their place in line, then finished ones newest first. Each row:
 // the job (a link to its detail), its status in words, replicas now / min / max, GPUs held, age, and for a
-// job not at its wanted size the scheduler's reason and its place in line (R13). tickAges() refreshes ages.
+// job not at its wanted size the scheduler's reason, its place in line (R13) and when it should start or
+// grow (eta.js). tickAges() refreshes ages.
 
 import { byId, duration, h, replace } from "./dom.js";
+import { etaBadge } from "./eta.js";
 import { reason, STATUS } from "./words.js";
 
 const ORDER = { running: 0, pending: 1 };
@@ -62,7 +64,7 @@ function why(job) {
   if (job.status === "running" || job.status === "pending") {
     if (!job.pending_reason) return "";
     const line = job.queue_position ? h("span", { class: "line", dataset: { role: "line" } }, `#${job.queue_position} in line`) : null;
-    return [line, reason(job.pending_reason)];
+    return [line, etaBadge(job), reason(job.pending_reason)];
   }
   return reason(job.message ?? "");
 }
