@@ -37,6 +37,8 @@ class Cluster:
         self.plans: list[Plan] = []
         # R16: the allowed sizes each submitted job gets, by (name, min, max); none when unset
         self.sizes_for: Callable[[str, int, int], tuple[int, ...]] | None = None
+        # R17: the topology each submitted job gets, by name; "preferred" when unset
+        self.topology_for: Callable[[str], str] | None = None
 
     def __repr__(self) -> str:
         return f"Cluster(now={self.now}, config={self.config}, slow_release={self.slow_release}, state={self.state})"
@@ -51,6 +53,8 @@ class Cluster:
     ) -> Cluster:
         if self.sizes_for is not None and "allowed_replicas" not in kw:
             kw["allowed_replicas"] = self.sizes_for(name, min, max or min)
+        if self.topology_for is not None and "topology" not in kw:
+            kw["topology"] = self.topology_for(name)
         job = Job(project, name, min, max or min, gpus, submitted_at=self.now, **kw)  # type: ignore[arg-type]
         self.state = replace(self.state, jobs=(*self.state.jobs, job))
         return self

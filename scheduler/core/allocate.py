@@ -61,10 +61,12 @@ class Claims:
     # blocked starts whose one chance (preempt, drain) failed in the owed phase
     held_in_vain: set[JobKey] = field(default_factory=set)
     # (start shape, ledger version) of starts that failed, with whether they were entitled; see ``_shape``
-    failed_starts: dict[tuple[tuple[str, int, int, int, bool], tuple[int, int]], bool] = field(
+    failed_starts: dict[tuple[tuple[str, int, int, int, bool, str], tuple[int, int]], bool] = field(
         default_factory=dict
     )
-    failed_holds: set[tuple[tuple[str, int, int, int, bool], tuple[int, int]]] = field(default_factory=set)
+    failed_holds: set[tuple[tuple[str, int, int, int, bool, str], tuple[int, int]]] = field(
+        default_factory=set
+    )
     # whether the plan explains waiting jobs (R13 notes); if not, outcomes that only notes read are not kept
     explain: bool = True
 
@@ -80,7 +82,7 @@ def restore_gangs(ledger: Ledger, claims: Claims) -> None:
             continue
         missing = job.min_replicas - len(act)
         if (
-            ledger.free.slots(job.gpus_per_replica) >= missing
+            ledger.slots_for(job, ledger.free) >= missing
             and ledger.room(job) >= missing * job.gpus_per_replica
         ):
             ledger.place(job, missing, reserve=False)
@@ -97,7 +99,7 @@ def _restore_size(ledger: Ledger, claims: Claims, job: Job, act: list[Replica]) 
     idle GPUs, or else shrinks to the one below."""
     g, n = job.gpus_per_replica, len(act)
     up = sizes.grow_at_least(job, n, 1)
-    if ledger.free.slots(g) >= up and ledger.room(job) >= up * g:
+    if ledger.slots_for(job, ledger.free) >= up and ledger.room(job) >= up * g:
         ledger.place(job, up, reserve=False)
         claims.start_reasons[job.key] = (
             f"restored {up} lost replicas to reach {n + up} ({sizes.describe(job)})"
@@ -223,7 +225,7 @@ def _serve_start(
             ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=entitled_before)
         )
         return
-    if ledger.free.slots(g) >= k and ledger.room(job) >= k * g:
+    if ledger.slots_for(job, ledger.free) >= k and ledger.room(job) >= k * g:
         ledger.place(job, k, reserve=False)
         claims.start_reasons[job.key] = explain.started(ledger, job, k)
         return
@@ -260,17 +262,18 @@ def _same_pending(ledger: Ledger, job: Job, other: Job) -> bool:
         and other.min_replicas == job.min_replicas
         and other.priority == job.priority
         and other.interactive == job.interactive
+        and other.topology == job.topology
         and not ledger.active[other.key]
         and other.key not in ledger.released
     )
 
 
-def _shape(job: Job) -> tuple[str, int, int, int, bool]:
+def _shape(job: Job) -> tuple[str, int, int, int, bool, str]:
     """What a failed start or hold depends on besides the ledger, the job's place in line and whether it was
     a victim this cycle (neither of which lets a later job succeed: a victim is served in the next cycle, and
     a job further back in its project's line has at least as many GPUs ahead of it). So a start of this shape
     that failed on an unchanged ledger (same ``Ledger.version``) fails again: it is not searched again."""
-    return (job.project, job.gpus_per_replica, job.min_replicas, job.priority, job.interactive)
+    return (job.project, job.gpus_per_replica, job.min_replicas, job.priority, job.interactive, job.topology)
 
 
 def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) -> None:
@@ -304,7 +307,7 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
         if count <= 0 or (r2 and short <= 0):
             continue
         entitled = count * g <= min(owed, room)
-        if entitled and ledger.free.slots(g) >= count:
+        if entitled and ledger.slots_for(job, ledger.free) >= count:
             ledger.place(job, count, reserve=False)
             _explain_start(ledger, claims, job, owed=True)
             return
@@ -319,7 +322,7 @@ def _serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) 
 def _place_in_room(ledger: Ledger, claims: Claims, job: Job, count: int, units: list[Unit]) -> None:
     """Place ``count`` replicas where ``make_room`` made room: on GPUs being released (held for it), or at once
     on idle GPUs when what blocked it was a cap (its limit or quota) that its preempted jobs made room under."""
-    if units and ledger.free.slots(job.gpus_per_replica) >= count:
+    if units and ledger.slots_for(job, ledger.free) >= count:
         ledger.place(job, count, reserve=False)
         _explain_start(ledger, claims, job, owed=True)
         return
@@ -332,8 +335,8 @@ def _consolidate(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, c
     """Last resort for a claim owed its guarantee (R2): move small replicas to make whole nodes, onto the GPUs
     available now, else also reclaiming (R5-R7) on the node being freed and for the moved replicas, when what
     projects above their fair share hold is scattered in small replicas on nodes shared with others."""
-    if ledger.committed(job.project) >= ledger.shares.guarantee[job.project]:
-        return False
+    if ledger.committed(job.project) >= ledger.shares.guarantee[job.project] or ledger.domains.required(job):
+        return False  # (a job held to one domain: consolidation frees nodes, not domains; R17)
     moves = consolidate(ledger, job, count)
     g = job.gpus_per_replica
     if moves is None and g > 1 and ledger.config.reclaim and not lost_to_reclaim(ledger, job.project):
@@ -366,7 +369,7 @@ def _entitled(ledger: Ledger, job: Job, need: int) -> bool:
 
 def _blocked_start(ledger: Ledger, job: Job) -> bool:
     """A pending job whose gang does not fit on idle GPUs."""
-    return not ledger.active[job.key] and ledger.free.slots(job.gpus_per_replica) < job.min_replicas
+    return not ledger.active[job.key] and ledger.slots_for(job, ledger.free) < job.min_replicas
 
 
 def _hold_place(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, head_of_line: set[str]) -> bool:
@@ -387,6 +390,7 @@ def _try_drain(ledger: Ledger, claims: Claims, job: Job, head_of_line: set[str])
     if (
         job.project in head_of_line
         or job.key in ledger.released
+        or ledger.domains.required(job)  # drains hold nodes, not domains (R17)
         or explain.blocked_by_caps(ledger, job, k * g)
     ):
         return False
@@ -475,7 +479,9 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         job = queues[project].pop()
         g = job.gpus_per_replica
         n = len(ledger.active[job.key])
-        k = sizes.grow_by(job, n, min(job.max_replicas - n, ledger.room(job) // g, ledger.free.slots(g)))
+        k = sizes.grow_by(
+            job, n, min(job.max_replicas - n, ledger.room(job) // g, ledger.slots_for(job, ledger.free))
+        )
         if k > 0:
             ledger.place(job, k, reserve=False)
             _explain_start(ledger, claims, job, owed=False)

@@ -110,6 +110,11 @@ def draining(ledger: Ledger, job: Job, nodes: Sequence[str]) -> str:
 
 def pending(ledger: Ledger, job: Job, need: int, *, entitled: bool) -> str:
     p = job.project
+    if ledger.domains.required(job):  # R17
+        return (
+            f"waiting for {counted(need, 'GPU')} inside one topology domain (it requires one); no domain has "
+            f"room for {counted(job.min_replicas, 'replica')} of {counted(job.gpus_per_replica, 'GPU')} now"
+        )
     if entitled:
         return (
             f"waiting for {counted(need, 'GPU')}; project {p} is within its fair share ({_figures(ledger, p)}) "

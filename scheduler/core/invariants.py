@@ -7,7 +7,7 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 
 from __future__ import annotations
 
-from scheduler.core import sizes
+from scheduler.core import sizes, topology
 from scheduler.core.cycle import apply_plan
 from scheduler.core.fairshare import Shares, fair_shares
 from scheduler.core.model import ClusterState, Config, Job, Project
@@ -23,6 +23,7 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
         *_master_last(state, plan),
         *_gangs_whole(after),
         *_sizes_kept(after),
+        *_domains_kept(after, plan, config),
         *_work_conserved(after, plan, config, now),
         *_guarantee_served(state, after, plan, config),
         *_reclaim_never_ping_pongs(state, plan, config),
@@ -113,6 +114,40 @@ def _sizes_kept(after: ClusterState) -> list[str]:
     return out
 
 
+def _domain_of(state: ClusterState, config: Config) -> dict[str, str]:
+    """R17: each schedulable node's topology domain, where nodes carry one and the rule is on."""
+    return {n.name: n.domain for n in state.nodes if n.domain and n.schedulable} if config.topology else {}
+
+
+def _domains_kept(after: ClusterState, plan: Plan, config: Config) -> list[str]:
+    """R17: a job that requires one topology domain and was started or grown by this plan runs inside one."""
+    domain = _domain_of(after, config)
+    grew = {(d.project, d.job) for d in plan.decisions if d.action in (Action.START, Action.GROW)}
+    out: list[str] = []
+    for j in after.jobs:
+        if domain and j.topology == topology.REQUIRED and j.key in grew:
+            spans = {domain.get(r.node) for r in j.active}
+            if len(spans) > 1 or None in spans:
+                out.append(
+                    f"{j.project}/{j.name} requires one topology domain but runs across {sorted(map(str, spans))}"
+                )
+    return out
+
+
+def _fits_idle(job: Job, idle: dict[str, int], domain: dict[str, str]) -> int:
+    """Replicas of ``job`` the idle GPUs hold where it may go (R17: one domain when it requires it)."""
+    g = job.gpus_per_replica
+    if not domain or job.topology != topology.REQUIRED:
+        return sum(v // g for v in idle.values() if v > 0)
+    per: dict[str, int] = {}
+    for node, v in idle.items():
+        if v > 0 and node in domain:
+            per[domain[node]] = per.get(domain[node], 0) + v // g
+    if job.active:
+        return per.get(domain.get(job.active[0].node, ""), 0)
+    return max(per.values(), default=0)
+
+
 def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
     """R4: no idle GPU (not held, not reserved) while a preemptible replica that may use it waits."""
     idle = {n.name: n.gpus for n in after.nodes if n.schedulable}
@@ -124,6 +159,7 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
     alloc = _alloc(after)
     projects = {p.name: p for p in after.projects}
     depts = _dept_room(after, config)
+    domains = _domain_of(after, config)
     resized = {(d.project, d.job) for d in plan.decisions} | {(r.project, r.job) for r in plan.reservations}
     out: list[str] = []
     for job in after.jobs:
@@ -139,7 +175,7 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
         p = projects[job.project]
         room = _room(p.limit_gpus, p.deserved_gpus, p.allow_over_quota and config.borrowing, alloc[p.name])
         room = min(room, depts.get(p.department or "", room))
-        fits = sum(v // job.gpus_per_replica for v in idle.values() if v > 0)
+        fits = _fits_idle(job, idle, domains)
         if want * job.gpus_per_replica <= room and fits >= want:
             out.append(f"{job.project}/{job.name} waits for {want} replicas while GPUs are idle")
     return out
@@ -206,6 +242,7 @@ def _guarantee_served(before: ClusterState, after: ClusterState, plan: Plan, con
     served |= {r.project for r in plan.reservations}
     largest = max((n.gpus for n in before.nodes if n.schedulable), default=0)
     reserved = sum(r.gpus for r in plan.reservations)
+    held_to_one_domain = bool(_domain_of(before, config))  # R17: such a gang waits for room in one domain
     out: list[str] = []
     for p in before.projects:
         if alloc[p.name] >= shares.guarantee[p.name] or p.name in served:
@@ -215,6 +252,7 @@ def _guarantee_served(before: ClusterState, after: ClusterState, plan: Plan, con
             for j in before.jobs
             if j.project == p.name
             and not j.replicas
+            and not (held_to_one_domain and j.topology == topology.REQUIRED)
             and j.gpus_per_replica <= largest
             and alloc[p.name] + _gang(j, config) <= shares.project[p.name]
             and _may_take(after, j, _gang(j, config), config)

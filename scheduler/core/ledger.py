@@ -19,6 +19,7 @@ from scheduler.core.fairshare import Shares
 from scheduler.core.model import ClusterState, Config, Department, Job, Project, Replica
 from scheduler.core.placement import NodeIndex, node_sort_key
 from scheduler.core.plan import Cause, Placement, Reservation
+from scheduler.core.topology import Domains
 
 JobKey = tuple[str, str]
 _by_index = attrgetter("index")
@@ -75,6 +76,7 @@ class Ledger:
     _rollbacks: int = 0
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
+    domains: Domains = field(init=False)  # R17
 
     def __post_init__(self) -> None:
         self.projects = {p.name: p for p in self.state.projects}
@@ -90,6 +92,7 @@ class Ledger:
         free = {n: max(nodes[n].gpus - held_on[n] - rel[n], 0) for n in nodes}
         self.free = NodeIndex(free, rank)
         self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
+        self.domains = Domains.build(list(nodes.values()), self.free.nodes, on=self.config.topology)
 
     def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
         """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""
@@ -189,6 +192,16 @@ class Ledger:
                 caps.append(dept.deserved_gpus - self.dept_interactive.get(dept.name, 0))
         return min(caps) if caps else 1 << 30
 
+    def slots_for(self, job: Job, index: NodeIndex) -> int:
+        """Replicas of ``job`` that fit on ``index`` where it may go (R17: one domain if it requires it)."""
+        if not self.domains.required(job):
+            return index.slots(job.gpus_per_replica)
+        return self.domains.slots(job, index, self._home(job))
+
+    def _home(self, job: Job) -> str | None:
+        act = self.active[job.key]
+        return self.domains.of.get(act[0].node) if act else None  # its master's domain (R17)
+
     def settling(self, job: Job) -> bool:
         t = job.last_resized_at
         return t is not None and self.now < t + self.config.settle_seconds and job.key not in self.started
@@ -229,8 +242,11 @@ class Ledger:
         taken = {r.index for r in self.active[job.key]} | {p.index for p in self.started.get(job.key, [])}
         out: list[Placement] = []
         next_index = 0
+        domain = self.domains.target(job, index, count, self._home(job)) if self.domains.members else None
         for _ in range(count):
-            node = index.best_fit(g)
+            # R17: inside the chosen domain first; a preferred job spills over (a required one fits: slots_for)
+            node = self.domains.best_fit(domain, index, g) if domain is not None else None
+            node = node or index.best_fit(g)
             if node is None:
                 raise AssertionError("place() called without checking slots()")
             while next_index in taken:

@@ -23,11 +23,15 @@ class JobPhase(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A machine with ``gpus`` whole GPUs. An unschedulable (cordoned) node takes no new replicas."""
+    """A machine with ``gpus`` whole GPUs. An unschedulable (cordoned) node takes no new replicas.
+
+    ``domain``: its topology domain (a rack, an NVLink domain), if the cluster names them (R17).
+    """
 
     name: str
     gpus: int
     schedulable: bool = True
+    domain: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,7 @@ class Job:
     ``replicas`` holds the placed ones (active and releasing). A job with no active replica is pending.
     ``last_resized_at`` is when it last started, grew or shrank (for the settle time, R7).
     ``allowed_replicas``: the only counts it may run at besides ``min_replicas`` and ``max_replicas`` (R16).
+    ``topology``: ``preferred`` or ``required``: whether its replicas may span topology domains (R17).
     """
 
     project: str
@@ -95,6 +100,8 @@ class Job:
     last_resized_at: float | None = None
     # R16: the replica counts it may run at (empty: any count in min..max); see ``sizes``
     allowed_replicas: tuple[int, ...] = ()
+    # R17: "preferred" (start inside one topology domain where it fits) or "required" (only there)
+    topology: str = "preferred"
     # ``(project, name)``, computed once: the core looks it up millions of times per replay
     key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
@@ -148,4 +155,5 @@ class Config:
     borrowing: bool = True
     elastic: bool = True
     reclaim: bool = True
+    topology: bool = True  # R17: place gangs by node domains (where nodes carry them); off ignores them
     usage_half_life: float = 0.0

@@ -202,6 +202,8 @@ def reclaim(
     # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
     # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
     c_top = rules.c_top
+    if ledger.domains.required(claim):  # R17: until it fits in one domain; fill-back returns the rest
+        return rules.until(fits(ledger, claim, count), g)
     memo = (g, r2, c_top if c_top.startswith("dept:") else None, rules.c_top_ok, rules.floor)
     if count >= ledger.failed_reclaims.get(memo, 1 << 30):
         return None
@@ -214,7 +216,7 @@ def reclaim(
 def reclaim_with(rules: Reclaimer, count: int) -> list[Unit] | None:
     """R5 order until the claimant fits; for replicas bigger than one GPU, one node at a time if that fails."""
     g = rules.claim.gpus_per_replica
-    taken = rules.until(fits(rules.ledger, g, count), g)
+    taken = rules.until(fits(rules.ledger, rules.claim, count), g)
     if taken is None and g > 1:
         taken = rules.by_node(count)
     return taken
@@ -225,7 +227,12 @@ def lost_to_reclaim(ledger: Ledger, project: str) -> bool:
     return any(key[0] == project and rel.cause == Cause.RECLAIM for key, rel in ledger.released.items())
 
 
-def fits(ledger: Ledger, g: int, count: int) -> Callable[[], bool]:
+def fits(ledger: Ledger, claim: Job, count: int) -> Callable[[], bool]:
+    """Whether ``count`` replicas of ``claim`` fit on GPUs free or being released (R17: in one domain when
+    it requires one)."""
+    if ledger.domains.required(claim):
+        return lambda: ledger.slots_for(claim, ledger.avail) >= count
+    g = claim.gpus_per_replica
     return lambda: ledger.avail.slots(g) >= count
 
 

@@ -44,7 +44,7 @@ def make_room(
     below its guarantee; ``growth``: a running job's growth, which must also end within its project's fair
     share when it preempts, and spares its project's jobs that are settling after a resize (R7)."""
     g, need = claim.gpus_per_replica, count * claim.gpus_per_replica
-    if entitled and ledger.avail.slots(g) >= count and ledger.room(claim) >= need:
+    if entitled and ledger.slots_for(claim, ledger.avail) >= count and ledger.room(claim) >= need:
         return []
     own_hopeless = False
     for search in searches(
@@ -79,7 +79,7 @@ def _own_first(
     need, share = count * g, ledger.shares.project[p]
     # a training job's preemption never drops its own project below its guarantee (what a reclaim spared)
     keep = 0 if claim.interactive else min(ledger.shares.guarantee[p], ledger.claimed(p))
-    placeable = fits(ledger, g, count)
+    placeable = fits(ledger, claim, count)
     mark = ledger.checkpoint()
     skipped: set[JobKey] = set()
 

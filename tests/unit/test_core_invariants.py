@@ -95,6 +95,17 @@ def test_job_off_its_allowed_sizes_is_caught() -> None:
     assert any("a/x runs 2 replicas, not among its allowed sizes 1, 4" in v for v in violations)
 
 
+def test_job_that_requires_one_domain_started_across_two_is_caught() -> None:
+    """R17: a gang that requires one rack must not start across racks."""
+    racks = (Node("n1", 1, domain="rack-a"), Node("n2", 1, domain="rack-b"))
+    state = ClusterState(racks, (Project("a", 2),), (Job("a", "x", 2, 2, topology="required"),))
+    start = Decision(Action.START, "a", "x", (Placement(0, "n1", 1), Placement(1, "n2", 1)), "")
+    violations = check_invariants(state, _plan(start), CFG, now=0)
+    assert any(
+        "a/x requires one topology domain but runs across ['rack-a', 'rack-b']" in v for v in violations
+    )
+
+
 def test_idle_gpus_while_work_waits_is_caught() -> None:
     state = _state(Job("a", "x", 1, 1))
     assert any(

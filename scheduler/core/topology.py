@@ -1,0 +1,83 @@
+"""R17 topology domains: gangs placed inside one domain (a rack, an NVLink domain) where they can be.
+
+Contract: nodes may carry a ``domain`` (on Kubernetes the value of the node label named by
+``--topology-key``; locally from ``--nodes``). When none does, or ``Config.topology`` is off, nothing here
+changes a plan. Otherwise:
+
+- a start places the whole gang inside the one domain where it fits with the fewest GPUs to spare (R12's
+  best fit, one level up), ties to the domain that sorts first; with no such domain a ``preferred`` job
+  starts across domains as before, a ``required`` one waits;
+- growth goes to the domain of the job's master first; a ``required`` job grows only there;
+- ``slots(job, index, count)`` is how many of the job's replicas fit, counting only what the job may use
+  (a ``required`` job: one domain), so the passes that ask "does it fit" (start, reclaim, preemption, grow)
+  stay honest for it. Reclaim for a ``required`` job takes victims until it fits in one domain, and R6's
+  fill-back gives back those in other domains; consolidation, drains and node-targeted reclaim are not
+  tried for it (they reason about nodes, not domains).
+
+Pure; the ledger holds one ``Domains`` per cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.core.model import Job, Node
+from scheduler.core.placement import NodeIndex
+
+PREFERRED = "preferred"
+REQUIRED = "required"
+
+
+@dataclass(slots=True)
+class Domains:
+    """Schedulable nodes by domain, in node order; ``of`` maps a node to its domain."""
+
+    of: dict[str, str]
+    members: dict[str, list[str]]
+
+    @classmethod
+    def build(cls, nodes: list[Node], order: list[str], *, on: bool) -> Domains:
+        named = {n.name: n.domain for n in nodes if n.domain} if on else {}
+        members: dict[str, list[str]] = {}
+        for name in order:
+            if name in named:
+                members.setdefault(named[name], []).append(name)
+        return cls({n: d for d, names in members.items() for n in names}, members)
+
+    def required(self, job: Job) -> bool:
+        """Whether the job must stay inside one domain (and domains exist)."""
+        return bool(self.members) and job.topology == REQUIRED
+
+    def _fit(self, domain: str, index: NodeIndex, g: int) -> int:
+        return sum(index.value[n] // g for n in self.members[domain])
+
+    def slots(self, job: Job, index: NodeIndex, home: str | None) -> int:
+        """Replicas of a job that requires one domain that fit on ``index``: in its ``home`` domain when it
+        runs (its master's), else in the roomiest domain."""
+        g = job.gpus_per_replica
+        if home is not None:
+            return self._fit(home, index, g)
+        return max(self._fit(d, index, g) for d in self.members)
+
+    def target(self, job: Job, index: NodeIndex, count: int, home: str | None) -> str | None:
+        """Where ``count`` more replicas go (domains exist): the home domain of a running job, else the domain
+        where they fit with the fewest GPUs to spare (ties to the first name); ``None``: none (anywhere)."""
+        if home is not None:
+            return home
+        g = job.gpus_per_replica
+        best: tuple[int, str] | None = None
+        for d in sorted(self.members):
+            if self._fit(d, index, g) >= count:
+                spare = sum(index.value[n] for n in self.members[d])
+                if best is None or spare < best[0]:
+                    best = (spare, d)
+        return None if best is None else best[1]
+
+    def best_fit(self, domain: str, index: NodeIndex, g: int) -> str | None:
+        """The fullest node of ``domain`` that still fits ``g`` GPUs (ties in node order)."""
+        best: tuple[int, str] | None = None
+        for n in self.members[domain]:
+            v = index.value[n]
+            if v >= g and (best is None or v < best[0]):
+                best = (v, n)
+        return None if best is None else best[1]

@@ -1,0 +1,130 @@
+"""R17 topology domains, as users meet them: nodes in racks (or NVLink domains); a gang starts inside one
+rack where it fits, a job may require it, and growth stays in its rack where it can.
+
+Every ``Cluster.cycle()`` checks all invariants, ``_domains_kept`` among them (tests/corebuild.py).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import replace
+
+from corebuild import Cluster
+from hypothesis import HealthCheck, given, settings
+from test_core_properties import Spec, _replay, workloads
+
+from scheduler.core import Config, Job, Node, Replica
+
+
+def racks() -> tuple[Node, ...]:
+    """Two racks of two 2-GPU nodes each."""
+    return tuple(Node(f"{r}{i}", 2, domain=f"rack-{r}") for r in "ab" for i in (1, 2))
+
+
+def busy_racks(config: Config | None = None) -> Cluster:
+    """One GPU in use on a1 and on b1: each rack has 3 idle GPUs, the cluster 6."""
+    c = Cluster(racks(), config=config).project("a", 6).project("x", 2)
+    running = (
+        Job("x", "one", 1, 1, replicas=(Replica(0, "a1", 1),)),
+        Job("x", "two", 1, 1, replicas=(Replica(0, "b1", 1),)),
+    )
+    c.state = replace(c.state, jobs=running)
+    return c
+
+
+def domains_of(c: Cluster, name: str) -> set[str | None]:
+    nodes = {n.name: n.domain for n in c.state.nodes}
+    return {nodes[r.node] for r in c.job("a", name).active}
+
+
+def test_a_gang_of_three_starts_inside_one_rack_instead_of_on_the_fullest_nodes() -> None:
+    c = busy_racks()
+    c.submit("a", "gang", min=3)
+    c.cycle()
+    assert domains_of(c, "gang") == {"rack-a"}
+    assert sorted(r.node for r in c.job("a", "gang").active) == ["a1", "a2", "a2"]
+
+
+def test_with_the_rule_off_the_same_gang_spans_the_racks_as_before() -> None:
+    c = busy_racks(Config(settle_seconds=0, topology=False))
+    c.submit("a", "gang", min=3)
+    c.cycle()
+    assert domains_of(c, "gang") == {"rack-a", "rack-b"}  # best fit: the fullest nodes a1 and b1 first
+
+
+def test_a_gang_too_big_for_any_rack_still_starts_across_racks_when_it_only_prefers_one() -> None:
+    c = busy_racks()
+    c.submit("a", "wide", min=4)
+    c.cycle()
+    assert domains_of(c, "wide") == {"rack-a", "rack-b"}
+
+
+def test_a_gang_that_requires_one_rack_waits_and_says_why_then_starts_when_a_rack_has_room() -> None:
+    c = busy_racks()
+    c.submit("a", "wide", min=4, topology="required")
+    plan = c.cycle()
+    assert c.job("a", "wide").active == ()
+    note = plan.note("a", "wide")
+    assert note is not None and "inside one topology domain (it requires one)" in note.reason
+    c.finish("x", "two")  # rack-b is free again
+    c.cycle()
+    assert domains_of(c, "wide") == {"rack-b"}
+
+
+def test_growth_fills_the_masters_rack_first_and_spills_over_only_when_preferred() -> None:
+    c = busy_racks()
+    c.submit("a", "loose", min=1, max=4)
+    c.cycle()
+    nodes = {n.name: n.domain for n in c.state.nodes}
+    placed = sorted((r.index, nodes[r.node]) for r in c.job("a", "loose").active)
+    assert placed == [(0, "rack-a"), (1, "rack-a"), (2, "rack-a"), (3, "rack-b")]
+
+
+def test_a_job_that_requires_one_rack_grows_only_inside_it() -> None:
+    c = busy_racks()
+    c.submit("a", "tight", min=1, max=4, topology="required")
+    plan = c.cycle()
+    assert domains_of(c, "tight") == {"rack-a"} and len(c.job("a", "tight").active) == 3
+    assert c.decisions(c.cycle()) == []  # rack-b's 3 idle GPUs are not for it
+    c.finish("x", "one")  # a GPU frees in its rack
+    c.cycle()
+    assert domains_of(c, "tight") == {"rack-a"} and len(c.job("a", "tight").active) == 4
+    assert plan.decisions
+
+
+def test_a_reclaim_for_a_job_that_requires_one_rack_frees_one_rack_and_gives_the_rest_back() -> None:
+    """b is owed 4 GPUs in one rack; a borrows all 8 in 1-GPU workers: only rack-a's are taken."""
+    c = Cluster(racks()).project("a", 4).project("b", 4)
+    c.submit("a", "borrow", min=1, max=8)
+    c.cycle()
+    c.submit("b", "gang", min=4, topology="required")
+    plan = c.cycle()
+    [shrink] = plan.decisions
+    nodes = {n.name: n.domain for n in c.state.nodes}
+    assert shrink.action == "shrink" and len(shrink.replicas) == 4
+    assert {nodes[p.node] for p in shrink.replicas} == {"rack-b"}
+    c.cycle()
+    assert {nodes[r.node] for r in c.job("b", "gang").active} == {"rack-b"}
+
+
+def _topology(name: str) -> str:
+    return "required" if int(name[1:]) % 2 else "preferred"
+
+
+@settings(
+    max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")) // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(workloads())
+def test_jobs_in_racks_keep_every_invariant_on_random_clusters(
+    w: tuple[Cluster, list[Spec], random.Random],
+) -> None:
+    """Property: nodes in two racks, half the jobs requiring one: every invariant holds after every cycle
+    (``_domains_kept``: no required job started or grown across racks), plans stay deterministic."""
+    c, specs, rng = w
+    nodes = c.state.nodes
+    c.state = replace(c.state, nodes=tuple(replace(n, domain=f"rack-{i % 2}") for i, n in enumerate(nodes)))
+    c.topology_for = _topology
+    _replay(c, specs, rng)
