@@ -43,7 +43,7 @@ def make_room(
     ``entitled``: its project's fair share covers the claim as the project stands; ``r2``: the project is
     below its guarantee; ``growth``: a running job's growth, which must also end within its project's fair
     share when it preempts, and spares its project's jobs that are settling after a resize (R7)."""
-    g, need = claim.gpus_per_replica, count * claim.gpus_per_replica
+    need = count * claim.gpus_per_replica
     if entitled and ledger.slots_for(claim, ledger.avail) >= count and ledger.room(claim) >= need:
         return []
     own_hopeless = False
