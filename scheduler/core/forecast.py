@@ -8,6 +8,11 @@ still runs (for a pending job: its whole run once started); a job missing from `
 The forward run is what the live loop would do if nothing new arrived: cycle at ``now`` on the snapshot,
 apply the plan as a perfect executor (releases are instant), follow up one settle time later while plans
 change something, else jump to the cycle after the next estimated end, where that job leaves the cluster.
+Far ahead, cycles thin out: the next cycle comes no sooner than ``Horizon.step`` x the time already
+forecast (2 %), and every job that ends by then leaves at that cycle, so a busy cluster costs a few hundred
+cycles for a week, not one per job that ends. What starts at such a cycle is dated back to the last of those
+ends (on the cycle grid): it would have started then; one that could have started at an earlier end of the
+same stretch is late by at most the stretch (2 % of how far ahead it is).
 A job that is resized keeps its work: its time left scales by old/new GPUs. The run stops when every target
 has started, after ``Horizon.cycles`` cycles, or ``Horizon.seconds`` past ``now``.
 
@@ -33,11 +38,13 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Horizon:
-    """How far the forward run looks: ``seconds`` of virtual time, ``cycles`` plans at most."""
+    """How far the forward run looks: ``seconds`` of virtual time, ``cycles`` plans at most; cycles at least
+    ``step`` x the time already forecast apart."""
 
     seconds: float = 7 * 86400.0
     cycles: int = 400
     cycle_seconds: float = 10.0
+    step: float = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +121,7 @@ class _Forward:
         self.end_at: dict[Key, float] = {}
         self.ends: list[tuple[float, Key]] = []
         self.freed: Key | None = None
+        self.freed_at: float | None = None  # the last end processed since the previous cycle
         self.seen: dict[Key, _Seen] = {}
         for key, gpus in self.gpus.items():
             if gpus > 0:
@@ -132,20 +140,26 @@ class _Forward:
         while cycles < self.h.cycles and t <= stop and not wanted <= self.seen.keys():
             plan = plan_cycle(self.state, self.config, now=t, explain_waiting=False)
             cycles += 1
+            stamp = t if self.freed_at is None else min(t, self._on_grid(self.freed_at))
+            self.freed_at = None
             nxt: float | None
             if plan.decisions:
-                self._apply(plan, t, wanted)
-                nxt = self._on_grid(t + follow)
+                self._apply(plan, t, stamp, wanted)
+                nxt = self._on_grid(t + max(follow, self._stride(t)))
             elif cycles == 1 and plan.reservations:  # GPUs already being released are free by the next cycle
                 self.state = finish_releases(self.state)
                 nxt = self._on_grid(t + self.h.cycle_seconds)
             else:
-                nxt = self._next_end()
+                end = self._next_end()
+                nxt = None if end is None else self._on_grid(max(end, t + self._stride(t)))
             if nxt is None:
                 break
             t = nxt
             self._finish_until(t)
         return self.seen
+
+    def _stride(self, t: float) -> float:
+        return (t - self.now) * self.h.step
 
     def _on_grid(self, t: float) -> float:
         step = self.h.cycle_seconds
@@ -154,7 +168,7 @@ class _Forward:
     def _next_end(self) -> float | None:
         while self.ends and self.end_at.get(self.ends[0][1]) != self.ends[0][0]:
             heapq.heappop(self.ends)  # superseded by a resize
-        return self._on_grid(self.ends[0][0]) if self.ends else None
+        return self.ends[0][0] if self.ends else None
 
     def _finish_until(self, t: float) -> None:
         done: set[Key] = set()
@@ -163,20 +177,22 @@ class _Forward:
             if self.end_at.get(key) == end:
                 done.add(key)
                 del self.end_at[key]
-                self.freed = key
+                self.freed, self.freed_at = key, end
         if done:
             jobs = tuple(j for j in self.state.jobs if j.key not in done)
             self.state = ClusterState(self.state.nodes, self.state.projects, jobs, self.state.departments)
 
-    def _apply(self, plan: Plan, t: float, wanted: set[Key]) -> None:
+    def _apply(self, plan: Plan, t: float, stamp: float, wanted: set[Key]) -> None:
+        """Apply ``plan`` (made at ``t``); what starts or grows is dated ``stamp`` (see the module docstring)."""
         self.state = apply_plan(self.state, plan, now=t)
         jobs = {j.key: j for j in self.state.jobs}
         for key in dict.fromkeys((d.project, d.job) for d in plan.decisions):
             job = jobs[key]
             old, new = self.gpus.get(key, 0), sum(r.gpus for r in job.replicas)
-            self._resize(key, old, new, t)
+            when = stamp if new > old else t
+            self._resize(key, old, new, when)
             if key in wanted and key not in self.seen and new > old:
-                self.seen[key] = _Seen(t, len(job.replicas), old > 0, self.freed)
+                self.seen[key] = _Seen(when, len(job.replicas), old > 0, self.freed)
 
     def _resize(self, key: Key, old: int, new: int, t: float) -> None:
         """The job keeps its work: seconds left at ``old`` GPUs become seconds left at ``new``."""
