@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,20 +33,27 @@ def tide(*args: str) -> Result:
     return runner.invoke(app, list(args))
 
 
-@pytest.fixture
-def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ASGIBridge]:
+@contextmanager
+def cli_bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **overrides: object) -> Iterator[ASGIBridge]:
+    """The app in process (service settings ``overrides``), and the CLI talking to it with the admin token."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("TIDE_DATA_DIR", str(tmp_path / "nowhere"))
     monkeypatch.setenv("TIDE_TOKEN", ADMIN)
     for name in ("TIDE_URL", "TIDE_PROJECT"):
         monkeypatch.delenv(name, raising=False)
-    bridge = ASGIBridge(create_app(settings_for(tmp_path, None)))
+    bridge = ASGIBridge(create_app(settings_for(tmp_path, None, **overrides)))
     context.use_client_factory(lambda target: local_client(bridge, target.token))
     try:
         yield bridge
     finally:
         context.use_client_factory(None)
         bridge.close()
+
+
+@pytest.fixture
+def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ASGIBridge]:
+    with cli_bridge(tmp_path, monkeypatch) as bridge:
+        yield bridge
 
 
 def _seed() -> None:

@@ -8,28 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servicekit import ADMIN, settings_for, wait_for
-from test_cli_commands import tide
+from servicekit import wait_for
+from test_cli_commands import cli_bridge, tide
 
-from api.app import create_app
-from api.cli import context
-from api.testing import ASGIBridge, local_client
+from api.testing import ASGIBridge
 
 
 @pytest.fixture
 def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ASGIBridge]:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("TIDE_DATA_DIR", str(tmp_path / "nowhere"))
-    monkeypatch.setenv("TIDE_TOKEN", ADMIN)
-    for name in ("TIDE_URL", "TIDE_PROJECT"):
-        monkeypatch.delenv(name, raising=False)
-    bridge = ASGIBridge(create_app(settings_for(tmp_path, None, eta_every=0.2)))
-    context.use_client_factory(lambda target: local_client(bridge, target.token))
-    try:
+    with cli_bridge(tmp_path, monkeypatch, eta_every=0.2) as bridge:
         yield bridge
-    finally:
-        context.use_client_factory(None)
-        bridge.close()
 
 
 @pytest.mark.usefixtures("bridge")
