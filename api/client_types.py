@@ -40,6 +40,8 @@ class ProjectPublic:
     running_jobs: int
     pending_jobs: int
     created_at: datetime
+    usage_gpu_hours: float
+    effective_weight: float
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -94,6 +94,8 @@ def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
         running_jobs=figures.running_jobs,
         pending_jobs=figures.pending_jobs,
         created_at=datetime.fromtimestamp(row.created_at, UTC),
+        usage_gpu_hours=row.usage_gpu_seconds / 3600.0,
+        effective_weight=row.over_quota_weight if row.usage_weight is None else row.usage_weight,
     )
 
 

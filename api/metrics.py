@@ -125,6 +125,16 @@ def _state_families(session: Session) -> list[Metric]:
         key: GaugeMetricFamily(f"tide_project_{key}_gpus", text, labels=["project", "department"])
         for key, text in PROJECT_GAUGES.items()
     }
+    usage = GaugeMetricFamily(
+        "tide_project_usage_gpu_hours",
+        "Fair share over time: GPU-hours the project held above its quota, decayed by the usage half-life.",
+        labels=["project", "department"],
+    )
+    weight = GaugeMetricFamily(
+        "tide_project_over_quota_weight",
+        "The over-quota weight the last cycle divided idle GPUs by (lowered for usage above quota).",
+        labels=["project", "department"],
+    )
     for row in projects:
         labels = [row.name, row.department.name if row.department else ""]
         figures = totals.by_project.get(row.id, Figures())
@@ -132,7 +142,15 @@ def _state_families(session: Session) -> list[Metric]:
         gauges["fair_share"].add_metric(labels, row.fair_share_gpus)
         gauges["allocated"].add_metric(labels, figures.allocated_gpus)
         gauges["pending"].add_metric(labels, figures.pending_gpus)
-    return [*gauges.values(), _jobs(session, {r.id: r.name for r in projects}), _cluster(session)]
+        usage.add_metric(labels, row.usage_gpu_seconds / 3600.0)
+        weight.add_metric(labels, row.over_quota_weight if row.usage_weight is None else row.usage_weight)
+    return [
+        *gauges.values(),
+        usage,
+        weight,
+        _jobs(session, {r.id: r.name for r in projects}),
+        _cluster(session),
+    ]
 
 
 def _jobs(session: Session, names: dict[int, str]) -> Metric:

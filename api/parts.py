@@ -64,7 +64,7 @@ def engine_settings(settings: Settings) -> EngineSettings:
     return EngineSettings(
         cycle_period=settings.cycle_period,
         grace_period=settings.grace_period,
-        core=Config(settle_seconds=settings.settle_seconds),
+        core=Config(settle_seconds=settings.settle_seconds, usage_half_life=settings.usage_half_life),
         check_invariants=settings.check_invariants,
         eta_every=settings.eta_every,
     )

@@ -128,6 +128,14 @@ class ProjectPublic(BaseModel):
     running_jobs: int
     pending_jobs: int
     created_at: datetime
+    usage_gpu_hours: float = Field(
+        description="Fair share over time: GPU-hours held above quota, decayed by the usage half-life, "
+        "as of the last cycle (0 while the service runs without a half-life)."
+    )
+    effective_weight: float = Field(
+        description="The over-quota weight the last cycle divided idle GPUs by: over_quota_weight, "
+        "lowered for usage above quota when a usage half-life is set."
+    )
 
 
 class DepartmentCreate(_In):

@@ -31,6 +31,7 @@ class Settings:
     grace_period: float = 30.0
     settle_seconds: float = 10.0
     eta_every: float = 30.0  # seconds between start-time forecasts of the waiting jobs (0: none)
+    usage_half_life: float = 0.0  # fair share over time (R14); 0 = off
     admin_token: str | None = None
     metrics_token: str | None = None  # a token that can read /metrics and nothing else (docs/security.md)
     # the kubernetes executor (docs/kubernetes.md); None means its default

@@ -34,9 +34,13 @@ def _body(**values: object) -> dict[str, object]:
 
 
 def _projects_table(projects: list[ProjectPublic]) -> Table:
-    table = context.table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", "JOBS R/P")
+    # fair share over time: the weight the last cycle used and the usage that lowered it, once there is usage
+    usage = any(p.usage_gpu_hours > 0 for p in projects)
+    extra = ("WEIGHT", "USAGE GPU-H") if usage else ()
+    table = context.table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", *extra, "JOBS R/P")
     for p in projects:
         limit = "-" if p.limit_gpus is None else str(p.limit_gpus)
+        figures = (f"{p.effective_weight:.2g}", f"{p.usage_gpu_hours:.1f}") if usage else ()
         table.add_row(
             p.name,
             p.department or "-",
@@ -45,6 +49,7 @@ def _projects_table(projects: list[ProjectPublic]) -> Table:
             str(p.allocated_gpus),
             str(p.over_quota_gpus),
             limit,
+            *figures,
             f"{p.running_jobs}/{p.pending_jobs}",
         )
     return table

@@ -56,6 +56,15 @@ def serve(
             help="Seconds between start-time forecasts of waiting jobs (0: none).",
         ),
     ] = 30.0,
+    usage_half_life: Annotated[
+        float,
+        typer.Option(
+            envvar="TIDE_USAGE_HALF_LIFE",
+            min=0,
+            help="Seconds: fair share over time. GPU-hours a project used above its quota, decayed by this "
+            "half-life, lower its share of idle GPUs (0: off).",
+        ),
+    ] = 0.0,
     log_level: Annotated[str, typer.Option(envvar="TIDE_LOG_LEVEL", help="debug, info, warning.")] = "info",
     log_format: Annotated[
         str, typer.Option(envvar="TIDE_LOG_FORMAT", help="text, or json: one object per line.")

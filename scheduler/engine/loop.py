@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session
 from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, plan_cycle
 from scheduler.core.forecast import waiting
 from scheduler.core.invariants import check_invariants
+from scheduler.core.usage import over_quota
 from scheduler.engine.env import EnvBuilder
 from scheduler.engine.eta_store import gather, store
 from scheduler.engine.eta_worker import EtaWorker
@@ -191,8 +192,10 @@ class Engine:
         plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
         if self.settings.check_invariants:
             self._check(state, plan, now)
+        half_life = self.settings.core.usage_half_life
+        over = over_quota(state) if half_life > 0 else None
         with self._write() as session:
-            applied = persist_plan(session, plan, now=now)
+            applied = persist_plan(session, plan, now=now, usage_half_life=half_life, over_quota=over)
         self._forecast(state, plan, now)
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)

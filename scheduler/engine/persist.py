@@ -5,6 +5,10 @@ decision re-reads its job locked and skips it when the job stopped being active 
 raced the cycle): a cancelled job never gets replicas. START/GROW insert ``ReplicaRow``s that the engine
 launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-launched one is deleted at
 once). EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason.
+
+With a usage half-life (R14), ``over_quota`` (GPUs each project held above its quota in the snapshot, held
+since the previous cycle) brings each project's usage up to ``now`` (``scheduler.core.usage.accrue``) and
+the weight the plan used is stored with it; with none, usage is left as it is.
 """
 
 from __future__ import annotations
@@ -15,13 +19,21 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Decision, Plan
+from scheduler.core.usage import accrue
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import ACTIVE, active_job, add_event
 
 log = logging.getLogger(__name__)
 
 
-def persist_plan(session: Session, plan: Plan, *, now: float) -> list[Decision]:
+def persist_plan(
+    session: Session,
+    plan: Plan,
+    *,
+    now: float,
+    usage_half_life: float = 0.0,
+    over_quota: dict[str, int] | None = None,
+) -> list[Decision]:
     """Persist ``plan``; return the decisions applied (skipped ones are logged)."""
     applied: list[Decision] = []
     for decision in plan.decisions:
@@ -48,6 +60,8 @@ def persist_plan(session: Session, plan: Plan, *, now: float) -> list[Decision]:
         applied.append(decision)
     _write_notes(session, plan)
     _write_shares(session, plan)
+    if usage_half_life > 0:
+        _write_usage(session, plan, now, usage_half_life, over_quota or {})
     return applied
 
 
@@ -119,3 +133,24 @@ def _write_shares(session: Session, plan: Plan) -> None:
         ]
         if changed:
             session.execute(update(table), changed)
+
+
+def _write_usage(session: Session, plan: Plan, now: float, half_life: float, over: dict[str, int]) -> None:
+    """R14: each project's usage brought up to ``now``, with the over-quota weight this plan used."""
+    weight = {s.project: s.weight for s in plan.shares}
+    rows = session.execute(
+        select(ProjectRow.id, ProjectRow.name, ProjectRow.usage_gpu_seconds, ProjectRow.usage_at)
+    )
+    changed = [
+        {
+            "id": row_id,
+            "usage_gpu_seconds": accrue(
+                used, over.get(name, 0), now - (at if at is not None else now), half_life
+            ),
+            "usage_at": now,
+            "usage_weight": weight.get(name),
+        }
+        for row_id, name, used, at in rows
+    ]
+    if changed:
+        session.execute(update(ProjectRow), changed)

@@ -61,6 +61,7 @@ def _projects(session: Session) -> tuple[Project, ...]:
             allow_over_quota=row.allow_over_quota,
             department=department,
             created_at=row.created_at,
+            usage_gpu_seconds=row.usage_gpu_seconds,
         )
         for row, department in session.execute(query)
     )

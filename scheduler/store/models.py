@@ -52,6 +52,11 @@ class ProjectRow(Base):
     department_id: Mapped[int | None] = mapped_column(ForeignKey("departments.id"), nullable=True)
     fair_share_gpus: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[float] = mapped_column(Float)
+    # fair share over time (R14): decayed GPU-seconds above quota as of ``usage_at``, and the over-quota
+    # weight the last cycle used for it (None until a cycle ran with a usage half-life)
+    usage_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    usage_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    usage_weight: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     department: Mapped[DepartmentRow | None] = relationship(back_populates="projects")
     jobs: Mapped[list[JobRow]] = relationship(back_populates="project", cascade="all, delete-orphan")

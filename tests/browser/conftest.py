@@ -113,10 +113,11 @@ class Tide:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
-    """Start ``tide serve`` (local executor) with ``nodes`` of ``gpus`` GPUs; stopped after the test."""
+    """Start ``tide serve`` (local executor) with ``nodes`` of ``gpus`` GPUs and further ``options``; stopped
+    after the test."""
     started: list[Tide] = []
 
-    def start(nodes: int = 4, gpus: int = 1) -> Tide:
+    def start(nodes: int = 4, gpus: int = 1, *options: str) -> Tide:
         port = free_port()
         data_dir = tmp_path / f"data-{len(started)}"
         env = {
@@ -125,7 +126,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
         env |= {"TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": TOKEN}
         argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
         argv += ["--executor", "local", "--nodes", str(nodes), "--gpus-per-node", str(gpus)]
-        argv += ["--cycle-period", "0.1", "--grace-period", "30", "--settle-time", "0"]
+        argv += ["--cycle-period", "0.1", "--grace-period", "30", "--settle-time", "0", *options]
         log = tmp_path / f"serve-{len(started)}.log"
         with log.open("w") as out:
             process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)

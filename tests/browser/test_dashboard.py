@@ -331,3 +331,27 @@ def test_a_waiting_job_shows_when_it_should_start(
     tab.click('#job-rows tr[data-job="a/next"] a')
     expect(tab.locator('#detail-body [data-role="eta"]')).to_have_text(re.compile(r"^starts in ~"), **MS)
     assert console.errors == []
+
+
+def test_a_project_that_borrowed_shows_its_usage_and_the_weight_it_left(
+    serve: Callable[..., Any], page: tuple[Page, Any]
+) -> None:
+    """Fair share over time: with a 10 s usage half-life, team a borrowing 3 idle GPUs soon shows the GPU-hours
+    it used above its quota and its lowered over-quota weight; team b, which borrowed nothing, shows neither."""
+    tab, console = page
+    tide = serve(4, 1, "--usage-half-life", "10")
+    client = tide.client()
+    client.create_project({"name": "a", "deserved_gpus": 1})
+    client.create_project({"name": "b", "deserved_gpus": 1})
+    client.submit(
+        "a",
+        {"name": "sweep", "workers": 3, "min_replicas": 1, "max_replicas": 4, "command": ["sleep", "600"]},
+    )
+    wait_for(lambda: client.project("a").effective_weight < 1.0, timeout=60, what="a's weight to drop")
+    sign_in(tab, tide)
+    figures = tab.locator('.project[data-project="a"] [data-role="figures"]')
+    expect(figures).to_contain_text(
+        re.compile(r"used [0-9.]+ GPU-h above quota lately; over-quota weight 0\.\d+ of 1"), **MS
+    )
+    expect(tab.locator('.project[data-project="b"] [data-role="figures"]')).not_to_contain_text("GPU-h", **MS)
+    assert console.errors == []

@@ -62,6 +62,15 @@ function departmentFigures(d) {
   return `quota ${d.deserved_gpus} · fair share ${d.fair_share_gpus} · holds ${d.allocated_gpus} · pending ${d.pending_gpus}${limit}`;
 }
 
+// fair share over time: the GPU-hours held above quota (decayed), and the weight they left, when any
+function usageFigures(p) {
+  if (!(p.usage_gpu_hours > 0)) return "";
+  const hours = p.usage_gpu_hours >= 10 ? Math.round(p.usage_gpu_hours) : +p.usage_gpu_hours.toPrecision(2);
+  const lowered = p.effective_weight < p.over_quota_weight - 1e-9;
+  const weight = lowered ? `; over-quota weight ${+p.effective_weight.toFixed(2)} of ${p.over_quota_weight}` : "";
+  return ` · used ${hours} GPU-h above quota lately${weight}`;
+}
+
 function projectRow(p, releasing, scale, palette) {
   const standing = projectStanding(p);
   const limit = p.limit_gpus === null ? "" : ` · limit ${p.limit_gpus}`;
@@ -79,6 +88,7 @@ function projectRow(p, releasing, scale, palette) {
         p.over_quota_gpus > 0 ? ` · ${p.over_quota_gpus} over quota` : "",
         ` · pending ${plural(p.pending_gpus, "GPU")}${limit}`,
         releasing ? ` · ${releasing} being released` : "",
+        usageFigures(p),
       ),
     ),
     bar(p, releasing, scale, palette),
