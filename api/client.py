@@ -162,7 +162,14 @@ class TideClient:
 
     # jobs
     def submit(self, project: str, body: Body) -> JobPublic:
-        return self._send(JobPublic, "POST", f"/projects/{project}/jobs", body)
+        return self.submit_warned(project, body)[0]
+
+    def submit_warned(self, project: str, body: Body) -> tuple[JobPublic, list[str]]:
+        """Submit a job; the job and the server's warnings (say, it does not fit today's cluster)."""
+        response = self.request("POST", f"/projects/{project}/jobs", json=dict(body))
+        return parse(JobPublic, response.json()), [
+            warning_text(v) for v in response.headers.get_list("warning")
+        ]
 
     def submit_manifest(self, project: str, manifest: str | bytes) -> tuple[JobPublic, list[str]]:
         """Submit a Kubeflow PyTorchJob manifest (YAML or JSON); the job and the server's warnings."""

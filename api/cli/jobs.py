@@ -114,7 +114,9 @@ def submit_pytorch(
         except ValueError as error:
             context.fail(f"--expected-duration: {error}", context.EXIT_BAD_INPUT)
     with context.session(url, token) as client:
-        job = client.submit(chosen, body)
+        job, warnings = client.submit_warned(chosen, body)
+    for warning in warnings:
+        typer.echo(f"Warning: {warning}", err=True)
     report_submitted(job, wait, url, token)
 
 

@@ -4,9 +4,12 @@ Contract: a job is created ``pending`` and the loop is woken at once (the answer
 the submit's write transaction holds the database's write lock only to check the name and insert: the
 other checks read before it, so a project deleted in between makes the submit a 409). Names are unique among a project's
 jobs; submitting the name of a *finished* job replaces that job (its history stays in the events), an
-active one is a 409. A job whose replica needs more GPUs than any node has, or whose ``min_replicas`` can
-never fit in the cluster, is refused (422), and so is a job without an image on Kubernetes when the
-service has no default image. ``DELETE`` marks the job ``cancelled`` and its replicas to stop
+active one is a 409. A job that does not fit today's cluster (a replica needs more GPUs than any schedulable
+node has, or ``min_replicas`` replicas more room than all of them) is accepted: nodes come and go
+(autoscalers, repairs, a cordoned node back), so it waits, taking GPUs from nobody, with a reason that says
+what it would need, also sent back as a ``Warning`` header. The only size refusals (422) are the schema's
+bounds on a job (``api.schemas.JobCreate``: at most 1024 replicas and 1024 GPUs per replica), and a job
+without an image on Kubernetes when the service has no default image is refused too. ``DELETE`` marks the job ``cancelled`` and its replicas to stop
 (SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job is a no-op.
 ``POST .../checkpointed`` records that an active job completed a checkpoint (its newest report is kept: the
 victim search weighs the work since then, which a preemption would lose); a finished job is a 409, a time
@@ -32,6 +35,7 @@ from api.deps import Caller, Services, Svc
 from api.engine_link import EngineUnavailable
 from api.routes.projects import get_project
 from api.settings import Settings
+from scheduler.core.explain import beyond_cluster
 from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.store.models import JobRow, NodeRow
 from scheduler.store.queries import ACTIVE, add_event, job_by_name, job_views
@@ -50,24 +54,27 @@ def _get_job(session: Session, project: str, name: str) -> JobRow:
     return job
 
 
-def _check_fits(session: Session, body: schemas.JobCreate) -> None:
+def _fit_warning(session: Session, body: schemas.JobCreate) -> str | None:
+    """Why the job does not fit today's cluster, if it does not: it is accepted all the same (nodes come and
+    go: autoscalers, repairs, a cordoned node back) and waits, taking GPUs from nobody, with this reason."""
     nodes = session.scalars(select(NodeRow).where(NodeRow.schedulable)).all()
     if not nodes:
-        return  # nodes not known yet (the executor has not reported); the scheduler will explain
-    largest = max(n.gpus for n in nodes)
-    if body.gpus_per_replica > largest:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            f"gpus_per_replica is {body.gpus_per_replica} but the largest node has {largest} GPUs: "
-            f"a replica's GPUs must all be on one node",
-        )
-    fits = sum(n.gpus // body.gpus_per_replica for n in nodes)
-    if (body.min_replicas or 1) > fits:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            f"min_replicas is {body.min_replicas} but the cluster can hold at most {fits} replicas of "
-            f"{body.gpus_per_replica} GPUs: lower min_replicas or gpus_per_replica",
-        )
+        return None  # nodes not known yet (the executor has not reported); the scheduler will explain
+    g, k = body.gpus_per_replica, body.min_replicas or 1
+    return beyond_cluster(g, k, max(n.gpus for n in nodes), sum(n.gpus // g for n in nodes))
+
+
+WARNING = {
+    "description": 'Present when the job does not fit today\'s cluster: 299 tide "why, and what it would need"',
+    "schema": {"type": "string"},
+}
+
+
+def header_warning(text: str) -> str:
+    """A ``Warning`` header value (RFC 7234 form, as Kubernetes sends them): printable ASCII (anything else
+    becomes ``?``), quotes and backslashes escaped."""
+    printable = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
+    return '299 tide "' + printable.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
@@ -80,19 +87,30 @@ def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
 
 
 @router.post(
-    "/projects/{project}/jobs", status_code=status.HTTP_201_CREATED, response_model=schemas.JobPublic
+    "/projects/{project}/jobs",
+    status_code=status.HTTP_201_CREATED,
+    response_model=schemas.JobPublic,
+    responses={201: {"description": "The job, as submitted", "headers": {"Warning": WARNING}}},
 )
-def submit_job(project: str, body: schemas.JobCreate, svc: Svc, caller: Caller) -> schemas.JobPublic:
-    return create_job(project, body, svc, caller)
+def submit_job(
+    project: str, body: schemas.JobCreate, response: Response, svc: Svc, caller: Caller
+) -> schemas.JobPublic:
+    public, warnings = create_job(project, body, svc, caller)
+    for warning in warnings:
+        response.headers.append("Warning", header_warning(warning))
+    return public
 
 
-def create_job(project: str, body: schemas.JobCreate, svc: Services, caller: Principal) -> schemas.JobPublic:
-    """Submit ``body`` to ``project`` (this route's, and ``api.routes.manifests``' from a manifest)."""
+def create_job(
+    project: str, body: schemas.JobCreate, svc: Services, caller: Principal
+) -> tuple[schemas.JobPublic, list[str]]:
+    """Submit ``body`` to ``project`` (this route's, and ``api.routes.manifests``' from a manifest); the job
+    and what to warn its submitter of (it does not fit today's cluster)."""
     with svc.db.read() as session:  # checks that only read, before the write lock: writes are serialised
         owner = get_project(session, project).id
         require_project_writer(caller, project)
         _check_image(svc.settings, body)
-        _check_fits(session, body)
+        beyond = _fit_warning(session, body)
     with svc.db.write() as session:
         existing = job_by_name(session, project, body.name, lock=True)
         if existing is not None and existing.status in ACTIVE:
@@ -105,11 +123,12 @@ def create_job(project: str, body: schemas.JobCreate, svc: Services, caller: Pri
             session.delete(existing)
             session.flush()
         job = _new_job(owner, body, svc.engine.clock())
+        job.pending_reason = beyond
         session.add(job)
         session.flush()
         public = convert.job_public(job, project)
     svc.engine.trigger()
-    return public
+    return public, [beyond] if beyond else []
 
 
 def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:

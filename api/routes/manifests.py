@@ -26,7 +26,7 @@ from api import schemas
 from api.deps import Caller, Svc
 from api.manifest import ManifestRefused, ManifestUnreadable, read_manifest
 from api.pytorchjob import Translation, translate
-from api.routes.jobs import create_job
+from api.routes.jobs import create_job, header_warning
 
 router = APIRouter(tags=["jobs"])
 MEDIA_TYPES = {
@@ -36,7 +36,8 @@ MEDIA_TYPES = {
     "application/json": {"schema": {"type": "object", "description": "the same manifest as JSON"}},
 }
 WARNING = {
-    "description": 'One per field Tide ignored: 299 tide "PATH: why" (as Kubernetes sends warnings)',
+    "description": 'One per field Tide ignored: 299 tide "PATH: why" (as Kubernetes sends warnings); one more '
+    "if the job does not fit today's cluster (it waits for nodes)",
     "schema": {"type": "string"},
 }
 
@@ -66,8 +67,8 @@ def submit_pytorchjob(
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
     except ManifestRefused as error:
         raise RequestValidationError([_error(p.path, p.message) for p in error.problems]) from None
-    public = create_job(project, _job_body(translation), svc, caller)
-    for warning in translation.warnings:
+    public, beyond = create_job(project, _job_body(translation), svc, caller)
+    for warning in [*translation.warnings, *beyond]:
         response.headers.append("Warning", header_warning(warning))
     return public
 
@@ -87,10 +88,3 @@ def _job_body(translation: Translation) -> schemas.JobCreate:
 
 def _error(path: str, message: str) -> dict[str, Any]:
     return {"loc": ("body", path), "msg": message, "type": "manifest"}
-
-
-def header_warning(text: str) -> str:
-    """A ``Warning`` header value (RFC 7234 form, as Kubernetes sends them): printable ASCII (anything else
-    becomes ``?``), quotes and backslashes escaped."""
-    printable = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
-    return '299 tide "' + printable.replace("\\", "\\\\").replace('"', '\\"') + '"'

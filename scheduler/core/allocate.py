@@ -356,7 +356,7 @@ def _blocked(ledger: Ledger, order: VictimOrder, job: Job, need: int) -> str | N
     """Why caps keep ``need`` more GPUs from this job, counting what preempting the lower-priority jobs of its
     own project would free under its limit (R10 at a limit, R11); ``None`` when nothing blocks it."""
     reason = explain.blocked_by_caps(ledger, job, need)
-    if reason is None or job.gpus_per_replica > ledger.largest_node or not order.has_lower(job):
+    if reason is None or reason.startswith(explain.BEYOND) or not order.has_lower(job):
         return reason
     freed = order.lower_gpus(ledger, job)
     return reason if explain.blocked_by_caps(ledger, job, need, freed=freed) else None

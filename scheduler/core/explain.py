@@ -35,9 +35,9 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int, *, freed: int = 0) -> s
     """Why ``need`` more GPUs can never go to this job right now, if they cannot. ``freed``: GPUs its project
     could free by preempting its own lower-priority jobs (they count as not held)."""
     g = job.gpus_per_replica
-    largest = ledger.largest_node
-    if g > largest:
-        return f"no schedulable node has {counted(g, 'GPU')} for one replica (the largest has {largest})"
+    beyond = beyond_cluster(g, need // g, ledger.largest_node, ledger.cluster_slots(g))
+    if beyond is not None:
+        return beyond
     if need <= ledger.room(job, freed):
         return None
     p = ledger.projects[job.project]
@@ -54,6 +54,27 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int, *, freed: int = 0) -> s
     if no_borrowing and not job.interactive and held + need > p.deserved_gpus:
         return f"project {p.name} may not go over its quota: {held} + {need} > {p.deserved_gpus} GPUs"
     return f"department {p.department} has no room left for {counted(need, 'GPU')} (its limit, or its interactive quota)"
+
+
+BEYOND = "does not fit today's cluster"
+
+
+def beyond_cluster(g: int, k: int, largest: int, slots: int) -> str | None:
+    """Why ``k`` replicas of ``g`` GPUs (each replica on one node) fit today's schedulable nodes even all
+    empty, and what they would need; ``None`` when they could. Such a job waits, taking from nobody."""
+    if g > largest:
+        return (
+            f"{BEYOND}: no schedulable node has {counted(g, 'GPU')} for one replica (the "
+            f"largest has {largest}); it would need a node of {g} GPUs, and waits for one without taking GPUs "
+            "from anyone"
+        )
+    if k > slots:
+        return (
+            f"{BEYOND}: its {k} replicas of {counted(g, 'GPU')} each need one node's room and "
+            f"the schedulable nodes hold at most {slots}; it would need room for {counted(k - slots, 'replica')} "
+            "more, and waits for nodes without taking GPUs from anyone"
+        )
+    return None
 
 
 _LENT = " (GPUs above fair share are lent until another project claims them)"

@@ -235,12 +235,12 @@ def _dept_interactive_room(state: ClusterState, dept: str | None) -> int:
 
 def _guarantee_served(before: ClusterState, after: ClusterState, plan: Plan, config: Config) -> list[str]:
     """R2: a project below ``min(deserved, demand)`` with a pending job it is owed gets GPUs, reserved or now,
-    unless what the plan leaves takeable (idle, or preemptible above a fair share) could not fit that job."""
+    unless what the plan leaves takeable (idle, or preemptible above a fair share) could not fit that job,
+    or the job does not fit today's cluster at all."""
     shares = fair_shares(before, config)
     alloc = _alloc(before)
     served = {d.project for d in plan.decisions if d.action in (Action.START, Action.GROW)}
     served |= {r.project for r in plan.reservations}
-    largest = max((n.gpus for n in before.nodes if n.schedulable), default=0)
     reserved = sum(r.gpus for r in plan.reservations)
     held_to_one_domain = bool(_domain_of(before, config))  # R17: such a gang waits for room in one domain
     out: list[str] = []
@@ -253,7 +253,7 @@ def _guarantee_served(before: ClusterState, after: ClusterState, plan: Plan, con
             if j.project == p.name
             and not j.replicas
             and not (held_to_one_domain and j.topology == topology.REQUIRED)
-            and j.gpus_per_replica <= largest
+            and _gang(j, config) // j.gpus_per_replica <= _slots(before, j.gpus_per_replica)
             and alloc[p.name] + _gang(j, config) <= shares.project[p.name]
             and _may_take(after, j, _gang(j, config), config)
             and _gang(j, config) <= _takeable(after, shares, p, _gang(j, config)) - reserved
@@ -288,6 +288,11 @@ def _takeable(state: ClusterState, shares: Shares, claimant: Project, gang: int)
             continue
         over += min(a - shares.project[name], a - fixed[name])
     return idle + over
+
+
+def _slots(state: ClusterState, g: int) -> int:
+    """Replicas of ``g`` GPUs the schedulable nodes could hold all empty: a gang needing more waits (R8)."""
+    return sum(n.gpus // g for n in state.nodes if n.schedulable)
 
 
 def _schedulable(state: ClusterState, node: str) -> bool:

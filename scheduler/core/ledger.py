@@ -59,6 +59,7 @@ class Ledger:
     top_reserved: dict[str, int] = field(default_factory=dict)
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _capacity: dict[str, int] = field(default_factory=dict)
+    _cluster_slots: dict[int, int] = field(default_factory=dict)
     _top: dict[str, str] = field(default_factory=dict)
     _on_node: dict[str, list[JobKey]] = field(default_factory=dict)
     by_project: dict[str, list[JobKey]] = field(default_factory=dict)
@@ -164,6 +165,13 @@ class Ledger:
         if key is None:
             key = self._top[project] = self.shares.top(self.projects[project])[0]
         return key
+
+    def cluster_slots(self, g: int) -> int:
+        """Replicas of ``g`` GPUs the schedulable nodes could hold all empty (each replica on one node)."""
+        slots = self._cluster_slots.get(g)
+        if slots is None:
+            slots = self._cluster_slots[g] = sum(c // g for c in self._capacity.values())
+        return slots
 
     def capacity(self, node: str) -> int:
         """GPUs of a schedulable node (0 for a cordoned or missing one)."""

@@ -184,8 +184,20 @@ def test_unknown_job_suggests_close_names_and_bad_input_is_refused() -> None:
     assert no_args.exit_code == 2 and "after --" in no_args.output
     bad_env = tide("submit-dist", "pytorch", "--name", "x", "-p", "team-a", "-e", "NOEQUALS", "--", "true")
     assert bad_env.exit_code == 2 and "KEY=VALUE" in bad_env.output
-    too_big = tide("submit-dist", "pytorch", "--name", "x", "-p", "team-a", "-g", "9", "--", "true")
-    assert too_big.exit_code == 2 and "tide:" in too_big.output
+    never = tide("submit-dist", "pytorch", "--name", "x", "-p", "team-a", "-g", "2000", "--", "true")
+    assert never.exit_code == 2 and "tide:" in never.output and "1024" in never.output
+
+
+@pytest.mark.usefixtures("bridge")
+def test_a_job_bigger_than_todays_cluster_is_accepted_with_a_warning() -> None:
+    """Nodes come and go: the job waits for them, and the submitter is told at once what it would need."""
+    _seed()
+    wide = tide("submit-dist", "pytorch", "--name", "wide", "-p", "team-a", "-g", "9", "--", "true")
+    assert wide.exit_code == 0 and "Submitted job wide" in wide.output
+    assert "Warning: does not fit today's cluster: no schedulable node has 9 GPUs" in wide.output
+    assert "it would need a node of 9 GPUs" in wide.output
+    fits = tide("submit-dist", "pytorch", "--name", "fits", "-p", "team-a", "--", "sleep", "100")
+    assert fits.exit_code == 0 and "Warning" not in fits.output
 
 
 @pytest.mark.usefixtures("bridge")

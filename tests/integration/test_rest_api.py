@@ -138,8 +138,7 @@ BAD_JOBS = [
     ({"name": "Bad_Name", **JOB}, 422, "DNS-1123"),
     ({"name": "x", "min_replicas": 3, "max_replicas": 2, **JOB}, 422, "above max_replicas"),
     ({"name": "x", "workers": 5, "min_replicas": 1, "max_replicas": 3, **JOB}, 422, "within"),
-    ({"name": "x", "gpus_per_replica": 8, **JOB}, 422, "largest node has 4"),
-    ({"name": "x", "workers": 4, "min_replicas": 5, "max_replicas": 5, **JOB}, 422, "at most 4 replicas"),
+    ({"name": "x", "gpus_per_replica": 1025, **JOB}, 422, "less than or equal to 1024"),
     ({"name": "x", "command": []}, 422, "command"),
     ({"name": "x", "env": {"1BAD": "v"}, **JOB}, 422, "environment variable"),
     ({"name": "x", "gpus": 1, **JOB}, 422, "gpus"),
@@ -161,6 +160,29 @@ def test_bad_jobs_get_a_4xx_that_says_what_to_fix(
     admin.create_project({"name": "a", "deserved_gpus": 2})
     error = _error(lambda: admin.submit("a", body))
     assert error.status_code == status and message in error.detail
+
+
+def test_a_job_bigger_than_todays_cluster_is_accepted_and_waits_taking_nothing(admin: TideClient) -> None:
+    """Nodes come and go (autoscalers, repairs): a job that does not fit the 4 GPUs the cluster has today is
+    accepted, kept pending with a reason that says what it would need (also sent back as a Warning header at
+    submit), and takes nothing from the jobs that run meanwhile."""
+    admin.create_project({"name": "a", "deserved_gpus": 4})
+    admin.submit("a", {"name": "small", **JOB})
+    wait_for(lambda: admin.job("a", "small").status == "running", what="small to run")
+    wide, warnings = admin.submit_warned("a", {"name": "wide", "workers": 4, "priority": 10, **JOB})
+    expected = (
+        "does not fit today's cluster: its 5 replicas of 1 GPU each need one node's room and the schedulable "
+        "nodes hold at most 4; it would need room for 1 replica more, and waits for nodes without taking GPUs "
+        "from anyone"
+    )
+    assert (wide.status, wide.pending_reason, warnings) == ("pending", expected, [expected])
+    big, warnings = admin.submit_warned("a", {"name": "big", "gpus_per_replica": 8, **JOB})
+    assert big.pending_reason == warnings[0] and "it would need a node of 8 GPUs" in warnings[0]
+    admin.submit("a", {"name": "after", **JOB})
+    wait_for(lambda: admin.job("a", "after").status == "running", what="a later job to run")
+    assert admin.job("a", "wide").pending_reason == expected and admin.job("a", "small").status == "running"
+    _, warnings = admin.submit_warned("a", {"name": "fits", **JOB})
+    assert warnings == []
 
 
 def test_bad_projects_and_requests(admin: TideClient, svc: RunningService) -> None:

@@ -192,3 +192,34 @@ def test_a_higher_priority_job_preempts_inside_its_project_when_the_limit_blocks
     note = plan.note("q", "train")
     assert c.decisions(plan) == [] and note is not None and "is at its limit" in note.reason
     assert c.indices("q", "notebook") == [0]
+
+
+def test_a_job_bigger_than_todays_cluster_waits_taking_nothing_from_anyone() -> None:
+    """Nodes come and go (autoscalers, repairs): a gang of 3 x 4 GPUs on two 4-GPU nodes is kept pending with
+    a reason that says what it would need; nothing is reclaimed, preempted or held for it meanwhile, so a's
+    borrowed GPUs and b's own lower-priority job keep running. When a third node joins, it preempts b's
+    low-priority job and reclaims a's borrowed GPUs, and starts."""
+    c = Cluster(nodes(2, gpus=4)).project("a", 0).project("b", 12)
+    c.submit("a", "borrow", min=1, max=7).submit("b", "low")
+    c.cycle()
+    c.submit("b", "big", min=3, gpus=4, priority=10)
+    plan = c.cycle()
+    assert plan.decisions == () and plan.reservations == ()
+    note = plan.note("b", "big")
+    assert note is not None and note.reason == (
+        "does not fit today's cluster: its 3 replicas of 4 GPUs each need one node's room and the schedulable "
+        "nodes hold at most 2; it would need room for 1 replica more, and waits for nodes without taking GPUs "
+        "from anyone"
+    )
+    c.state = replace(c.state, nodes=(*c.state.nodes, Node("node-3", 4)))
+    c.run(3)
+    assert c.indices("b", "big") == [0, 1, 2] and c.alloc("a") == 0
+
+
+def test_a_replica_bigger_than_any_node_today_says_what_it_would_need() -> None:
+    c = Cluster(nodes(2, gpus=4)).project("a", 8).submit("a", "huge", gpus=8)
+    note = c.cycle().note("a", "huge")
+    assert note is not None and note.reason == (
+        "does not fit today's cluster: no schedulable node has 8 GPUs for one replica (the largest has 4); it "
+        "would need a node of 8 GPUs, and waits for one without taking GPUs from anyone"
+    )
