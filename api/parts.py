@@ -35,6 +35,7 @@ def kube_settings(settings: Settings) -> KubeSettings:
         default_image=settings.default_image,
         node_selector=settings.node_selector,
         checkpoint_claim=settings.checkpoint_claim,
+        agent_url=settings.agent_url,
     )
 
 

@@ -16,7 +16,10 @@ Contract (see ``base.Executor``):
 - ``forget`` deletes the pod of a replica that ended (saving its log first, under ``DATA/logs`` like the
   local executor) and the job's Service once no replica of the job is left.
 - ``adopt`` is the first list: every pod with Tide's labels is known again after a restart, and
-  Services without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
+  Services (and Secrets) without pods are removed.
+- With an ``agent_url`` (``inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
+  (``scheduler.engine.inplace``): ``put_agent_token`` writes the job's token into its Secret (made before
+  its first pod, replaced if an earlier job of the same name left one), removed with its Service. ``nodes`` is the node inventory (``kube/inventory.py``).
 All API calls go through ``kube/retry.Retrier`` (backoff on 5xx, 429, conflicts, timeouts). The executor
 connects lazily, at the first call, so building it opens nothing.
 """
@@ -99,6 +102,11 @@ class KubernetesExecutor:
         return False  # the device plugin chooses the devices inside each pod
 
     @property
+    def inplace_restarts(self) -> bool:
+        """Job pods run Tide's agent: a torchrun job relaunches in place on a resize."""
+        return self.settings.agent_url is not None
+
+    @property
     def connection(self) -> Connection:
         if self._connection is None:
             self._connection = connect(self.settings)
@@ -115,6 +123,7 @@ class KubernetesExecutor:
             default_image=self.settings.default_image,
             grace_period=self._grace,
             checkpoint_claim=self.settings.checkpoint_claim,
+            agent_url=self.settings.agent_url,
         )
 
     def _core(self) -> client.CoreV1Api:
@@ -224,6 +233,49 @@ class KubernetesExecutor:
             labels = service["metadata"].get("labels") or {}
             if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
                 self._delete_service(service["metadata"]["name"])
+        if self.inplace_restarts:
+            self._remove_orphan_secrets(jobs)
+
+    def _remove_orphan_secrets(self, jobs: set[tuple[str, str]]) -> None:
+        answer = self.retrier.call(
+            "list secrets",
+            lambda: self._core().list_namespaced_secret(
+                self.namespace, label_selector=names.MANAGED_SELECTOR, _request_timeout=self._timeout()
+            ),
+        )
+        for secret in self._to_dict(answer).get("items") or []:
+            labels = secret["metadata"].get("labels") or {}
+            if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
+                self._delete_secret(secret["metadata"]["name"])
+
+    def put_agent_token(self, project: str, job: str, token: str) -> None:
+        """The job's Secret holds ``token``: made now, or replaced (a job of the same name may have left one)."""
+        self._ensure_started()
+        body = podspec.secret_body(project, job, token, self.options)
+        name = body["metadata"]["name"]
+        core = self._core()
+        try:
+            self.retrier.call(
+                f"create secret {name}",
+                lambda: core.create_namespaced_secret(
+                    self.namespace, client.V1Secret.model_validate(body), _request_timeout=self._timeout()
+                ),
+            )
+        except ApiException as error:
+            if not is_already_exists(error):
+                raise KubeApiError(f"create secret {name}: {describe(error)}") from error
+            try:
+                self.retrier.call(
+                    f"replace secret {name}",
+                    lambda: core.replace_namespaced_secret(
+                        name,
+                        self.namespace,
+                        client.V1Secret.model_validate(body),
+                        _request_timeout=self._timeout(),
+                    ),
+                )
+            except ApiException as again:
+                raise KubeApiError(f"replace secret {name}: {describe(again)}") from again
 
     def observe(self) -> dict[int, Observation]:
         self._ensure_started()
@@ -328,6 +380,8 @@ class KubernetesExecutor:
         if not others:
             self._services.discard((record.project, record.job))
             self._delete_service(names.service_name(record.project, record.job))
+            if self.inplace_restarts:
+                self._delete_secret(names.service_name(record.project, record.job))
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
         with self._lock:
@@ -372,6 +426,14 @@ class KubernetesExecutor:
         self._delete(
             f"delete service {name}",
             lambda: self._core().delete_namespaced_service(
+                name, self.namespace, _request_timeout=self._timeout()
+            ),
+        )
+
+    def _delete_secret(self, name: str) -> None:
+        self._delete(
+            f"delete secret {name}",
+            lambda: self._core().delete_namespaced_secret(
                 name, self.namespace, _request_timeout=self._timeout()
             ),
         )

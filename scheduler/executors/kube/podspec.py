@@ -9,7 +9,10 @@ from the job's grace period, the labels of ``names``, no service-account token a
 Service (port kept), ``PET_LOCAL_ADDR`` is the pod's own IP (Downward API), ``TIDE_MASTER_ADDR`` the
 Service's name. When the engine set no torchrun settings, the torchrun defaults of
 ``executors/torchrun.py`` are added: a fixed-size rendezvous of ``TIDE_NUM_REPLICAS`` with a run id per
-``TIDE_GENERATION``. Values are escaped so Kubernetes never expands a ``$(...)`` in them.
+``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID``. Values are escaped so Kubernetes
+never expands a ``$(...)`` in them. With an ``agent_url``, a torchrun job's pod runs Tide's agent
+(``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.executors.pod_agent``) and gets
+``TIDE_AGENT_URL``, ``TIDE_REPLICA_ID`` and ``TIDE_AGENT_TOKEN`` from the job's Secret (``secret_body``).
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from typing import Any
 
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube import names
-from scheduler.executors.torchrun import ReplicaLaunch, nproc_for, replica_env, run_id_for
+from scheduler.executors.torchrun import ReplicaLaunch, nproc_for, replica_env, run_id_for, uses_torchrun
 
 Body = dict[str, Any]
 POD_IP = "TIDE_POD_IP"
 CONTAINER = "replica"
 CHECKPOINT_MOUNT = "/tide/checkpoints"
+AGENT_TOKEN_KEY = "agent-token"
+AGENT_COMMAND = ("tide", "agent", "--")
 DEFAULT_TOLERATIONS: tuple[Mapping[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
@@ -45,6 +50,7 @@ class PodOptions:
     tolerations: tuple[Mapping[str, str], ...] = DEFAULT_TOLERATIONS
     image_pull_policy: str = "IfNotPresent"
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    agent_url: str | None = None  # where job pods reach the service: torchrun jobs then run Tide's agent
 
 
 def _escape(value: str) -> str:
@@ -65,10 +71,30 @@ def _torchrun_defaults(
         rdzv_port=options.rendezvous_port,
         min_nodes=replicas,
         max_nodes=replicas,
-        checkpoint_dir=f"{CHECKPOINT_MOUNT}/{spec.project}/{spec.job}",
+        checkpoint_dir=checkpoint_dir(spec),
         nproc_per_node=nproc_for(len(spec.gpu_ids)),
     )
     return replica_env(launch)
+
+
+def checkpoint_dir(spec: LaunchSpec) -> str:
+    """``/tide/checkpoints/PROJECT/JOB-ID``: one job's, never a later job's of the same name."""
+    return f"{CHECKPOINT_MOUNT}/{spec.project}/{spec.job}-{spec.env.get('TIDE_JOB_ID', '0')}"
+
+
+def runs_agent(spec: LaunchSpec, options: PodOptions) -> bool:
+    """Whether this replica's pod runs Tide's agent: a torchrun job, with an agent URL configured."""
+    return options.agent_url is not None and uses_torchrun(spec.argv)
+
+
+def agent_env(spec: LaunchSpec, options: PodOptions) -> list[Body]:
+    """How the agent reaches the service: its URL, the job's token (from the job's Secret), its replica."""
+    secret = {"name": names.service_name(spec.project, spec.job), "key": AGENT_TOKEN_KEY}
+    return [
+        {"name": "TIDE_AGENT_URL", "value": _escape(options.agent_url or "")},
+        {"name": "TIDE_AGENT_TOKEN", "valueFrom": {"secretKeyRef": secret}},
+        {"name": "TIDE_REPLICA_ID", "value": str(spec.replica_id)},
+    ]
 
 
 def _port(endpoint: str | None, default: int) -> int:
@@ -103,12 +129,13 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
     image = spec.image or options.default_image
     if not image:
         raise ValueError("the job has no image and the service has no default image (--default-image)")
+    agent = runs_agent(spec, options)
     container: Body = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": options.image_pull_policy,
-        "command": list(spec.argv),
-        "env": pod_env(spec, options),
+        "command": [*AGENT_COMMAND, *spec.argv] if agent else list(spec.argv),
+        "env": pod_env(spec, options) + (agent_env(spec, options) if agent else []),
     }
     gpus = len(spec.gpu_ids)
     if gpus:
@@ -138,6 +165,21 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
             "annotations": {names.GPU_IDS: ",".join(str(g) for g in spec.gpu_ids)},
         },
         "spec": pod_spec,
+    }
+
+
+def secret_body(project: str, job: str, token: str, options: PodOptions) -> Body:
+    """The job's Secret: the token its pods' agents show the service (only its hash is stored there)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": names.service_name(project, job),
+            "namespace": options.namespace,
+            "labels": {names.MANAGED_BY: names.MANAGER, names.PROJECT: project, names.JOB: job},
+        },
+        "stringData": {AGENT_TOKEN_KEY: token},
     }
 
 
