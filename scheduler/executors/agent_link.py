@@ -46,6 +46,11 @@ class Report:
     exit_code: int | None
     port: int | None
     wait: float
+    checkpointed_at: float | None = None
+
+    def what(self) -> tuple[int | None, str, int | None]:
+        """What the service acts on (a newer checkpoint time can wait for the next poll)."""
+        return self.generation, self.state, self.exit_code
 
     def body(self) -> dict[str, Any]:
         return {
@@ -54,6 +59,7 @@ class Report:
             "exit_code": self.exit_code,
             "port": self.port,
             "wait": self.wait,
+            "checkpointed_at": self.checkpointed_at,
         }
 
 

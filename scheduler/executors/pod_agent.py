@@ -4,7 +4,8 @@ Contract (docs/kubernetes.md, "How a pod learns a resize"). The Kubernetes execu
 pod of a torchrun job with this agent as its entrypoint. The agent keeps one warm launcher (the local
 executor's ``warm_launcher``: torch imported ahead of need) and asks the service for its launch
 (``agent_link``), reporting what it runs: ``warming`` until its launcher is ready, then ``warm``,
-``running`` launch G, or ``exited`` with the launch's exit code. On an order for a new launch it stops the
+``running`` launch G, or ``exited`` with the launch's exit code, and the time of the job's last checkpoint
+(the training script's mark in ``$TIDE_CHECKPOINT_DIR``, ``executors.checkpoints``). On an order for a new launch it stops the
 running one (SIGTERM to its process group: the script checkpoints and exits; SIGKILL after the shutdown
 timeout), hands the warm launcher the new launch's environment (``launch_env``) and starts warming the next
 one once the launch formed. So the pod, its node and its GPUs stay; only the training processes restart.
@@ -45,6 +46,7 @@ from scheduler.executors.agent_link import (
     launch_env,
     torchrun_argv,
 )
+from scheduler.executors.checkpoints import read_mark
 from scheduler.executors.ports import free_port
 from scheduler.executors.trace import trace
 from scheduler.executors.warm_pool import Launcher, WarmPool
@@ -97,6 +99,7 @@ class PodAgent:
         self.poll_wait = poll_wait
         self.connect_deadline = connect_deadline
         self.out = out or sys.stderr
+        self.checkpoints = os.environ.get("TIDE_CHECKPOINT_DIR", "")  # its mark is the job's progress
         self.launch: Launcher | None = None
         self.launched_at = 0.0
         self.generation: int | None = None
@@ -122,7 +125,7 @@ class PodAgent:
                 if finished is not None:
                     return finished
                 report = self._report()
-                if call is not None and call.report != report:
+                if call is not None and call.report.what() != report.what():
                     call = None  # what it reports is stale: ask again now (the old answer is given again)
                 if call is None and time.monotonic() >= self._backoff:
                     port = free_port("0.0.0.0")  # the rendezvous port, should this replica be the master
@@ -144,7 +147,8 @@ class PodAgent:
     def _report(self) -> Report:
         if self.state == "warming" and self.pool.warm():
             self.state = "warm"
-        return Report(self.generation, self.state, self.exit_code, None, self.poll_wait)
+        mark = read_mark(self.checkpoints) if self.checkpoints else None
+        return Report(self.generation, self.state, self.exit_code, None, self.poll_wait, mark)
 
     def _act(self, reply: Reply | None, started: float) -> int | None:
         if reply is None or reply.kind == "unreachable":
