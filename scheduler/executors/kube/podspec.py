@@ -9,7 +9,8 @@ from the job's grace period, the labels of ``names``, no service-account token a
 Service (port kept), ``PET_LOCAL_ADDR`` is the pod's own IP (Downward API), ``TIDE_MASTER_ADDR`` the
 Service's name. When the engine set no torchrun settings, the torchrun defaults of
 ``executors/torchrun.py`` are added: a fixed-size rendezvous of ``TIDE_NUM_REPLICAS`` with a run id per
-``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID``. Values are escaped so Kubernetes
+``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID``, and an agent's shutdown timeout
+inside the pod's grace period (the agent, not the kubelet's SIGKILL, ends the workers). Values are escaped so Kubernetes
 never expands a ``$(...)`` in them. With an ``agent_url``, a torchrun job's pod runs Tide's agent
 (``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.executors.pod_agent``) and gets
 ``TIDE_AGENT_URL``, ``TIDE_REPLICA_ID`` and ``TIDE_AGENT_TOKEN`` from the job's Secret (``secret_body``).
@@ -24,7 +25,15 @@ from typing import Any
 
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube import names
-from scheduler.executors.torchrun import ReplicaLaunch, nproc_for, replica_env, run_id_for, uses_torchrun
+from scheduler.executors.torchrun import (
+    RendezvousTuning,
+    ReplicaLaunch,
+    nproc_for,
+    replica_env,
+    run_id_for,
+    shutdown_timeout,
+    uses_torchrun,
+)
 
 Body = dict[str, Any]
 POD_IP = "TIDE_POD_IP"
@@ -59,7 +68,7 @@ def _escape(value: str) -> str:
 
 
 def _torchrun_defaults(
-    spec: LaunchSpec, env: Mapping[str, str], host: str, options: PodOptions
+    spec: LaunchSpec, env: Mapping[str, str], host: str, options: PodOptions, grace: float
 ) -> dict[str, str]:
     replicas = max(int(env.get("TIDE_NUM_REPLICAS", "1")), spec.index + 1)
     launch = ReplicaLaunch(
@@ -73,6 +82,7 @@ def _torchrun_defaults(
         max_nodes=replicas,
         checkpoint_dir=checkpoint_dir(spec),
         nproc_per_node=nproc_for(len(spec.gpu_ids)),
+        tuning=RendezvousTuning(shutdown_timeout_s=shutdown_timeout(grace)),
     )
     return replica_env(launch)
 
@@ -105,12 +115,13 @@ def _port(endpoint: str | None, default: int) -> int:
     return default
 
 
-def pod_env(spec: LaunchSpec, options: PodOptions) -> list[Body]:
+def pod_env(spec: LaunchSpec, options: PodOptions, grace: float | None = None) -> list[Body]:
     """The container's ``env``: the pod's IP first (later values refer to it), then the rest by name."""
     host = names.service_host(spec.project, spec.job, options.namespace)
     env = dict(spec.env)
     if "PET_NNODES" not in env:
-        env = {**_torchrun_defaults(spec, env, host, options), **env}
+        pod_grace = options.grace_period if grace is None else grace
+        env = {**_torchrun_defaults(spec, env, host, options, pod_grace), **env}
     env["PET_RDZV_ENDPOINT"] = f"{host}:{_port(env.get('PET_RDZV_ENDPOINT'), options.rendezvous_port)}"
     env["TIDE_MASTER_ADDR"] = host
     env.pop("PET_LOCAL_ADDR", None)
@@ -135,7 +146,7 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
         "image": image,
         "imagePullPolicy": options.image_pull_policy,
         "command": [*AGENT_COMMAND, *spec.argv] if agent else list(spec.argv),
-        "env": pod_env(spec, options) + (agent_env(spec, options) if agent else []),
+        "env": pod_env(spec, options, grace) + (agent_env(spec, options) if agent else []),
     }
     gpus = len(spec.gpu_ids)
     if gpus:
