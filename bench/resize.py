@@ -34,6 +34,10 @@ Strategies (each is a ``Job``: ``start(n)``, ``prepare(n)`` outside the timed wi
   (its deserved quota), a grow is b's job being deleted. Latency is from Tide's decision (the time of a's
   ``shrink``/``grow`` event) to the first step at the new world size. ``--json`` reports it as
   ``shrink_p50_s``/``grow_p50_s`` when it ran (``--chosen`` defaults to it then).
+* ``tide-kubernetes``: the same through ``tide serve --executor kubernetes`` against the fake API server
+  whose kubelet runs each pod as a real process (``bench/resize_kube.py``); the job's pods run Tide's agent
+  and resize in place. ``--executor kubernetes`` runs it beside ``tide`` and reports it as Tide's figures
+  (the local executor's as ``local_shrink_p50_s``/``local_grow_p50_s``).
 """
 
 from __future__ import annotations
@@ -66,7 +70,15 @@ from scheduler.executors.torchrun import (  # noqa: E402
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 BIG, SMALL = 4, 2
-STRATEGIES = ("tide", "coordinated", "coordinated-warm", "coordinated-fork", "native-tuned", "native-default")
+STRATEGIES = (
+    "tide",
+    "tide-kubernetes",
+    "coordinated",
+    "coordinated-warm",
+    "coordinated-fork",
+    "native-tuned",
+    "native-default",
+)
 # A pre-imported torchrun agent: pays the import now, reads {"env", "argv"} on stdin when it is needed.
 WARM_AGENT = """
 import json, os, sys
@@ -454,6 +466,10 @@ def make_job(name: str, cfg: Settings) -> Job:
         from resize_tide import TideJob  # noqa: PLC0415 - starts a service; only when asked for
 
         return TideJob(name, cfg, script=SCRIPT)
+    if name == "tide-kubernetes":
+        from resize_kube import TideKubeJob  # noqa: PLC0415 - starts a fake cluster and a service
+
+        return TideKubeJob(name, cfg, script=SCRIPT)
     if name == "coordinated":
         return Coordinated(name, cfg)
     if name == "coordinated-warm":
@@ -573,6 +589,8 @@ def report(results: dict[str, dict[str, dict[str, Any]]], chosen: str, cfg: Sett
         "chosen": chosen,
         "shrink_p50_s": p50(chosen, "shrink"),
         "grow_p50_s": p50(chosen, "grow"),
+        "local_shrink_p50_s": p50("tide", "shrink"),
+        "local_grow_p50_s": p50("tide", "grow"),
         "native_shrink_p50_s": p50("native-default", "shrink"),
         "native_grow_p50_s": p50("native-default", "grow"),
         "native_tuned_shrink_p50_s": p50("native-tuned", "shrink"),
@@ -608,7 +626,14 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--repeats", type=int, default=5, help="shrinks and grows per strategy")
-    p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--strategies", default=None, help=f"any of {', '.join(STRATEGIES)} (default: all)")
+    p.add_argument(
+        "--executor",
+        choices=("local", "kubernetes"),
+        default=None,
+        help="kubernetes: Tide on Kubernetes (fake API server, real processes) beside Tide's local executor, "
+        "reported as Tide's figures",
+    )
     p.add_argument("--chosen", default=None, help="the strategy reported as Tide's (default: tide if run)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a resize may take before it fails")
     p.add_argument("--grace", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
@@ -623,7 +648,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up on SIGTERM as on Ctrl-C
     workdir = Path(tempfile.mkdtemp(prefix="tide-resize-"))
     cfg = Settings(workdir, args.step_time, args.ckpt_every, args.grace, args.timeout)
-    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    default = "tide,tide-kubernetes" if args.executor == "kubernetes" else ",".join(STRATEGIES)
+    names = [s.strip() for s in (args.strategies or default).split(",") if s.strip()]
     trials: dict[str, list[Trial]] = {name: [] for name in names}
     try:
         jobs = {name: make_job(name, cfg) for name in names}
@@ -638,7 +664,8 @@ def main() -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     results = {name: summarise(t) for name, t in trials.items()}
-    chosen = args.chosen or ("tide" if "tide" in names else "coordinated-fork")
+    preferred = ("tide-kubernetes", "tide") if args.executor == "kubernetes" else ("tide", "tide-kubernetes")
+    chosen = args.chosen or next((n for n in preferred if n in names), "coordinated-fork")
     if args.json:
         print(json.dumps(report(results, chosen, cfg)))
     else:

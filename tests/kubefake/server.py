@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -73,6 +74,9 @@ class FakeKubeApi:
         self.kubelets = Kubelets(self.store, sigterm_seconds=sigterm_seconds, processes=self.processes)
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
+        self.on_request: Callable[[Request], None] | None = (
+            None  # called with each request before it is served
+        )
         self.watches = _Watches()
         self._lock = threading.Lock()
         self._stopping = False
@@ -180,6 +184,9 @@ class FakeKubeApi:
 
     # request handling -------------------------------------------------------------------------------
     def fault_for(self, request: Request) -> Fault | None:
+        hook = self.on_request
+        if hook is not None:
+            hook(request)  # before the request is carried out: a test may crash the client here
         with self._lock:
             self.requests.append(request)
             for fault in self.faults:
