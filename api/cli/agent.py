@@ -28,6 +28,14 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="The URL job pods reach the Tide service at (default: $TIDE_AGENT_URL)."),
         ] = None,
+        connect_timeout: Annotated[
+            float,
+            typer.Option(
+                envvar="TIDE_AGENT_CONNECT_TIMEOUT",
+                min=1,
+                help="Seconds to keep trying a service never reached, then exit 2.",
+            ),
+        ] = 300.0,
     ) -> None:
         """Run a torchrun job's replica in a pod, relaunching it at each size the service orders.
 
@@ -42,4 +50,4 @@ def register(app: typer.Typer) -> None:
         except ValueError as error:
             typer.echo(f"tide agent: {error}", err=True)
             raise typer.Exit(2) from error
-        raise typer.Exit(PodAgent(settings).run())
+        raise typer.Exit(PodAgent(settings, connect_deadline=connect_timeout).run())

@@ -38,6 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.core.model import Node
 from scheduler.executors.base import ExecutorError, LaunchSpec, Observation
 from scheduler.executors.kube import names, podspec
+from scheduler.executors.kube.agent_secrets import AgentSecrets
 from scheduler.executors.kube.config import Connection, KubeSettings, connect
 from scheduler.executors.kube.inventory import Inventory
 from scheduler.executors.kube.logs import PodLogs
@@ -93,6 +94,9 @@ class KubernetesExecutor:
         self._lock = threading.RLock()
         self._start_lock = threading.Lock()
         self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS)
+        self.secrets = AgentSecrets(
+            self._core, lambda: self.namespace, self._timeout, self.retrier, self._to_dict
+        )
         self.pod_watch: Reflector | None = None
         self.node_watch: Reflector | None = None
 
@@ -234,48 +238,12 @@ class KubernetesExecutor:
             if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
                 self._delete_service(service["metadata"]["name"])
         if self.inplace_restarts:
-            self._remove_orphan_secrets(jobs)
-
-    def _remove_orphan_secrets(self, jobs: set[tuple[str, str]]) -> None:
-        answer = self.retrier.call(
-            "list secrets",
-            lambda: self._core().list_namespaced_secret(
-                self.namespace, label_selector=names.MANAGED_SELECTOR, _request_timeout=self._timeout()
-            ),
-        )
-        for secret in self._to_dict(answer).get("items") or []:
-            labels = secret["metadata"].get("labels") or {}
-            if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
-                self._delete_secret(secret["metadata"]["name"])
+            self.secrets.remove_orphans(jobs)
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:
         """The job's Secret holds ``token``: made now, or replaced (a job of the same name may have left one)."""
         self._ensure_started()
-        body = podspec.secret_body(project, job, token, self.options)
-        name = body["metadata"]["name"]
-        core = self._core()
-        try:
-            self.retrier.call(
-                f"create secret {name}",
-                lambda: core.create_namespaced_secret(
-                    self.namespace, client.V1Secret.model_validate(body), _request_timeout=self._timeout()
-                ),
-            )
-        except ApiException as error:
-            if not is_already_exists(error):
-                raise KubeApiError(f"create secret {name}: {describe(error)}") from error
-            try:
-                self.retrier.call(
-                    f"replace secret {name}",
-                    lambda: core.replace_namespaced_secret(
-                        name,
-                        self.namespace,
-                        client.V1Secret.model_validate(body),
-                        _request_timeout=self._timeout(),
-                    ),
-                )
-            except ApiException as again:
-                raise KubeApiError(f"replace secret {name}: {describe(again)}") from again
+        self.secrets.put(podspec.secret_body(project, job, token, self.options))
 
     def observe(self) -> dict[int, Observation]:
         self._ensure_started()
@@ -381,7 +349,7 @@ class KubernetesExecutor:
             self._services.discard((record.project, record.job))
             self._delete_service(names.service_name(record.project, record.job))
             if self.inplace_restarts:
-                self._delete_secret(names.service_name(record.project, record.job))
+                self.secrets.delete(names.service_name(record.project, record.job))
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
         with self._lock:
@@ -426,14 +394,6 @@ class KubernetesExecutor:
         self._delete(
             f"delete service {name}",
             lambda: self._core().delete_namespaced_service(
-                name, self.namespace, _request_timeout=self._timeout()
-            ),
-        )
-
-    def _delete_secret(self, name: str) -> None:
-        self._delete(
-            f"delete secret {name}",
-            lambda: self._core().delete_namespaced_secret(
                 name, self.namespace, _request_timeout=self._timeout()
             ),
         )
