@@ -4,7 +4,9 @@ Contract: ``python bench/resize.py`` runs, for each strategy, one job of ``deplo
 under real torchrun agents on 127.0.0.1 (one agent per replica, one CPU worker each) and resizes it
 4 -> 2 -> 4 ``--repeats`` times. A resize's latency is from the resize action (the first signal sent, or the
 first process started) to the first training step logged at the new world size (the ``time`` of that JSON
-line); steps lost are the steps logged before that point beyond the step the new group resumed from.
+line); steps lost are the steps logged before that point beyond the step the new group resumed from; the
+pause is the time between the last step logged before that point and that first step (training stood
+still for that long: a Kubernetes grow keeps training while its new pods start).
 It prints a table (median, min, max per strategy and direction) on stdout, progress on stderr, or with
 ``--json`` one JSON object: ``shrink_p50_s``, ``grow_p50_s``, ``lost_steps_max`` (for the strategy Tide
 uses, ``--chosen``), ``native_shrink_p50_s``, ``native_grow_p50_s`` (torchrun's own path, default settings),
@@ -488,6 +490,7 @@ class Trial:
     latency_s: float | None = None
     lost_steps: int | None = None
     stop_s: float | None = None
+    pause_s: float | None = None  # training paused: the last step before the resize -> the first after
     note: str = ""
 
 
@@ -502,9 +505,12 @@ def measure(job: Job, watcher: LogWatcher, target: int, cfg: Settings) -> Trial:
     first = watcher.wait_for(lambda r: r["world_size"] == target and r["time"] >= t0, remaining)
     if first is None:
         return Trial(direction, ok=False, note=f"no step at world size {target} within {cfg.timeout_s:.0f} s")
-    before = [int(r["step"]) for r in watcher.steps() if r["time"] < first["time"]]
+    earlier = [r for r in watcher.steps() if r["time"] < first["time"]]
+    before = [int(r["step"]) for r in earlier]
     lost = max(0, max(before, default=0) - (int(first["step"]) - 1))
+    last = max((float(r["time"]) for r in earlier), default=None)
     trial = Trial(direction, ok=True, latency_s=float(first["time"]) - t0, lost_steps=lost, stop_s=job.stop_s)
+    trial.pause_s = None if last is None else float(first["time"]) - last
     settled = watcher.wait_for(
         lambda r: r["world_size"] == target and int(r["step"]) >= int(first["step"]) + cfg.settle_steps,
         cfg.timeout_s,
@@ -549,6 +555,7 @@ class Summary:
     latencies: list[float] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     stops: list[float] = field(default_factory=list)
+    pauses: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         lat = self.latencies
@@ -561,6 +568,7 @@ class Summary:
             "latencies_s": [round(x, 3) for x in lat],
             "lost_steps_max": max(self.lost) if self.lost else None,
             "stop_p50_s": round(statistics.median(self.stops), 3) if self.stops else None,
+            "pause_p50_s": round(statistics.median(self.pauses), 3) if self.pauses else None,
         }
 
 
@@ -576,6 +584,8 @@ def summarise(trials: list[Trial]) -> dict[str, dict[str, Any]]:
             s.lost.append(t.lost_steps)
         if t.ok and t.stop_s is not None:
             s.stops.append(t.stop_s)
+        if t.ok and t.pause_s is not None:
+            s.pauses.append(t.pause_s)
     return {k: v.as_dict() for k, v in out.items()}
 
 
@@ -589,6 +599,8 @@ def report(results: dict[str, dict[str, dict[str, Any]]], chosen: str, cfg: Sett
         "chosen": chosen,
         "shrink_p50_s": p50(chosen, "shrink"),
         "grow_p50_s": p50(chosen, "grow"),
+        "shrink_pause_p50_s": results.get(chosen, {}).get("shrink", {}).get("pause_p50_s"),
+        "grow_pause_p50_s": results.get(chosen, {}).get("grow", {}).get("pause_p50_s"),
         "local_shrink_p50_s": p50("tide", "shrink"),
         "local_grow_p50_s": p50("tide", "grow"),
         "native_shrink_p50_s": p50("native-default", "shrink"),
@@ -612,13 +624,19 @@ def print_table(results: dict[str, dict[str, dict[str, Any]]]) -> None:
     def fmt(x: float | None) -> str:
         return f"{x:6.2f}" if x is not None else "     -"
 
-    head = ("strategy", "resize", "ok/n", "p50 s", "min s", "max s", "stop s", "lost")
-    print("{:<18} {:<7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>5}".format(*head))
+    head = ("strategy", "resize", "ok/n", "p50 s", "min s", "max s", "stop s", "pause s", "lost")
+    print("{:<18} {:<7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>7} {:>5}".format(*head))
     for name, by_dir in results.items():
         for direction, s in by_dir.items():
             lost = "-" if s["lost_steps_max"] is None else str(s["lost_steps_max"])
             ok_n = f"{s['ok']}/{s['n']}"
-            cells = (fmt(s["p50_s"]), fmt(s["min_s"]), fmt(s["max_s"]), fmt(s["stop_p50_s"]))
+            cells = (
+                fmt(s["p50_s"]),
+                fmt(s["min_s"]),
+                fmt(s["max_s"]),
+                fmt(s["stop_p50_s"]),
+                " " + fmt(s["pause_p50_s"]),
+            )
             print(f"{name:<18} {direction:<7} {ok_n:>5} {' '.join(cells)} {lost:>5}")
 
 

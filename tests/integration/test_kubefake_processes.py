@@ -239,6 +239,21 @@ def test_a_pod_deleted_at_once_has_its_processes_killed(core: client.CoreV1Api) 
     wait_for(lambda: not alive(leader) and not alive(child), 2, "its processes to be killed")
 
 
+ESCAPING_CHILD = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+print("pids", os.getpid(), child.pid, "child ready", flush=True)
+time.sleep(0.3)  # the main process ends; the child, in a session of its own, would go on
+"""
+
+
+def test_a_child_in_a_session_of_its_own_ends_with_its_container(core: client.CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("escaper", python(ESCAPING_CHILD)))
+    _, child = started_pids(core, "escaper")
+    wait_for(lambda: phase(core, "escaper") == "Succeeded", 10, "the main process to end")
+    wait_for(lambda: not alive(child), 5, "the child to end with its container (a cgroup would end it)")
+
+
 def test_a_pod_waits_for_its_secret_and_starts_once_it_exists(core: client.CoreV1Api) -> None:
     secret_env = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "late", "key": "token"}}}
     script = "import os; print('token', os.environ['TOKEN'])"

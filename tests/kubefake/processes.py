@@ -6,8 +6,10 @@ admit (``kubelet.py`` uses it when the server is built with ``FakeKubeApi(proces
 be created) and starts it with ``Popen(start_new_session=True)``, stdout and stderr to
 ``work_dir/logs/NS.NAME.UID.log``, the pod's log (``log_text``); a program that cannot be executed raises
 ``OSError``. ``exit_code(pod)`` is None while the process runs, else its exit code (128+N when signal N
-ended it); once the main process is gone the rest of its group is killed, as a container's processes
-are when its PID 1 exits. ``stopping(pod, elapsed, grace)`` sends SIGTERM to the group at once (a
+ended it); once the main process is gone the rest of the container is killed, as a container's
+processes are when its PID 1 exits: its process group, and every process that inherited its marker
+(``KUBEFAKE_CONTAINER=<pod uid>`` in the environment: a real container's cgroup holds them all, also a
+child that started a session of its own). ``stopping(pod, elapsed, grace)`` sends SIGTERM to the group at once (a
 real runtime signals PID 1 only; torchrun forwards it to its workers anyway) and SIGKILL once ``grace``
 seconds ran out, and returns the exit code once the process exited. ``reap(live)``
 kills the processes whose pod is gone or done; ``kill_all()`` (``FakeKubeApi.stop``, and at interpreter
@@ -29,6 +31,7 @@ from kubefake.containers import ContainerConfigError, ProcessOptions, World, con
 from kubefake.store import Obj, now_rfc3339
 
 PodKey = tuple[str, str, str]
+CONTAINER_MARK = "KUBEFAKE_CONTAINER"  # in every process of a container: ending it ends them all
 REAP_SECONDS = 5.0
 
 __all__ = ["ContainerConfigError", "ProcessOptions", "ProcessRuntime", "World", "waiting_status"]
@@ -44,9 +47,21 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
+def _kill_container(marker: bytes) -> None:
+    """SIGKILL every process that carries the container's marker, as the end of a container kills every
+    process in its cgroup: also those that left its process group (a new session of their own)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
 @dataclass
 class _Process:
     popen: subprocess.Popen[bytes]
+    marker: bytes = b""
     terminated: bool = False
     killed: bool = False
     code: int | None = None
@@ -64,12 +79,14 @@ class _Process:
         except ChildProcessError:
             return self._reaped()  # reaped already: its group id may be another's now, so no signal
         _signal_group(self.popen.pid, signal.SIGKILL)
+        _kill_container(self.marker)
         return self._reaped()
 
     def kill(self) -> None:
         if self.code is None:
             _signal_group(self.popen.pid, signal.SIGKILL)
             self._reaped()
+        _kill_container(self.marker)
 
     def _reaped(self) -> int | None:
         try:
@@ -99,16 +116,17 @@ class ProcessRuntime:
         # append mode: a container's processes share its output as a pipe would, none overwrites another's lines
         with self._lock, log.open("ab") as out:
             self.logs[key[:2]] = log
+            marker = f"{CONTAINER_MARK}={key[2]}"
             popen = subprocess.Popen(
                 launch.argv,
-                env=launch.env,
+                env={**launch.env, CONTAINER_MARK: key[2]},
                 cwd=launch.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: signals reach its children too
             )
-            self._processes[key] = _Process(popen)
+            self._processes[key] = _Process(popen, marker.encode())
 
     def knows(self, pod: Obj) -> bool:
         with self._lock:
