@@ -16,10 +16,10 @@ Contract (see ``base.Executor``):
 - ``forget`` deletes the pod of a replica that ended (saving its log first, under ``DATA/logs`` like the
   local executor) and the job's Service once no replica of the job is left.
 - ``adopt`` is the first list: every pod with Tide's labels is known again after a restart, and
-  Services (and Secrets) without pods are removed.
+  Services (and Secrets) without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
 - With an ``agent_url`` (``inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
-  (``scheduler.engine.inplace``): ``put_agent_token`` writes the job's token into its Secret (made before
-  its first pod, replaced if an earlier job of the same name left one), removed with its Service. ``nodes`` is the node inventory (``kube/inventory.py``).
+  (``scheduler.engine.inplace``): ``put_agent_token`` writes the job's token into its Secret
+  (``kube/agent_secrets.py``), removed with its Service.
 All API calls go through ``kube/retry.Retrier`` (backoff on 5xx, 429, conflicts, timeouts). The executor
 connects lazily, at the first call, so building it opens nothing.
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,31 +43,10 @@ from scheduler.executors.kube.inventory import Inventory
 from scheduler.executors.kube.logs import PodLogs
 from scheduler.executors.kube.reflector import Reflector
 from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists, status_of
-from scheduler.executors.kube.status import PodView, gone
+from scheduler.executors.kube.status import PodView, ReplicaRecord, identity
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-
-
-@dataclass
-class _Replica:
-    project: str
-    job: str
-    index: int
-    view: PodView
-    stop_requested: bool = False
-    gone: bool = False
-
-    def observation(self) -> Observation:
-        if self.gone:
-            return gone(self.view, deleted_by_tide=self.stop_requested)
-        return self.view.observation()
-
-
-def _identity(obj: Obj) -> tuple[str, str, int]:
-    labels = obj["metadata"].get("labels") or {}
-    index = labels.get(names.REPLICA, "")
-    return labels.get(names.PROJECT, ""), labels.get(names.JOB, ""), int(index) if index.isdigit() else -1
 
 
 class KubernetesExecutor:
@@ -88,7 +66,7 @@ class KubernetesExecutor:
         self.logs = PodLogs(self._core, lambda: self.namespace, self._timeout, data_dir)
         self._grace = grace_period
         self._connection = connection
-        self._replicas: dict[int, _Replica] = {}
+        self._replicas: dict[int, ReplicaRecord] = {}
         self._forgotten: set[str] = set()  # uids of pods whose replica was forgotten
         self._services: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
@@ -179,7 +157,7 @@ class KubernetesExecutor:
             self._connection.api_client.close()
 
     # watch callbacks --------------------------------------------------------------------------------
-    def _track(self, obj: Obj) -> _Replica | None:
+    def _track(self, obj: Obj) -> ReplicaRecord | None:
         """Fold a pod into its replica's record (caller holds the lock). Replica ids are reused by the
         store once a replica is forgotten, so a pod is matched by uid: a forgotten pod is ignored, and a
         second live pod claiming the same id (another Tide's, in the same namespace) is not adopted."""
@@ -195,8 +173,8 @@ class KubernetesExecutor:
                 return None
             record = None  # a new pod for a replica whose old pod is gone
         if record is None:
-            project, job, index = _identity(obj)
-            record = self._replicas[view.replica_id] = _Replica(project, job, index, view)
+            project, job, index = identity(obj)
+            record = self._replicas[view.replica_id] = ReplicaRecord(project, job, index, view)
         record.view = view
         return record
 
@@ -398,7 +376,7 @@ class KubernetesExecutor:
             ),
         )
 
-    def _save_log(self, record: _Replica) -> None:
+    def _save_log(self, record: ReplicaRecord) -> None:
         self.logs.save(record.project, record.job, record.index, record.view.name, record.view.node)
 
     def _delete(self, what: str, call: Any) -> None:

@@ -115,6 +115,7 @@ class KubeCluster:
         self.service = None
 
     def close(self) -> None:
+        self.client.close()
         if self.service is not None:
             with suppress(ProcessLookupError):
                 os.killpg(self.service.pid, signal.SIGTERM)
