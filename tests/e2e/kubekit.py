@@ -18,14 +18,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from kubefake import FakeKubeApi
 from kubefake.containers import ProcessOptions
+from kubefake.harness import wait_for
 
 from api.client import TideClient
 from scheduler.executors.ports import free_port
@@ -36,17 +35,6 @@ NAMESPACE = "tide-jobs"
 IMAGE = "registry.example/train:1"
 TOKEN = "kube-e2e-admin-token-0123456789abcdef"
 CLAIM = "ckpt"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class KubeCluster:
