@@ -69,6 +69,10 @@ class Claims:
     )
     # whether the plan explains waiting jobs (R13 notes); if not, outcomes that only notes read are not kept
     explain: bool = True
+    # starts that failed: tried again after the owed phase and after the borrowing phase if a later claim
+    # released GPUs of their own project (a preemption inside it may have made room under its share or limit)
+    owed_phase: bool = True  # whether failed starts are kept for another turn (not in the last one)
+    retry: list[tuple[Job, int]] = field(default_factory=list)  # with how many releases the ledger had then
 
 
 def restore_gangs(ledger: Ledger, claims: Claims) -> None:
@@ -147,6 +151,21 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
         _serve(ledger, order, claims, queue, head_of_line)
         if queue:
             heapq.heappush(heap, (_rank(ledger, project), project))
+    _retry_failed_starts(ledger, claims, borrowers)
+    _serve_borrowers(ledger, order, claims, borrowers, head_of_line)
+    again: dict[str, deque[Job]] = {}
+    _retry_failed_starts(ledger, claims, again)
+    claims.owed_phase = False  # one more turn at most: the cycle stays bounded
+    _serve_borrowers(ledger, order, claims, again, head_of_line)
+
+
+def _serve_borrowers(
+    ledger: Ledger,
+    order: VictimOrder,
+    claims: Claims,
+    borrowers: dict[str, deque[Job]],
+    head_of_line: set[str],
+) -> None:
     heap = [(_rank(ledger, p), p) for p in sorted(borrowers)]
     heapq.heapify(heap)
     while heap:
@@ -154,6 +173,27 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
         _serve(ledger, order, claims, borrowers[project], head_of_line)
         if borrowers[project]:
             heapq.heappush(heap, (_rank(ledger, project), project))
+
+
+def _retry_failed_starts(ledger: Ledger, claims: Claims, borrowers: dict[str, deque[Job]]) -> None:
+    """Starts that failed before a later claim released GPUs of their project get another turn, ahead of its
+    borrowers (they keep their place in its line): e.g. a higher-priority training job that found its project
+    at its fair share, before the project's interactive job preempted a big low-priority job."""
+    released_last: dict[str, int] = {}  # project -> position of its newest release this cycle
+    for position, key in enumerate(ledger.released):
+        released_last[key[0]] = position
+    again: dict[str, list[Job]] = {}
+    for job, seen in claims.retry:
+        freed = released_last.get(job.project, -1) >= seen
+        if freed and not ledger.active[job.key] and job.key not in ledger.released:
+            again.setdefault(job.project, []).append(job)
+    claims.retry.clear()
+    if not again:
+        return
+    keys = {job.key for jobs in again.values() for job in jobs}
+    claims.line[:] = [key for key in claims.line if key not in keys]
+    for project, jobs in again.items():
+        borrowers[project] = deque([*jobs, *borrowers.get(project, ())])
 
 
 def _serve(
@@ -237,9 +277,11 @@ def _serve_start(
     if entitled and _consolidate(ledger, order, claims, job, k):
         return
     if _try_drain(ledger, claims, job, head_of_line):
+        _may_retry(ledger, claims, job)  # it holds GPUs as they drain; room made later may start it now
         return
     claims.failed_starts[(_shape(job), ledger.version())] = entitled
     _record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
+    _may_retry(ledger, claims, job)
 
 
 def _record_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], reason: str) -> None:
@@ -248,11 +290,18 @@ def _record_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], r
     other (a failure changes neither the ledger nor the project's rank, so the project stays first in turn),
     so they are taken from the line at once (and their reasons recorded when the plan explains)."""
     _record(claims, job, reason, waiting=True)
+    _may_retry(ledger, claims, job)
     held = job.key in claims.held_in_vain
     while queue and _same_pending(ledger, job, nxt := queue[0]) and (nxt.key in claims.held_in_vain) == held:
         queue.popleft()
+        _may_retry(ledger, claims, nxt)
         if claims.explain:
             _record(claims, nxt, reason, waiting=True)
+
+
+def _may_retry(ledger: Ledger, claims: Claims, job: Job) -> None:
+    if claims.owed_phase:
+        claims.retry.append((job, len(ledger.released)))
 
 
 def _same_pending(ledger: Ledger, job: Job, other: Job) -> bool:

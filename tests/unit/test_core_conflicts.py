@@ -223,3 +223,22 @@ def test_a_replica_bigger_than_any_node_today_says_what_it_would_need() -> None:
         "does not fit today's cluster: no schedulable node has 8 GPUs for one replica (the largest has 4); it "
         "would need a node of 8 GPUs, and waits for one without taking GPUs from anyone"
     )
+
+
+def test_a_job_that_found_its_project_full_starts_once_a_preemption_made_room_in_the_same_cycle() -> None:
+    """p0 (guarantee 6, no borrowing) runs a 6-GPU gang. Its interactive job preempts the gang (R3, R10);
+    its high-priority training job, which came first in line and found the project at its fair share, gets
+    another turn in the same cycle and starts on the room the preemption made, as the lower-priority jobs
+    behind it did (found by the allowed-sizes property test)."""
+    c = Cluster((Node("n0", 1), Node("n1", 1), Node("n2", 1), Node("n3", 8)))
+    c.project("p0", 6, over_quota_weight=0.0, allow_over_quota=False)
+    c.state = replace(c.state, jobs=(_running("p0", "gang", ["n3"] * 3, gpus=2),))
+    c.submit("p0", "shell", interactive=True)
+    for name in ("a", "b", "c"):
+        c.submit("p0", name)
+    c.submit("p0", "urgent", priority=1)
+    plan = c.cycle()
+    started = sorted(d.job for d in plan.decisions if d.action == "start")
+    assert started == ["a", "b", "c", "shell", "urgent"]
+    assert [(d.action, d.job) for d in plan.decisions if d.action == "evict"] == [("evict", "gang")]
+    assert plan.note("p0", "urgent") is None
