@@ -132,8 +132,12 @@ class KubeCluster:
 
     def warm_spares(self) -> int:
         """Spare launchers of the pods' agents that imported torch and wait for a launch."""
-        warm = (self.dir / "pod-tmp").glob("tide-agent-*/pool/*.warm")
-        return sum(1 for path in warm if not path.with_suffix(".spec").exists())
+        warm = (self.dir / "pod-tmp").glob("tide-agent-*/pool/*.warm")  # named AGENT_PID-N.warm
+        return sum(
+            1
+            for path in warm
+            if not path.with_suffix(".spec").exists() and Path(f"/proc/{path.stem.split('-')[0]}").exists()
+        )
 
     def logs(self) -> str:
         return "".join(
