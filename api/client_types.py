@@ -42,6 +42,8 @@ class ProjectPublic:
     created_at: datetime
     usage_gpu_hours: float
     effective_weight: float
+    min_runtime_seconds: float | None
+    effective_min_runtime_seconds: float
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -56,6 +58,7 @@ class DepartmentPublic:
     pending_gpus: int
     projects: list[str]
     created_at: datetime
+    min_runtime_seconds: float
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

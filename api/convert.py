@@ -96,7 +96,16 @@ def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
         created_at=datetime.fromtimestamp(row.created_at, UTC),
         usage_gpu_hours=row.usage_gpu_seconds / 3600.0,
         effective_weight=row.over_quota_weight if row.usage_weight is None else row.usage_weight,
+        min_runtime_seconds=row.min_runtime_seconds,
+        effective_min_runtime_seconds=_min_runtime(row),
     )
+
+
+def _min_runtime(row: ProjectRow) -> float:
+    """R15: the project's own minimum runtime, else its department's, else 0."""
+    if row.min_runtime_seconds is not None:
+        return row.min_runtime_seconds
+    return row.department.min_runtime_seconds if row.department else 0.0
 
 
 def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentPublic:
@@ -111,6 +120,7 @@ def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentP
         pending_gpus=sum(f.pending_gpus for f in figures),
         projects=sorted(p.name for p in row.projects),
         created_at=datetime.fromtimestamp(row.created_at, UTC),
+        min_runtime_seconds=row.min_runtime_seconds,
     )
 
 

@@ -25,6 +25,7 @@ def department_from_row(row: DepartmentRow) -> Department:
         over_quota_weight=row.over_quota_weight,
         limit_gpus=row.limit_gpus,
         created_at=row.created_at,
+        min_runtime_seconds=row.min_runtime_seconds,
     )
 
 
@@ -62,6 +63,7 @@ def _projects(session: Session) -> tuple[Project, ...]:
             department=department,
             created_at=row.created_at,
             usage_gpu_seconds=row.usage_gpu_seconds,
+            min_runtime_seconds=row.min_runtime_seconds,
         )
         for row, department in session.execute(query)
     )
