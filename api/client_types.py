@@ -112,6 +112,7 @@ class JobPublic:
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = None
     allowed_replicas: list[int] | None = None
+    topology: str = "preferred"
     expected_duration: float | None = None
     started_at: datetime | None = None
     eta: EtaPublic | None = None
@@ -139,6 +140,7 @@ class NodePublic:
     slots: list[NodeSlot]
     state: str = "ready"
     state_since: datetime | None = None
+    domain: str | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

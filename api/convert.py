@@ -167,6 +167,8 @@ class JobFields(Protocol):
     @property
     def allowed_replicas(self) -> list[int] | None: ...
     @property
+    def topology(self) -> str: ...
+    @property
     def image(self) -> str | None: ...
     @property
     def command(self) -> list[str]: ...
@@ -246,6 +248,7 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         finished_at=when(job.finished_at),
         replicas=[replica_public(r) for r in sorted(visible_replicas(job), key=lambda r: (r.index, r.id))],
         allowed_replicas=job.allowed_replicas,
+        topology="required" if job.topology == "required" else "preferred",
         expected_duration=job.expected_duration,
         started_at=when(job.started_at),
         eta=eta_public(job.eta) if job.status == "pending" and job.eta and not job.eta["grows"] else None,
@@ -282,6 +285,7 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
         slots=slots,
         state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining
         state_since=when(row.state_since),
+        domain=row.domain,
     )
 
 

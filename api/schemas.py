@@ -265,6 +265,11 @@ class JobCreate(_In):
     grace_period: Annotated[float, Field(ge=0, le=86_400)] | None = None
     # R16: the only replica counts it may run at; expanded to the explicit list by the validator
     allowed_replicas: AllowedReplicas | None = None
+    topology: Literal["preferred", "required"] = Field(
+        "preferred",
+        description="Topology domains (racks, NVLink domains; R17): preferred starts the gang inside one "
+        "domain where it fits, else across domains; required starts and grows it only inside one domain.",
+    )
     # seconds the job is expected to run: its start-time forecast, and everyone else's, use it
     expected_duration: Annotated[float, AfterValidator(_expected_duration)] | None = None
 
@@ -354,6 +359,7 @@ class JobPublic(BaseModel):
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
     allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
+    topology: Literal["preferred", "required"] = "preferred"  # R17
     expected_duration: float | None = None
     started_at: datetime | None = None
     eta: EtaPublic | None = None  # a pending job: when it starts
@@ -385,6 +391,9 @@ class NodePublic(BaseModel):
     slots: list[NodeSlot]
     state: NodeState = "ready"
     state_since: datetime | None = None
+    domain: str | None = (
+        None  # R17: its topology domain (a rack, an NVLink domain), when the cluster names them
+    )
 
 
 class NodeDrain(BaseModel):

@@ -70,6 +70,7 @@ def run(
     executor: str,
     nodes: int | None,
     gpus_per_node: int | None,
+    nodes_per_domain: int | None,
     cycle_period: float,
     grace_period: float,
     settle_time: float,
@@ -81,6 +82,7 @@ def run(
     kubeconfig: str | None,
     default_image: str | None,
     node_selector: str | None,
+    topology_key: str | None,
     checkpoint_claim: str | None,
 ) -> None:
     """``tide serve`` with its options (``api.cli.serve`` declares them): check, print the banner, serve."""
@@ -95,6 +97,7 @@ def run(
         executor=executor,
         nodes=nodes,
         gpus_per_node=gpus_per_node,
+        nodes_per_domain=nodes_per_domain,
         cycle_period=cycle_period,
         grace_period=grace_period,
         settle_seconds=settle_time,
@@ -106,6 +109,7 @@ def run(
         kubeconfig=kubeconfig,
         default_image=default_image,
         node_selector=node_selector,
+        topology_key=topology_key,
         checkpoint_claim=checkpoint_claim,
         engine_process=True,
         log_level=log_level,
@@ -159,11 +163,14 @@ def _check_executor(settings: Settings) -> None:
             param_hint="--executor",
         )
     if settings.executor == "kubernetes" and (
-        settings.nodes is not None or settings.gpus_per_node is not None
+        settings.nodes is not None
+        or settings.gpus_per_node is not None
+        or settings.nodes_per_domain is not None
     ):
         raise typer.BadParameter(
-            "--nodes/--gpus-per-node describe the local executor's virtual nodes; with kubernetes the nodes "
-            "and their GPUs come from the cluster (unset TIDE_NODES/TIDE_GPUS_PER_NODE)",
+            "--nodes/--gpus-per-node/--nodes-per-domain describe the local executor's virtual nodes; "
+            "with kubernetes the nodes and their GPUs come from the cluster, their domains from "
+            "--topology-key (unset TIDE_NODES/TIDE_GPUS_PER_NODE/TIDE_NODES_PER_DOMAIN)",
             param_hint="--executor",
         )
     kube_only = {
@@ -171,6 +178,7 @@ def _check_executor(settings: Settings) -> None:
         "--kubeconfig": settings.kubeconfig,
         "--default-image": settings.default_image,
         "--node-selector": settings.node_selector,
+        "--topology-key": settings.topology_key,
         "--checkpoint-claim": settings.checkpoint_claim,
     }
     given = [flag for flag, value in kube_only.items() if value is not None]

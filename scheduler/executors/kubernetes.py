@@ -89,7 +89,7 @@ class KubernetesExecutor:
         self._services: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
         self._start_lock = threading.Lock()
-        self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS)
+        self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS, settings.topology_key)
         self.pod_watch: Reflector | None = None
         self.node_watch: Reflector | None = None
 

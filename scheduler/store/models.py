@@ -80,6 +80,8 @@ class JobRow(Base):
     gpus_per_replica: Mapped[int] = mapped_column(Integer)
     # the only replica counts it may run at, ascending (R16); NULL: any count in min..max
     allowed_replicas: Mapped[list[int] | None] = mapped_column(JSON, nullable=True)
+    # R17: "preferred" (start inside one topology domain where it fits) or "required" (only there)
+    topology: Mapped[str] = mapped_column(String(16), default="preferred", server_default="preferred")
     image: Mapped[str | None] = mapped_column(String(512), nullable=True)
     command: Mapped[list[str]] = mapped_column(JSON)
     env: Mapped[dict[str, str]] = mapped_column(JSON)
@@ -157,6 +159,8 @@ class NodeRow(Base):
     state: Mapped[str] = mapped_column(String(16), default="ready", server_default="ready")
     drain_grace: Mapped[float | None] = mapped_column(Float, nullable=True)
     state_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # R17: its topology domain (a rack, an NVLink domain) as the executor reports it; NULL: none
+    domain: Mapped[str | None] = mapped_column(String(253), nullable=True)
 
 
 class EventRow(Base):
