@@ -121,6 +121,17 @@ def test_priority_inside_a_project_ignores_the_minimum_runtime() -> None:
     assert [(d.job, d.cause) for d in shrunk(plan, "sweep")] == [("sweep", Cause.PREEMPT)]
 
 
+def test_a_preemption_that_would_also_need_a_young_borrowers_gpus_is_not_made() -> None:
+    """a's urgent job needs its own low-priority GPU and one of b's; b's jobs are inside their minimum
+    runtime and a is at its guarantee, so nothing is taken: a's low-priority job keeps running too."""
+    c = Cluster(nodes(4)).project("a", 1).project("b", 0, min_runtime_seconds=TEN_MINUTES)
+    c.submit("a", "low", min=1, priority=0).submit("b", "sweep", min=3).cycle()
+    c.submit("a", "urgent", min=2, priority=5)
+    plan = c.cycle()
+    assert plan.decisions == ()
+    assert (c.alloc("a"), c.alloc("b")) == (1, 3)
+
+
 def test_the_waiting_reason_names_only_the_projects_a_reclaim_could_take_from() -> None:
     young = {("a", "x"): 90.0, ("b", "y"): 700.0, ("c", "z"): 30.0}
     assert minruntime.until_text(young, ["a", "b"]) == (
