@@ -3,7 +3,8 @@ its launches (docs/kubernetes.md, "How a pod learns a resize").
 
 Contract: the caller is the agent of one replica, authenticated by its job's agent token (``Authorization:
 Bearer``, compared with ``JobRow.agent_token_hash``; another job's token, a project or admin token: 401).
-The body (``AgentPoll``) is what the agent runs and how it is doing; it is stored (``AgentReportRow``) and,
+The body (``AgentPoll``) is what the agent runs and how it is doing; it is stored (``AgentReportRow``; a
+newer checkpoint time than the job's is kept as its ``checkpointed_at``) and,
 when it changed, the engine is woken (a warm newcomer may complete a grow, an exit may restart a launch).
 The answer (``AgentOrder``) is ``launch`` when the replica's ``launch_generation`` is newer than the one it
 runs: the launch's size, the replica's rank in it (members by replica index), the rendezvous port and
@@ -91,6 +92,9 @@ def _report(
                 body.generation, body.state, body.exit_code,
             )  # fmt: skip
         report.generation, report.state, report.exit_code = body.generation, body.state, body.exit_code
+        mark = body.checkpointed_at
+        if mark is not None and (row.checkpointed_at is None or mark > row.checkpointed_at):
+            row.checkpointed_at = mark  # the job's progress, reported by its pods' agents (the newest kept)
         report.reported_at = now
         session.flush()
         return _order(session, replica, body), changed

@@ -24,7 +24,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
-from api import agent_polls
+from api import agent_polls, notices
 from api.auth import admin_token
 from api.cache import StateVersion, ViewCache, WriteCounter
 from api.dashboard import STATIC, DashboardFiles
@@ -65,7 +65,9 @@ def build_services(
         runner = _engine_process(link) if settings.run_loop else nullcontext()
     else:
         executor = executor or build_executor(settings)
-        engine = Engine(db, executor, engine_settings(settings), metrics=metrics.local_engine())
+        engine = Engine(
+            db, executor, engine_settings(settings), metrics=metrics.local_engine(), on_change=notices.wake
+        )
         logs = executor
         runner = _engine_here(engine, executor, run=settings.run_loop)
     metrics.watch_state(db, engine)

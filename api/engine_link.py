@@ -31,6 +31,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from api import notices
 from api.settings import Settings
 from api.wire import Sender, receive
 
@@ -162,6 +163,7 @@ class EngineLink:
 
     def _bump(self) -> None:
         self.changes += 1
+        notices.wake()  # agents' long-polls waiting for the engine
 
     def _fail_calls(self) -> None:
         calls, self._calls = self._calls, {}

@@ -40,6 +40,7 @@ def kube_settings(settings: Settings) -> KubeSettings:
         node_selector=settings.node_selector,
         checkpoint_claim=settings.checkpoint_claim,
         topology_key=settings.topology_key,
+        agent_url=settings.agent_url,
     )
 
 

@@ -479,6 +479,12 @@ class AgentPoll(_In):
         default=None, ge=1, le=65535, description="a free port the agent can host the rendezvous on"
     )
     wait: float = Field(default=10.0, ge=0, le=60, description="seconds to wait for a new launch")
+    checkpointed_at: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e11,
+        description="Unix time of the job's last complete checkpoint, as its training script marked it",
+    )
 
 
 class AgentOrder(BaseModel):

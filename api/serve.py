@@ -61,6 +61,16 @@ def _banner(settings: Settings, token: str, created: bool) -> str:
     return "\n".join(lines)
 
 
+def _resizes(settings: Settings) -> str:
+    if settings.agent_url:
+        return f"Resizes:       in place; job pods run Tide's agent and reach this service at {settings.agent_url}"
+    return (
+        "Resizes:       WARNING: no --agent-url, so a torchrun job's pods keep the size they started at and "
+        "cannot follow a resize; give --agent-url (the URL job pods reach this service at) so that they run "
+        "Tide's agent and resize in place"
+    )
+
+
 def run(
     *,
     host: str,
@@ -84,6 +94,7 @@ def run(
     node_selector: str | None,
     topology_key: str | None,
     checkpoint_claim: str | None,
+    agent_url: str | None,
 ) -> None:
     """``tide serve`` with its options (``api.cli.serve`` declares them): check, print the banner, serve."""
     if log_format not in FORMATS:
@@ -111,6 +122,7 @@ def run(
         node_selector=node_selector,
         topology_key=topology_key,
         checkpoint_claim=checkpoint_claim,
+        agent_url=agent_url,
         engine_process=True,
         log_level=log_level,
         log_format=log_format,
@@ -121,6 +133,8 @@ def run(
     _refuse_newer_schema(settings)
     where = _connect_kubernetes(build_executor(settings)) if settings.executor == "kubernetes" else None
     typer.echo(_banner(settings, token, created) + (f"\nKubernetes:    {where}" if where else ""))
+    if settings.executor == "kubernetes":
+        typer.echo(_resizes(settings))
     (settings.data_dir / SERVER_FILE).write_text(json.dumps({"url": f"http://{host}:{port}"}))
     app = create_app(settings)  # the engine in a process of its own (settings.engine_process)
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=None)  # logs: ours
@@ -180,7 +194,14 @@ def _check_executor(settings: Settings) -> None:
         "--node-selector": settings.node_selector,
         "--topology-key": settings.topology_key,
         "--checkpoint-claim": settings.checkpoint_claim,
+        "--agent-url": settings.agent_url,
     }
+    if settings.agent_url is not None and not settings.agent_url.startswith(("http://", "https://")):
+        raise typer.BadParameter(
+            f"{settings.agent_url!r} is not a URL: give the address job pods reach this service at, e.g. "
+            "http://tide.tide.svc",
+            param_hint="--agent-url",
+        )
     given = [flag for flag, value in kube_only.items() if value is not None]
     if settings.executor != "kubernetes" and given:
         raise typer.BadParameter(

@@ -42,6 +42,7 @@ class Settings:
     node_selector: str | None = None
     topology_key: str | None = None  # R17: node label naming each node's topology domain
     checkpoint_claim: str | None = None
+    agent_url: str | None = None  # where job pods reach the service (their agents); None: no in-place resizes
     max_body_bytes: int = 1 << 20
     run_loop: bool = True
     engine_process: bool = False  # the engine in a child process (``tide serve``), else in the API's (tests)

@@ -4,7 +4,9 @@ Contract: ``python bench/resize.py`` runs, for each strategy, one job of ``deplo
 under real torchrun agents on 127.0.0.1 (one agent per replica, one CPU worker each) and resizes it
 4 -> 2 -> 4 ``--repeats`` times. A resize's latency is from the resize action (the first signal sent, or the
 first process started) to the first training step logged at the new world size (the ``time`` of that JSON
-line); steps lost are the steps logged before that point beyond the step the new group resumed from.
+line); steps lost are the steps logged before that point beyond the step the new group resumed from; the
+pause is the time between the last step logged before that point and that first step (training stood
+still for that long: a Kubernetes grow keeps training while its new pods start).
 It prints a table (median, min, max per strategy and direction) on stdout, progress on stderr, or with
 ``--json`` one JSON object: ``shrink_p50_s``, ``grow_p50_s``, ``lost_steps_max`` (for the strategy Tide
 uses, ``--chosen``), ``native_shrink_p50_s``, ``native_grow_p50_s`` (torchrun's own path, default settings),
@@ -34,6 +36,10 @@ Strategies (each is a ``Job``: ``start(n)``, ``prepare(n)`` outside the timed wi
   (its deserved quota), a grow is b's job being deleted. Latency is from Tide's decision (the time of a's
   ``shrink``/``grow`` event) to the first step at the new world size. ``--json`` reports it as
   ``shrink_p50_s``/``grow_p50_s`` when it ran (``--chosen`` defaults to it then).
+* ``tide-kubernetes``: the same through ``tide serve --executor kubernetes`` against the fake API server
+  whose kubelet runs each pod as a real process (``bench/resize_kube.py``); the job's pods run Tide's agent
+  and resize in place. ``--executor kubernetes`` runs it beside ``tide`` and reports it as Tide's figures
+  (the local executor's as ``local_shrink_p50_s``/``local_grow_p50_s``).
 """
 
 from __future__ import annotations
@@ -66,7 +72,15 @@ from scheduler.executors.torchrun import (  # noqa: E402
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 BIG, SMALL = 4, 2
-STRATEGIES = ("tide", "coordinated", "coordinated-warm", "coordinated-fork", "native-tuned", "native-default")
+STRATEGIES = (
+    "tide",
+    "tide-kubernetes",
+    "coordinated",
+    "coordinated-warm",
+    "coordinated-fork",
+    "native-tuned",
+    "native-default",
+)
 # A pre-imported torchrun agent: pays the import now, reads {"env", "argv"} on stdin when it is needed.
 WARM_AGENT = """
 import json, os, sys
@@ -454,6 +468,10 @@ def make_job(name: str, cfg: Settings) -> Job:
         from resize_tide import TideJob  # noqa: PLC0415 - starts a service; only when asked for
 
         return TideJob(name, cfg, script=SCRIPT)
+    if name == "tide-kubernetes":
+        from resize_kube import TideKubeJob  # noqa: PLC0415 - starts a fake cluster and a service
+
+        return TideKubeJob(name, cfg, script=SCRIPT)
     if name == "coordinated":
         return Coordinated(name, cfg)
     if name == "coordinated-warm":
@@ -472,6 +490,7 @@ class Trial:
     latency_s: float | None = None
     lost_steps: int | None = None
     stop_s: float | None = None
+    pause_s: float | None = None  # training paused: the last step before the resize -> the first after
     note: str = ""
 
 
@@ -486,9 +505,12 @@ def measure(job: Job, watcher: LogWatcher, target: int, cfg: Settings) -> Trial:
     first = watcher.wait_for(lambda r: r["world_size"] == target and r["time"] >= t0, remaining)
     if first is None:
         return Trial(direction, ok=False, note=f"no step at world size {target} within {cfg.timeout_s:.0f} s")
-    before = [int(r["step"]) for r in watcher.steps() if r["time"] < first["time"]]
+    earlier = [r for r in watcher.steps() if r["time"] < first["time"]]
+    before = [int(r["step"]) for r in earlier]
     lost = max(0, max(before, default=0) - (int(first["step"]) - 1))
+    last = max((float(r["time"]) for r in earlier), default=None)
     trial = Trial(direction, ok=True, latency_s=float(first["time"]) - t0, lost_steps=lost, stop_s=job.stop_s)
+    trial.pause_s = None if last is None else float(first["time"]) - last
     settled = watcher.wait_for(
         lambda r: r["world_size"] == target and int(r["step"]) >= int(first["step"]) + cfg.settle_steps,
         cfg.timeout_s,
@@ -533,6 +555,7 @@ class Summary:
     latencies: list[float] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     stops: list[float] = field(default_factory=list)
+    pauses: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         lat = self.latencies
@@ -545,6 +568,7 @@ class Summary:
             "latencies_s": [round(x, 3) for x in lat],
             "lost_steps_max": max(self.lost) if self.lost else None,
             "stop_p50_s": round(statistics.median(self.stops), 3) if self.stops else None,
+            "pause_p50_s": round(statistics.median(self.pauses), 3) if self.pauses else None,
         }
 
 
@@ -560,6 +584,8 @@ def summarise(trials: list[Trial]) -> dict[str, dict[str, Any]]:
             s.lost.append(t.lost_steps)
         if t.ok and t.stop_s is not None:
             s.stops.append(t.stop_s)
+        if t.ok and t.pause_s is not None:
+            s.pauses.append(t.pause_s)
     return {k: v.as_dict() for k, v in out.items()}
 
 
@@ -573,6 +599,10 @@ def report(results: dict[str, dict[str, dict[str, Any]]], chosen: str, cfg: Sett
         "chosen": chosen,
         "shrink_p50_s": p50(chosen, "shrink"),
         "grow_p50_s": p50(chosen, "grow"),
+        "shrink_pause_p50_s": results.get(chosen, {}).get("shrink", {}).get("pause_p50_s"),
+        "grow_pause_p50_s": results.get(chosen, {}).get("grow", {}).get("pause_p50_s"),
+        "local_shrink_p50_s": p50("tide", "shrink"),
+        "local_grow_p50_s": p50("tide", "grow"),
         "native_shrink_p50_s": p50("native-default", "shrink"),
         "native_grow_p50_s": p50("native-default", "grow"),
         "native_tuned_shrink_p50_s": p50("native-tuned", "shrink"),
@@ -594,13 +624,19 @@ def print_table(results: dict[str, dict[str, dict[str, Any]]]) -> None:
     def fmt(x: float | None) -> str:
         return f"{x:6.2f}" if x is not None else "     -"
 
-    head = ("strategy", "resize", "ok/n", "p50 s", "min s", "max s", "stop s", "lost")
-    print("{:<18} {:<7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>5}".format(*head))
+    head = ("strategy", "resize", "ok/n", "p50 s", "min s", "max s", "stop s", "pause s", "lost")
+    print("{:<18} {:<7} {:>5} {:>6} {:>6} {:>6} {:>6} {:>7} {:>5}".format(*head))
     for name, by_dir in results.items():
         for direction, s in by_dir.items():
             lost = "-" if s["lost_steps_max"] is None else str(s["lost_steps_max"])
             ok_n = f"{s['ok']}/{s['n']}"
-            cells = (fmt(s["p50_s"]), fmt(s["min_s"]), fmt(s["max_s"]), fmt(s["stop_p50_s"]))
+            cells = (
+                fmt(s["p50_s"]),
+                fmt(s["min_s"]),
+                fmt(s["max_s"]),
+                fmt(s["stop_p50_s"]),
+                " " + fmt(s["pause_p50_s"]),
+            )
             print(f"{name:<18} {direction:<7} {ok_n:>5} {' '.join(cells)} {lost:>5}")
 
 
@@ -608,7 +644,14 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--repeats", type=int, default=5, help="shrinks and grows per strategy")
-    p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--strategies", default=None, help=f"any of {', '.join(STRATEGIES)} (default: all)")
+    p.add_argument(
+        "--executor",
+        choices=("local", "kubernetes"),
+        default=None,
+        help="kubernetes: Tide on Kubernetes (fake API server, real processes) beside Tide's local executor, "
+        "reported as Tide's figures",
+    )
     p.add_argument("--chosen", default=None, help="the strategy reported as Tide's (default: tide if run)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a resize may take before it fails")
     p.add_argument("--grace", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
@@ -623,7 +666,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up on SIGTERM as on Ctrl-C
     workdir = Path(tempfile.mkdtemp(prefix="tide-resize-"))
     cfg = Settings(workdir, args.step_time, args.ckpt_every, args.grace, args.timeout)
-    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    default = "tide,tide-kubernetes" if args.executor == "kubernetes" else ",".join(STRATEGIES)
+    names = [s.strip() for s in (args.strategies or default).split(",") if s.strip()]
     trials: dict[str, list[Trial]] = {name: [] for name in names}
     try:
         jobs = {name: make_job(name, cfg) for name in names}
@@ -638,7 +682,8 @@ def main() -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     results = {name: summarise(t) for name, t in trials.items()}
-    chosen = args.chosen or ("tide" if "tide" in names else "coordinated-fork")
+    preferred = ("tide-kubernetes", "tide") if args.executor == "kubernetes" else ("tide", "tide-kubernetes")
+    chosen = args.chosen or next((n for n in preferred if n in names), "coordinated-fork")
     if args.json:
         print(json.dumps(report(results, chosen, cfg)))
     else:

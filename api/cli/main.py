@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import admin, config, jobs, nodes, serve, simulate, submit, version
+from api.cli import admin, agent, config, jobs, nodes, serve, simulate, submit, version
 
 app = typer.Typer(
     name="tide",
@@ -32,7 +32,7 @@ def _root() -> None:
     """Tide: quota-aware elastic GPU scheduling for distributed PyTorch jobs."""
 
 
-COMMAND_MODULES = (serve, config, jobs, submit, admin, nodes, simulate, version)
+COMMAND_MODULES = (serve, config, jobs, submit, admin, nodes, simulate, agent, version)
 for _module in COMMAND_MODULES:
     _module.register(app)
 

@@ -104,6 +104,14 @@ def serve(
         str | None,
         typer.Option(envvar="TIDE_CHECKPOINT_CLAIM", help="kubernetes: PVC mounted in every job pod."),
     ] = None,
+    agent_url: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TIDE_AGENT_URL",
+            help="kubernetes: URL job pods reach this service at (e.g. http://tide.tide.svc); torchrun jobs' "
+            "pods then run Tide's agent and resize in place.",
+        ),
+    ] = None,
 ) -> None:
     """Run the Tide service in the foreground.
 

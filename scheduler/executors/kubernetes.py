@@ -16,7 +16,10 @@ Contract (see ``base.Executor``):
 - ``forget`` deletes the pod of a replica that ended (saving its log first, under ``DATA/logs`` like the
   local executor) and the job's Service once no replica of the job is left.
 - ``adopt`` is the first list: every pod with Tide's labels is known again after a restart, and
-  Services without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
+  Services (and Secrets) without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
+- With an ``agent_url`` (``inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
+  (``scheduler.engine.inplace``): ``put_agent_token`` writes the job's token into its Secret
+  (``kube/agent_secrets.py``), removed with its Service.
 All API calls go through ``kube/retry.Retrier`` (backoff on 5xx, 429, conflicts, timeouts). The executor
 connects lazily, at the first call, so building it opens nothing.
 """
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,36 +37,16 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.core.model import Node
 from scheduler.executors.base import ExecutorError, LaunchSpec, Observation
 from scheduler.executors.kube import names, podspec
+from scheduler.executors.kube.agent_secrets import AgentSecrets
 from scheduler.executors.kube.config import Connection, KubeSettings, connect
 from scheduler.executors.kube.inventory import Inventory
 from scheduler.executors.kube.logs import PodLogs
 from scheduler.executors.kube.reflector import Reflector
 from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists, status_of
-from scheduler.executors.kube.status import PodView, gone
+from scheduler.executors.kube.status import PodView, ReplicaRecord, identity
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-
-
-@dataclass
-class _Replica:
-    project: str
-    job: str
-    index: int
-    view: PodView
-    stop_requested: bool = False
-    gone: bool = False
-
-    def observation(self) -> Observation:
-        if self.gone:
-            return gone(self.view, deleted_by_tide=self.stop_requested)
-        return self.view.observation()
-
-
-def _identity(obj: Obj) -> tuple[str, str, int]:
-    labels = obj["metadata"].get("labels") or {}
-    index = labels.get(names.REPLICA, "")
-    return labels.get(names.PROJECT, ""), labels.get(names.JOB, ""), int(index) if index.isdigit() else -1
 
 
 class KubernetesExecutor:
@@ -84,12 +66,15 @@ class KubernetesExecutor:
         self.logs = PodLogs(self._core, lambda: self.namespace, self._timeout, data_dir)
         self._grace = grace_period
         self._connection = connection
-        self._replicas: dict[int, _Replica] = {}
+        self._replicas: dict[int, ReplicaRecord] = {}
         self._forgotten: set[str] = set()  # uids of pods whose replica was forgotten
         self._services: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
         self._start_lock = threading.Lock()
         self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS, settings.topology_key)
+        self.secrets = AgentSecrets(
+            self._core, lambda: self.namespace, self._timeout, self.retrier, self._to_dict
+        )
         self.pod_watch: Reflector | None = None
         self.node_watch: Reflector | None = None
 
@@ -97,6 +82,11 @@ class KubernetesExecutor:
     @property
     def real_gpus(self) -> bool:
         return False  # the device plugin chooses the devices inside each pod
+
+    @property
+    def inplace_restarts(self) -> bool:
+        """Job pods run Tide's agent: a torchrun job relaunches in place on a resize."""
+        return self.settings.agent_url is not None
 
     @property
     def connection(self) -> Connection:
@@ -115,6 +105,7 @@ class KubernetesExecutor:
             default_image=self.settings.default_image,
             grace_period=self._grace,
             checkpoint_claim=self.settings.checkpoint_claim,
+            agent_url=self.settings.agent_url,
         )
 
     def _core(self) -> client.CoreV1Api:
@@ -166,7 +157,7 @@ class KubernetesExecutor:
             self._connection.api_client.close()
 
     # watch callbacks --------------------------------------------------------------------------------
-    def _track(self, obj: Obj) -> _Replica | None:
+    def _track(self, obj: Obj) -> ReplicaRecord | None:
         """Fold a pod into its replica's record (caller holds the lock). Replica ids are reused by the
         store once a replica is forgotten, so a pod is matched by uid: a forgotten pod is ignored, and a
         second live pod claiming the same id (another Tide's, in the same namespace) is not adopted."""
@@ -182,8 +173,8 @@ class KubernetesExecutor:
                 return None
             record = None  # a new pod for a replica whose old pod is gone
         if record is None:
-            project, job, index = _identity(obj)
-            record = self._replicas[view.replica_id] = _Replica(project, job, index, view)
+            project, job, index = identity(obj)
+            record = self._replicas[view.replica_id] = ReplicaRecord(project, job, index, view)
         record.view = view
         return record
 
@@ -224,6 +215,13 @@ class KubernetesExecutor:
             labels = service["metadata"].get("labels") or {}
             if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
                 self._delete_service(service["metadata"]["name"])
+        if self.inplace_restarts:
+            self.secrets.remove_orphans(jobs)
+
+    def put_agent_token(self, project: str, job: str, token: str) -> None:
+        """The job's Secret holds ``token``: made now, or replaced (a job of the same name may have left one)."""
+        self._ensure_started()
+        self.secrets.put(podspec.secret_body(project, job, token, self.options))
 
     def observe(self) -> dict[int, Observation]:
         self._ensure_started()
@@ -328,6 +326,8 @@ class KubernetesExecutor:
         if not others:
             self._services.discard((record.project, record.job))
             self._delete_service(names.service_name(record.project, record.job))
+            if self.inplace_restarts:
+                self.secrets.delete(names.service_name(record.project, record.job))
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
         with self._lock:
@@ -376,7 +376,7 @@ class KubernetesExecutor:
             ),
         )
 
-    def _save_log(self, record: _Replica) -> None:
+    def _save_log(self, record: ReplicaRecord) -> None:
         self.logs.save(record.project, record.job, record.index, record.view.name, record.view.node)
 
     def _delete(self, what: str, call: Any) -> None:

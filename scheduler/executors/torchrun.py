@@ -131,6 +131,14 @@ class ReplicaLaunch:
         return replace(self, min_nodes=n, max_nodes=n, run_id=run_id)
 
 
+def shutdown_timeout(grace: float) -> int:
+    """The agent's grace for its workers after SIGTERM: inside the executor's own grace, so that the
+    agent (not a SIGKILL from the executor) ends the workers and the checkpoint is complete."""
+    if grace >= 10:
+        return int(grace - 5)
+    return max(1, int(grace / 2))
+
+
 def nproc_for(gpus_per_replica: int) -> int:
     """Workers per replica: one per GPU, or a single CPU worker for a replica without GPUs."""
     if gpus_per_replica < 0:

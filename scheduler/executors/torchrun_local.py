@@ -31,20 +31,13 @@ from scheduler.executors.torchrun import (
     nproc_for,
     replica_env,
     run_id_for,
+    shutdown_timeout,
 )
 
 HOST = "127.0.0.1"
 REPLICA_UID = "TIDE_REPLICA_UID"
 # What a launch must be for Tide's resize to work: these are Tide's, whatever the job's env says.
 _FORCED = ("PET_NNODES", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_RDZV_CONF", "PET_MAX_RESTARTS")
-
-
-def shutdown_timeout(grace: float) -> int:
-    """The agent's grace for its workers after SIGTERM: inside the executor's own grace, so that the
-    agent (not a SIGKILL from the executor) ends the workers and the checkpoint is complete."""
-    if grace >= 10:
-        return int(grace - 5)
-    return max(1, int(grace / 2))
 
 
 class TorchrunLaunches:

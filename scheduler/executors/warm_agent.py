@@ -3,9 +3,10 @@
 Contract: ``plan(args, env)`` takes torchrun's parsed arguments (its own parser, ``PET_*`` defaults applied)
 and the replica's environment, and returns a ``Launch`` when the launch is one this module runs exactly as
 torchrun's agent would run it for the training script: a fixed size (``--nnodes=N`` or ``N:N``), an integer
-``--nproc-per-node``, a ``host:port`` rendezvous endpoint, the replica's index (``TIDE_REPLICA_INDEX``) as its
-node rank, and none of torchrun's output options (``--log-dir``, ``--redirects``, ``--tee``,
-``--local-ranks-filter``, duplicate filters), ``--standalone``, ``--no-python``, ``--virtual-local-rank``,
+``--nproc-per-node``, a ``host:port`` rendezvous endpoint, the replica's node rank (``TIDE_NODE_RANK``, set by
+Tide's pod agent to the replica's rank in an in-place launch; else its index, ``TIDE_REPLICA_INDEX``), and
+none of torchrun's output options (``--log-dir``, ``--redirects``, ``--tee``, ``--local-ranks-filter``,
+duplicate filters), ``--standalone``, ``--no-python``, ``--virtual-local-rank``,
 ``--numa-binding``; and the job did not opt out (``TIDE_TORCHRUN_AGENT=torchrun``). Otherwise a sentence saying
 why not: the caller runs torchrun's own launcher.
 
@@ -36,6 +37,7 @@ from pathlib import Path
 from scheduler.executors.ports import free_port
 from scheduler.executors.trace import trace
 
+NODE_RANK = "TIDE_NODE_RANK"  # the replica's rank in an in-place launch (members ranked by index)
 OPT_OUT = "TIDE_TORCHRUN_AGENT"  # "torchrun": run torchrun's own agent (rendezvous, fork server)
 STOPPED_EXIT = 143
 FAILED_EXIT = 1
@@ -85,9 +87,10 @@ def plan(args: Namespace, env: Mapping[str, str]) -> Launch | str:
     nnodes = str(args.nnodes).split(":")
     if len(nnodes) > 2 or len(set(nnodes)) != 1 or not nnodes[0].isdigit():
         return f"--nnodes={args.nnodes} is not a fixed size"
-    index, size = env.get("TIDE_REPLICA_INDEX", ""), int(nnodes[0])
+    name = NODE_RANK if NODE_RANK in env else "TIDE_REPLICA_INDEX"
+    index, size = env.get(name, ""), int(nnodes[0])
     if not index.isdigit() or not 0 <= int(index) < size:
-        return f"TIDE_REPLICA_INDEX={index!r} is not a node rank below {size}"
+        return f"{name}={index!r} is not a node rank below {size}"
     if not str(args.nproc_per_node).isdigit() or int(args.nproc_per_node) < 1:
         return f"--nproc-per-node={args.nproc_per_node} is not a positive integer"
     host, _, port = str(args.rdzv_endpoint or "").rpartition(":")

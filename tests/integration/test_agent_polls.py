@@ -158,6 +158,10 @@ def test_wrong_token_or_replica_is_a_clear_4xx(service: RunningService) -> None:
     assert "has no replica 999999" in unknown.json()["detail"]
     bad = _poll(service, "a", ids[1], state="sleeping")
     assert bad.status_code == 422
+    _poll(service, "a", ids[1], state="warm", checkpointed_at=1_800_000_100.5)
+    _poll(service, "a", ids[0], state="warm", checkpointed_at=1_800_000_000.0)  # older: the newest is kept
+    assert client.job("a", "a").checkpointed_at is not None
+    assert client.job("a", "a").checkpointed_at.timestamp() == 1_800_000_100.5  # the job's progress
     client.delete_job("a", "a")
     wait_for(lambda: client.job("a", "a").status != "running", what="a ends")
     over = _poll(service, "a", ids[0], state="running")

@@ -111,6 +111,7 @@ def test_rbac_is_least_privilege(base: list[dict[str, Any]]) -> None:
         (("",), ("pods",)): ["create", "delete", "get", "list", "watch"],
         (("",), ("pods/log",)): ["get"],
         (("",), ("services",)): ["create", "delete", "get", "list"],
+        (("",), ("secrets",)): ["create", "delete", "get", "list", "update"],  # jobs' agent tokens
     }
     nodes = by_kind(base, "ClusterRole")["tide-read-nodes"]["rules"]
     assert nodes == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
@@ -136,6 +137,8 @@ def test_the_deployment_runs_the_kubernetes_executor_in_the_jobs_namespace(
     assert env["TIDE_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "tide", "key": "database-url"}
     assert env["TIDE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "admin-token"
     assert float(env["TIDE_GRACE_PERIOD"]["value"]) >= 35  # torchrun's shutdown timeout (30 s) + 5 s
+    service = by_kind(base, "Service")["tide"]["metadata"]  # job pods' agents reach the service there
+    assert env["TIDE_AGENT_URL"]["value"] == f"http://{service['name']}.{service['namespace']}.svc"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

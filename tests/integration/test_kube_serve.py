@@ -7,6 +7,7 @@ the other executor are refused with exit 2 and a message that says what to fix.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -17,11 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 from kubefake import FakeKubeApi
-from kubefake.harness import NAMESPACE, wait_for
+from kubefake.harness import NAMESPACE, kube_executor, wait_for
 from typer.testing import CliRunner
 
 from api.cli.main import app
 from api.client import TideClient
+from scheduler.executors.base import LaunchSpec
+from scheduler.executors.kube import names
 from scheduler.executors.ports import free_port
 
 TOKEN = "kube-serve-test-token"
@@ -103,3 +106,32 @@ def test_serve_refuses_what_cannot_work(api: FakeKubeApi, tmp_path: Path) -> Non
     assert "--namespace only apply to --executor kubernetes" in out
     out = _refused(tmp_path, "--executor", "slurm")
     assert "unknown executor 'slurm'; available: local, kubernetes" in out
+
+
+def test_a_torchrun_jobs_agent_token_lives_in_its_secret_and_leaves_with_its_pods(
+    api: FakeKubeApi, tmp_path: Path
+) -> None:
+    executor = kube_executor(api, tmp_path, agent_url="http://tide.tide.svc")
+    assert executor.inplace_restarts
+    secret = names.service_name("a", "train")
+
+    def token() -> str | None:
+        found = [s for s in api.store.items("secrets") if s["metadata"]["name"] == secret]
+        return base64.b64decode(found[0]["data"]["agent-token"]).decode() if found else None
+
+    try:
+        executor.put_agent_token("a", "train", "first")
+        executor.put_agent_token("a", "train", "second")  # a later job of the same name: replaced
+        assert token() == "second"
+        spec = LaunchSpec(replica_id=7, project="a", job="train", index=0, node="gpu-0", gpu_ids=(0,),
+                          argv=("torchrun", "train.py"), env={"TIDE_JOB_ID": "3"}, image="img")  # fmt: skip
+        executor.start(spec)
+        pod = wait_for(lambda: api.pods(NAMESPACE, "tide.dev/job=train"), what="the pod")[0]
+        assert pod["spec"]["containers"][0]["command"][:3] == ["tide", "agent", "--"]
+        executor.forget(7)
+        wait_for(lambda: token() is None, what="the Secret to leave with the job's last pod")
+        executor.put_agent_token("b", "left-over", "x")  # a job whose pods are gone: adopt removes it
+        executor.adopt()
+        assert not [s for s in api.store.items("secrets") if "left-over" in s["metadata"]["name"]]
+    finally:
+        executor.close()

@@ -8,6 +8,13 @@ scheduler never over-allocates GPUs. A pod being deleted with a grace period get
 after ``sigterm_seconds`` (the pod's own value if ``ignore_sigterm`` set one; at the end of the grace
 it is killed, 137), its status is written, then the object is removed. ``finish`` ends a container as
 if its process exited. Nodes are built with ``node_object`` and changed with ``set_node``.
+
+With a ``ProcessRuntime`` (``processes.py``) the containers are real processes instead: an admitted pod's
+process is started (the pod stays Pending, container ``waiting``, while its config cannot be resolved, a
+missing Secret say, and holds its GPUs meanwhile as a real admitted pod does; a program that cannot be
+executed fails the pod with ``StartError``, 128), runs on 127.0.0.1, and its exit is the container's;
+a graceful delete signals it for real (see ``ProcessRuntime.stopping``); a pod removed at once or
+``finish``-ed has its process killed.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from kubefake.processes import ContainerConfigError, ProcessRuntime, World, pod_key, waiting_status
 from kubefake.store import ApiError, Obj, Store, now_rfc3339
 
 GPU = "nvidia.com/gpu"
@@ -64,11 +72,20 @@ def _terminal(pod: Obj) -> bool:
     return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _holds_gpus(pod: Obj) -> bool:
+    """Running, or admitted and waiting for its container (only the process kubelet has such pods)."""
+    phase = pod["status"].get("phase")
+    return phase == "Running" or (phase == "Pending" and bool(pod["status"].get("containerStatuses")))
+
+
 class Kubelets:
     """Every node's kubelet, as one thread over the store."""
 
-    def __init__(self, store: Store, *, sigterm_seconds: float = 0.05) -> None:
+    def __init__(
+        self, store: Store, *, sigterm_seconds: float = 0.05, processes: ProcessRuntime | None = None
+    ) -> None:
         self.store = store
+        self.processes = processes
         self.sigterm_seconds = sigterm_seconds
         self.deleting: dict[tuple[str, str], tuple[float, float]] = {}  # pod -> (monotonic start, grace)
         self.slow_to_stop: dict[tuple[str, str], float] = {}
@@ -85,12 +102,17 @@ class Kubelets:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        if self.processes is not None:
+            self.processes.kill_all()
 
     def _run(self) -> None:
         while not self._stop.wait(0.01):
             with self._lock:
-                for pod in self.store.items("pods"):
+                pods = self.store.items("pods")
+                for pod in pods:
                     self._step(pod)
+                if self.processes is not None:
+                    self.processes.reap({pod_key(p) for p in pods if not _terminal(p)})
 
     def _step(self, pod: Obj) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -99,6 +121,8 @@ class Kubelets:
                 self._terminate(ns, name, pod)
             elif pod["status"].get("phase") == "Pending" and pod["spec"].get("nodeName"):
                 self._admit(ns, name, pod)
+            elif pod["status"].get("phase") == "Running" and self.processes is not None:
+                self._check_exit(ns, name, pod)
         except ApiError:
             pass  # deleted meanwhile
 
@@ -114,37 +138,76 @@ class Kubelets:
             c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"]
         ):
             return  # no kubelet to run it yet: the pod stays Pending
-        capacity = int(node["status"]["allocatable"].get(GPU, 0))
-        used = sum(
-            pod_gpus(p)
-            for p in self.store.items("pods")
-            if p["spec"].get("nodeName") == node["metadata"]["name"] and p["status"].get("phase") == "Running"
-        )
-        wanted = pod_gpus(pod)
-        if used + wanted > capacity:
-            message = (
-                f"Pod was rejected: Node didn't have enough resource: {GPU}, requested: {wanted}, "
-                f"used: {used}, capacity: {capacity}"
-            )
-            self.rejected.append(f"{ns}/{name}: {message}")
-            self.store.update("pods", ns, name, lambda p: p["status"].update(self._rejected(message)))
+        if not _holds_gpus(pod) and not self._fits(ns, name, pod, node):
+            return
+        if self.processes is not None:
+            self._launch(ns, name, pod, self.processes)
             return
         self._next_ip += 1
         ip = f"10.244.0.{self._next_ip}"
         self.logs.setdefault((ns, name), []).append(f"fake kubelet: started on {node['metadata']['name']}")
         self.store.update("pods", ns, name, lambda p: p["status"].update(self._running(p, ip)))
 
+    def _fits(self, ns: str, name: str, pod: Obj, node: Obj) -> bool:
+        """Admission: the pod's GPUs fit next to those held on the node, or the pod is rejected."""
+        capacity = int(node["status"]["allocatable"].get(GPU, 0))
+        used = sum(
+            pod_gpus(p)
+            for p in self.store.items("pods")
+            if p["spec"].get("nodeName") == node["metadata"]["name"] and _holds_gpus(p)
+        )
+        wanted = pod_gpus(pod)
+        if used + wanted <= capacity:
+            return True
+        message = (
+            f"Pod was rejected: Node didn't have enough resource: {GPU}, requested: {wanted}, "
+            f"used: {used}, capacity: {capacity}"
+        )
+        self.rejected.append(f"{ns}/{name}: {message}")
+        self.store.update("pods", ns, name, lambda p: p["status"].update(self._rejected(message)))
+        return False
+
+    def _launch(self, ns: str, name: str, pod: Obj, processes: ProcessRuntime) -> None:
+        world = World(self.store.items("services"), lambda secret: self._secret(ns, secret))
+        try:
+            processes.start(pod, world)
+        except ContainerConfigError as error:
+            status = waiting_status(pod, error.reason, error.message)
+            if status is not None:
+                self.store.update("pods", ns, name, lambda p: p["status"].update(status))
+            return
+        except OSError as error:  # the program cannot be executed: the container never starts
+            failed = terminated_status(pod, 128, reason="StartError", message=str(error))
+            self.store.update("pods", ns, name, lambda p: p["status"].update(failed))
+            return
+        self.logs.setdefault((ns, name), []).append(f"fake kubelet: started {name} as a process")
+        self.store.update(
+            "pods", ns, name, lambda p: p["status"].update(self._running(p, "127.0.0.1", "127.0.0.1"))
+        )
+
+    def _secret(self, ns: str, name: str) -> Obj | None:
+        try:
+            return self.store.get("secrets", ns, name)
+        except ApiError:
+            return None
+
+    def _check_exit(self, ns: str, name: str, pod: Obj) -> None:
+        assert self.processes is not None
+        code = self.processes.exit_code(pod)
+        if code is not None:
+            self.store.update("pods", ns, name, lambda p: p["status"].update(terminated_status(p, code)))
+
     @staticmethod
     def _rejected(message: str) -> Obj:
         return {"phase": "Failed", "reason": f"OutOf{GPU}", "message": message}
 
     @staticmethod
-    def _running(pod: Obj, ip: str) -> Obj:
+    def _running(pod: Obj, ip: str, host_ip: str = "192.168.0.1") -> Obj:
         started = now_rfc3339()
         return {
             "phase": "Running",
             "podIP": ip,
-            "hostIP": "192.168.0.1",
+            "hostIP": host_ip,
             "startTime": started,
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": started}],
             "containerStatuses": [
@@ -171,12 +234,21 @@ class Kubelets:
             key, (time.monotonic(), float(pod["metadata"].get("deletionGracePeriodSeconds", 30)))
         )
         elapsed = time.monotonic() - started
+        if self.processes is not None and self.processes.knows(pod):
+            code = self.processes.stopping(pod, elapsed, grace)
+        else:
+            code = self._simulated_exit(key, elapsed, grace)
+        if code is None:
+            return
+        self.store.update("pods", ns, name, lambda p: p["status"].update(terminated_status(p, code)))
+        self.deleting.pop(key, None)
+        self.store.remove("pods", ns, name)
+
+    def _simulated_exit(self, key: tuple[str, str], elapsed: float, grace: float) -> int | None:
         exits_after = self.slow_to_stop.get(key, self.sigterm_seconds)
-        if elapsed >= exits_after or elapsed >= grace:
-            code = 143 if elapsed >= exits_after and exits_after <= grace else 137
-            self.store.update("pods", ns, name, lambda p: p["status"].update(terminated_status(p, code)))
-            self.deleting.pop(key, None)
-            self.store.remove("pods", ns, name)
+        if elapsed < exits_after and elapsed < grace:
+            return None
+        return 143 if elapsed >= exits_after and exits_after <= grace else 137
 
     def finish(self, ns: str, name: str, exit_code: int) -> None:
         """The pod's container exits with ``exit_code`` (restartPolicy Never: the pod is done)."""
@@ -184,16 +256,23 @@ class Kubelets:
             self.store.update("pods", ns, name, lambda p: p["status"].update(terminated_status(p, exit_code)))
 
 
-def terminated_status(pod: Obj, code: int) -> dict[str, Any]:
+def terminated_status(pod: Obj, code: int, *, reason: str | None = None, message: str = "") -> dict[str, Any]:
     finished = now_rfc3339()
     statuses = []
-    for status in pod["status"].get("containerStatuses", []):
+    for status in pod["status"].get("containerStatuses") or (_never_ran(pod) if reason else []):
         started = status.get("state", {}).get("running", {}).get("startedAt", finished)
         terminated = {
             "exitCode": code,
-            "reason": "Completed" if code == 0 else "Error",
+            "reason": reason or ("Completed" if code == 0 else "Error"),
             "startedAt": started,
             "finishedAt": finished,
+            **({"message": message} if message else {}),
         }
         statuses.append({**status, "ready": False, "started": False, "state": {"terminated": terminated}})
     return {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": statuses}
+
+
+def _never_ran(pod: Obj) -> list[Obj]:
+    """Statuses for containers that never ran (``StartError``): there were none to update."""
+    blank = {"imageID": "", "ready": False, "restartCount": 0, "started": False, "state": {}}
+    return [{"name": c["name"], "image": c["image"], **blank} for c in pod["spec"]["containers"]]

@@ -2,8 +2,9 @@
 
 Contract: ``FakeKubeApi().start()`` serves on a free port of 127.0.0.1 (``url``); ``kubeconfig(path)``
 writes a kubeconfig pointing at it, so the real client is configured as it would be for a cluster.
-Served (core/v1 only): nodes (list, get, watch), pods and services in any namespace (list, get, create,
-delete, watch), and ``pods/{name}/log``. Lists carry ``metadata.resourceVersion``; ``?watch=true``
+Served (core/v1 only): nodes (list, get, watch), pods, services and secrets in any namespace (list, get,
+create, delete, watch; secrets also PUT and merge PATCH, ``stringData`` folded into ``data``: see
+``secrets.py``), and ``pods/{name}/log``. Lists carry ``metadata.resourceVersion``; ``?watch=true``
 streams newline-delimited ``{"type", "object"}`` events with chunked encoding from the given
 ``resourceVersion`` (or synthetic ADDED events without one) until ``timeoutSeconds``; a
 resourceVersion older than the last ``compact()`` gets an ``ERROR`` event carrying a 410 ``Expired``
@@ -16,35 +17,45 @@ Test controls: ``requests`` (every request, in order), ``fail(...)`` (inject a s
 into the next matching requests), ``drop_watches()`` (cut every open watch connection mid-stream),
 ``refuse_watches(code)`` (new watches fail until ``refuse_watches(None)``), ``compact()``, and the
 node/pod helpers below. It is a fake: no scheduler, no controllers, no authentication, no RBAC.
+
+Process mode: ``FakeKubeApi(processes=ProcessOptions(work_dir=..., base_env={...}))`` runs each admitted
+pod's container as a real local process (``processes.py``; the image is ignored, ``base_env`` plays its
+environment; how env, Service names and volume mounts are mapped is in ``containers.py``), serves the
+process's output as the pod's log, and ``stop()`` kills every process it started. Off by default.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import re
-import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
 from kubefake.faults import Fault, Request
+from kubefake.handler import handler_for
 from kubefake.kubelet import Kubelets, node_object
+from kubefake.processes import ProcessOptions, ProcessRuntime
+from kubefake.secrets import merge_patched, replaced, stored_secret
 from kubefake.store import ApiError, Obj, Store, now_rfc3339, parse_selector
 from kubefake.validate import validated
 
 ROUTES = [
     (re.compile(r"^/api/v1/nodes$"), "nodes", False),
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "nodes", True),
-    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services)$"), None, False),
-    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services)/(?P<name>[^/]+)$"), None, True),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets)$"), None, False),
+    (
+        re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets)/(?P<name>[^/]+)$"),
+        None,
+        True,
+    ),
 ]
+LIST_KINDS = {"nodes": "NodeList", "pods": "PodList", "services": "ServiceList", "secrets": "SecretList"}
 LOG_ROUTE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")
 
 
@@ -55,17 +66,21 @@ class _Watches:
 
 
 class FakeKubeApi:
-    """The server, its store, its kubelets and the test controls."""
+    """The server, its store, its kubelets and the test controls; ``processes`` turns on process mode."""
 
-    def __init__(self, *, sigterm_seconds: float = 0.05) -> None:
+    def __init__(self, *, sigterm_seconds: float = 0.05, processes: ProcessOptions | None = None) -> None:
         self.store = Store()
-        self.kubelets = Kubelets(self.store, sigterm_seconds=sigterm_seconds)
+        self.processes = ProcessRuntime(processes) if processes is not None else None
+        self.kubelets = Kubelets(self.store, sigterm_seconds=sigterm_seconds, processes=self.processes)
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
+        self.on_request: Callable[[Request], None] | None = (
+            None  # called with each request before it is served
+        )
         self.watches = _Watches()
         self._lock = threading.Lock()
         self._stopping = False
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(self))
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="kubefake", daemon=True)
@@ -169,6 +184,9 @@ class FakeKubeApi:
 
     # request handling -------------------------------------------------------------------------------
     def fault_for(self, request: Request) -> Fault | None:
+        hook = self.on_request
+        if hook is not None:
+            hook(request)  # before the request is carried out: a test may crash the client here
         with self._lock:
             self.requests.append(request)
             for fault in self.faults:
@@ -198,17 +216,18 @@ class FakeKubeApi:
             items, rv = self.store.list(
                 resource, ns if resource != "nodes" else None, query.get("labelSelector")
             )
-            kind = {"nodes": "NodeList", "pods": "PodList", "services": "ServiceList"}[resource]
             return 200, {
-                "kind": kind,
+                "kind": LIST_KINDS[resource],
                 "apiVersion": "v1",
                 "metadata": {"resourceVersion": str(rv)},
                 "items": items,
             }
-        if method == "POST" and resource in ("pods", "services"):
+        if method == "POST" and resource != "nodes":
             obj = validated(resource, ns, body)
             if resource == "pods":
                 obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            if resource == "secrets":
+                obj = stored_secret(obj)
             return 201, self.store.create(resource, ns, obj)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {resource}")
 
@@ -220,8 +239,10 @@ class FakeKubeApi:
             return 200, self.store.get(resource, ns, name)
         if method == "DELETE" and resource == "pods":
             return 200, self._delete_pod(ns, name, query, body)
-        if method == "DELETE" and resource == "services":
+        if method == "DELETE" and resource in ("services", "secrets"):
             return 200, self.store.remove(resource, ns, name)  # the API answers with the deleted object
+        if method in ("PUT", "PATCH") and resource == "secrets":
+            return 200, self._replace_secret(method, ns, name, body)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {resource}/{name}")
 
     def _delete_pod(self, ns: str, name: str, query: dict[str, str], body: Obj | None) -> Obj:
@@ -250,13 +271,40 @@ class FakeKubeApi:
 
         return self.store.update("pods", ns, name, mark)
 
+    def _replace_secret(self, method: str, ns: str, name: str, body: Obj | None) -> Obj:
+        old = self.store.get("secrets", ns, name)
+        new = validated("secrets", ns, merge_patched(old, body) if method == "PATCH" else body)
+        if new["metadata"].get("name") != name:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the name of the object ({new['metadata'].get('name')}) does not match the name on the URL ({name})",
+            )
+        content = replaced(old, new)
+        # the check and the write are not one transaction: fine for a fake with one writer per test
+        return self.store.update("secrets", ns, name, lambda s: (s.clear(), s.update(content)))
+
     def _log(self, ns: str, name: str, query: dict[str, str]) -> str:
-        self.store.get("pods", ns, name)
-        lines = self.kubelets.logs.get((ns, name), [])
+        pod = self.store.get("pods", ns, name)
+        if self.processes is not None:
+            text = self.processes.log_text(ns, name)
+            if text is None:
+                raise ApiError(400, "BadRequest", _waiting_message(pod))
+            lines = text.splitlines()
+        else:
+            lines = self.kubelets.logs.get((ns, name), [])
         if "tailLines" in query:
             lines = lines[-int(query["tailLines"]) :] if int(query["tailLines"]) > 0 else []
         text = "".join(f"{line}\n" for line in lines)
         return text[-int(query["limitBytes"]) :] if "limitBytes" in query else text
+
+    def watch_target(self, path: str) -> tuple[str, str | None]:
+        """The resource and namespace (None: all) a watch on ``path`` streams; 404 for anything else."""
+        for pattern, fixed, named in ROUTES:
+            match = pattern.match(path)
+            if match is not None and not named:
+                return fixed or match["res"], match.groupdict().get("ns")
+        raise ApiError(404, "NotFound", f"cannot watch {path}")
 
     def watch_events(self, resource: str, ns: str | None, query: dict[str, str], write: Any) -> None:
         """Stream events until the timeout, a drop, or the server stops. ``write(line)`` sends one."""
@@ -294,90 +342,9 @@ class FakeKubeApi:
                 cursor = event.rv
 
 
-def _handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _request(self) -> tuple[Request, Obj | None]:
-            parts = urlsplit(self.path)
-            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            body = json.loads(raw) if raw else None
-            return Request(self.command, parts.path, query, copy.deepcopy(body)), body
-
-        def _dispatch(self) -> None:
-            request, body = self._request()
-            fault = api.fault_for(request)
-            try:
-                if fault is not None and fault.code is not None:
-                    time.sleep(fault.delay)
-                    raise ApiError(
-                        fault.code,
-                        fault.reason,
-                        f"injected by the test: {fault.code}",
-                        retry_after=fault.retry_after,
-                    )
-                if request.watch:
-                    self._watch(request)
-                    return
-                code, answer = api.handle(request, body)
-                if fault is not None:
-                    time.sleep(fault.delay)  # carried out, answered late: the client times out
-            except ApiError as error:
-                self._send(error.code, error.status(), retry_after=error.retry_after)
-                return
-            self._send(code, answer)
-
-        do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _dispatch
-
-        def _send(self, code: int, answer: Obj | str, retry_after: int | None = None) -> None:
-            text = answer if isinstance(answer, str) else json.dumps(answer)
-            data = text.encode()
-            try:
-                self.send_response(code)
-                self.send_header(
-                    "Content-Type", "text/plain" if isinstance(answer, str) else "application/json"
-                )
-                self.send_header("Content-Length", str(len(data)))
-                if retry_after is not None:
-                    self.send_header("Retry-After", str(retry_after))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:
-                self.close_connection = True
-
-        def _watch(self, request: Request) -> None:
-            if api.watches.refusal is not None:
-                raise ApiError(api.watches.refusal, "ServiceUnavailable", "watches are refused by the test")
-            match = next(
-                (p.match(request.path) for p, _, named in ROUTES if not named and p.match(request.path)), None
-            )
-            if match is None:
-                raise ApiError(404, "NotFound", f"cannot watch {request.path}")
-            groups = match.groupdict()
-            resource = groups.get("res") or "nodes"
-            ns = groups.get("ns")
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-
-            def write(event: Obj) -> None:
-                line = (json.dumps(event) + "\n").encode()
-                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
-                self.wfile.flush()
-
-            self.close_connection = True
-            try:
-                api.watch_events(resource, ns, request.query, write)
-                self.wfile.write(b"0\r\n\r\n")  # the server ends the watch cleanly (its timeout)
-            except ConnectionAbortedError:
-                self.connection.shutdown(socket.SHUT_RDWR)  # mid-stream, no final chunk: a broken connection
-            except OSError:
-                pass
-
-    return Handler
+def _waiting_message(pod: Obj) -> str:
+    """What a real API server answers for the log of a container that has not started."""
+    container = pod["spec"]["containers"][0]["name"]
+    statuses = pod["status"].get("containerStatuses") or [{}]
+    reason = statuses[0].get("state", {}).get("waiting", {}).get("reason", "ContainerCreating")
+    return f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to start: {reason}'

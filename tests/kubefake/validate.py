@@ -1,7 +1,8 @@
 """What the fake API server checks on create: the Kubernetes JSON schema (strict) and object names.
 
 Contract: ``validated(resource, ns, body)`` returns the body with ``apiVersion``/``kind`` filled in, or
-raises ``ApiError`` 400/422 with a Status message as a real API server words it (roughly).
+raises ``ApiError`` 400/422 with a Status message as a real API server words it (roughly). Pods and
+Services are named by a DNS-1123 label, Secrets by a DNS-1123 subdomain.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from kubefake.store import ApiError, Obj
 
 SCHEMA_VERSION = "1.30"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+KINDS = {"pods": "Pod", "services": "Service", "secrets": "Secret"}
 
 
 def validated(resource: str, ns: str, body: Obj | None) -> Obj:
     """What the API server checks on create that matters here: the schema (strict) and names."""
     if not isinstance(body, dict):
         raise ApiError(400, "BadRequest", "the request body is not a JSON object")
-    kind = {"pods": "Pod", "services": "Service"}[resource]
+    kind = KINDS[resource]
     body.setdefault("apiVersion", "v1")
     body.setdefault("kind", kind)
     if body["kind"] != kind:
@@ -31,7 +34,12 @@ def validated(resource: str, ns: str, body: Obj | None) -> Obj:
         raise ApiError(422, "Invalid", f"{kind} is invalid: {str(error).splitlines()[0]}") from error
     meta = body.get("metadata") or {}
     name = meta.get("name", "")
-    if not DNS_LABEL.match(name) or len(name) > 63:
+    if kind == "Secret":
+        if not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+            raise ApiError(
+                422, "Invalid", f'{kind} "{name}" is invalid: metadata.name: must be a DNS-1123 subdomain'
+            )
+    elif not DNS_LABEL.match(name) or len(name) > 63:
         raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid: metadata.name: must be a DNS-1123 label')
     if meta.get("namespace") not in (None, ns):
         raise ApiError(

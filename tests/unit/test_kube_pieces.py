@@ -106,9 +106,42 @@ def test_a_checkpoint_claim_is_mounted_and_an_image_is_required() -> None:
     assert body["spec"]["volumes"] == [
         {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}}
     ]
-    assert env_map(body)["TIDE_CHECKPOINT_DIR"] == "/tide/checkpoints/vision/resnet"
+    assert env_map(body)["TIDE_CHECKPOINT_DIR"] == "/tide/checkpoints/vision/resnet-0"
+    again = podspec.pod_body(spec(env={"TIDE_JOB_ID": "41", "TIDE_NUM_REPLICAS": "3"}), options)
+    assert (
+        env_map(again)["TIDE_CHECKPOINT_DIR"] == "/tide/checkpoints/vision/resnet-41"
+    )  # never an older job's
     with pytest.raises(ValueError, match="no image"):
         podspec.pod_body(spec(), podspec.PodOptions(namespace="ns"))
+
+
+def test_with_an_agent_url_a_torchrun_pod_runs_tides_agent_with_its_jobs_token() -> None:
+    options = podspec.PodOptions(namespace="ns", default_image="img", agent_url="http://tide.tide.svc")
+    body = podspec.pod_body(spec(), options)
+    kubernetes_validate.validate(body, "1.30", strict=True)
+    container = body["spec"]["containers"][0]
+    assert container["command"] == ["tide", "agent", "--", "torchrun", "train.py", "--lr", "0.1"]
+    env = env_map(body)
+    assert env["TIDE_AGENT_URL"] == "http://tide.tide.svc" and env["TIDE_REPLICA_ID"] == "17"
+    assert env["PET_SHUTDOWN_TIMEOUT"] == "25"  # inside the pod's grace of 30 s: the agent ends its workers
+    short = env_map(podspec.pod_body(spec(), options, grace=8))
+    assert short["PET_SHUTDOWN_TIMEOUT"] == "4"
+    secret = names.service_name("vision", "resnet")
+    assert env["TIDE_AGENT_TOKEN"] == {"secretKeyRef": {"name": secret, "key": "agent-token"}}
+    plain = podspec.pod_body(spec(argv=("python", "serve.py")), options)["spec"]["containers"][0]
+    assert plain["command"] == ["python", "serve.py"] and "TIDE_AGENT_URL" not in env_map(
+        podspec.pod_body(spec(argv=("python", "serve.py")), options)
+    )  # not a torchrun job: nothing to relaunch, the command runs as given
+    without = podspec.pod_body(spec(), OPTIONS)["spec"]["containers"][0]
+    assert without["command"][0] == "torchrun"  # no agent URL: the pod runs the command itself
+
+
+def test_the_jobs_secret_holds_its_agent_token() -> None:
+    body = podspec.secret_body("vision", "resnet", "s3cret", OPTIONS)
+    kubernetes_validate.validate(body, "1.30", strict=True)
+    assert body["metadata"]["name"] == names.service_name("vision", "resnet")
+    assert body["stringData"] == {"agent-token": "s3cret"}
+    assert body["metadata"]["labels"][names.MANAGED_BY] == names.MANAGER
 
 
 def test_the_headless_service_selects_the_master() -> None:

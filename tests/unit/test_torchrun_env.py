@@ -18,9 +18,9 @@ from scheduler.executors.torchrun import (
     rdzv_conf,
     replica_env,
     run_id_for,
+    shutdown_timeout,
     uses_torchrun,
 )
-from scheduler.executors.torchrun_local import shutdown_timeout
 
 
 def launch(**overrides: object) -> ReplicaLaunch:

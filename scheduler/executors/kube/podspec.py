@@ -9,7 +9,11 @@ from the job's grace period, the labels of ``names``, no service-account token a
 Service (port kept), ``PET_LOCAL_ADDR`` is the pod's own IP (Downward API), ``TIDE_MASTER_ADDR`` the
 Service's name. When the engine set no torchrun settings, the torchrun defaults of
 ``executors/torchrun.py`` are added: a fixed-size rendezvous of ``TIDE_NUM_REPLICAS`` with a run id per
-``TIDE_GENERATION``. Values are escaped so Kubernetes never expands a ``$(...)`` in them.
+``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID``, and an agent's shutdown timeout
+inside the pod's grace period (the agent, not the kubelet's SIGKILL, ends the workers). Values are escaped so Kubernetes
+never expands a ``$(...)`` in them. With an ``agent_url``, a torchrun job's pod runs Tide's agent
+(``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.executors.pod_agent``) and gets
+``TIDE_AGENT_URL``, ``TIDE_REPLICA_ID`` and ``TIDE_AGENT_TOKEN`` from the job's Secret (``secret_body``).
 """
 
 from __future__ import annotations
@@ -21,12 +25,22 @@ from typing import Any
 
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube import names
-from scheduler.executors.torchrun import ReplicaLaunch, nproc_for, replica_env, run_id_for
+from scheduler.executors.torchrun import (
+    RendezvousTuning,
+    ReplicaLaunch,
+    nproc_for,
+    replica_env,
+    run_id_for,
+    shutdown_timeout,
+    uses_torchrun,
+)
 
 Body = dict[str, Any]
 POD_IP = "TIDE_POD_IP"
 CONTAINER = "replica"
 CHECKPOINT_MOUNT = "/tide/checkpoints"
+AGENT_TOKEN_KEY = "agent-token"
+AGENT_COMMAND = ("tide", "agent", "--")
 DEFAULT_TOLERATIONS: tuple[Mapping[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
@@ -45,6 +59,7 @@ class PodOptions:
     tolerations: tuple[Mapping[str, str], ...] = DEFAULT_TOLERATIONS
     image_pull_policy: str = "IfNotPresent"
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    agent_url: str | None = None  # where job pods reach the service: torchrun jobs then run Tide's agent
 
 
 def _escape(value: str) -> str:
@@ -53,7 +68,7 @@ def _escape(value: str) -> str:
 
 
 def _torchrun_defaults(
-    spec: LaunchSpec, env: Mapping[str, str], host: str, options: PodOptions
+    spec: LaunchSpec, env: Mapping[str, str], host: str, options: PodOptions, grace: float
 ) -> dict[str, str]:
     replicas = max(int(env.get("TIDE_NUM_REPLICAS", "1")), spec.index + 1)
     launch = ReplicaLaunch(
@@ -65,10 +80,31 @@ def _torchrun_defaults(
         rdzv_port=options.rendezvous_port,
         min_nodes=replicas,
         max_nodes=replicas,
-        checkpoint_dir=f"{CHECKPOINT_MOUNT}/{spec.project}/{spec.job}",
+        checkpoint_dir=checkpoint_dir(spec),
         nproc_per_node=nproc_for(len(spec.gpu_ids)),
+        tuning=RendezvousTuning(shutdown_timeout_s=shutdown_timeout(grace)),
     )
     return replica_env(launch)
+
+
+def checkpoint_dir(spec: LaunchSpec) -> str:
+    """``/tide/checkpoints/PROJECT/JOB-ID``: one job's, never a later job's of the same name."""
+    return f"{CHECKPOINT_MOUNT}/{spec.project}/{spec.job}-{spec.env.get('TIDE_JOB_ID', '0')}"
+
+
+def runs_agent(spec: LaunchSpec, options: PodOptions) -> bool:
+    """Whether this replica's pod runs Tide's agent: a torchrun job, with an agent URL configured."""
+    return options.agent_url is not None and uses_torchrun(spec.argv)
+
+
+def agent_env(spec: LaunchSpec, options: PodOptions) -> list[Body]:
+    """How the agent reaches the service: its URL, the job's token (from the job's Secret), its replica."""
+    secret = {"name": names.service_name(spec.project, spec.job), "key": AGENT_TOKEN_KEY}
+    return [
+        {"name": "TIDE_AGENT_URL", "value": _escape(options.agent_url or "")},
+        {"name": "TIDE_AGENT_TOKEN", "valueFrom": {"secretKeyRef": secret}},
+        {"name": "TIDE_REPLICA_ID", "value": str(spec.replica_id)},
+    ]
 
 
 def _port(endpoint: str | None, default: int) -> int:
@@ -79,12 +115,13 @@ def _port(endpoint: str | None, default: int) -> int:
     return default
 
 
-def pod_env(spec: LaunchSpec, options: PodOptions) -> list[Body]:
+def pod_env(spec: LaunchSpec, options: PodOptions, grace: float | None = None) -> list[Body]:
     """The container's ``env``: the pod's IP first (later values refer to it), then the rest by name."""
     host = names.service_host(spec.project, spec.job, options.namespace)
     env = dict(spec.env)
     if "PET_NNODES" not in env:
-        env = {**_torchrun_defaults(spec, env, host, options), **env}
+        pod_grace = options.grace_period if grace is None else grace
+        env = {**_torchrun_defaults(spec, env, host, options, pod_grace), **env}
     env["PET_RDZV_ENDPOINT"] = f"{host}:{_port(env.get('PET_RDZV_ENDPOINT'), options.rendezvous_port)}"
     env["TIDE_MASTER_ADDR"] = host
     env.pop("PET_LOCAL_ADDR", None)
@@ -103,12 +140,13 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
     image = spec.image or options.default_image
     if not image:
         raise ValueError("the job has no image and the service has no default image (--default-image)")
+    agent = runs_agent(spec, options)
     container: Body = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": options.image_pull_policy,
-        "command": list(spec.argv),
-        "env": pod_env(spec, options),
+        "command": [*AGENT_COMMAND, *spec.argv] if agent else list(spec.argv),
+        "env": pod_env(spec, options, grace) + (agent_env(spec, options) if agent else []),
     }
     gpus = len(spec.gpu_ids)
     if gpus:
@@ -138,6 +176,21 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
             "annotations": {names.GPU_IDS: ",".join(str(g) for g in spec.gpu_ids)},
         },
         "spec": pod_spec,
+    }
+
+
+def secret_body(project: str, job: str, token: str, options: PodOptions) -> Body:
+    """The job's Secret: the token its pods' agents show the service (only its hash is stored there)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": names.service_name(project, job),
+            "namespace": options.namespace,
+            "labels": {names.MANAGED_BY: names.MANAGER, names.PROJECT: project, names.JOB: job},
+        },
+        "stringData": {AGENT_TOKEN_KEY: token},
     }
 
 

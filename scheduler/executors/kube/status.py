@@ -6,6 +6,8 @@ its exit code: the container's own, or ``LOST_EXIT_CODE`` with the pod's reason 
 evicted (a kubelet that rejects a pod for want of GPUs says ``OutOfnvidia.com/gpu``). ``gone`` describes a
 pod that disappeared: the code it last showed, else a signal code when Tide deleted it, else lost.
 A pod's replica reports ``pid`` 1: the container's main process is PID 1 in its own PID namespace.
+``ReplicaRecord`` is what the executor keeps per replica (its pod's view, whether Tide asked to stop it,
+whether the pod is gone); ``identity(pod)`` reads the pod's project, job and replica index from its labels.
 """
 
 from __future__ import annotations
@@ -93,3 +95,26 @@ def gone(last: PodView, *, deleted_by_tide: bool) -> Observation:
         return Observation(last.replica_id, POD_PID, running=False, exit_code=-int(signal.SIGTERM))
     detail = f"pod {last.name} was deleted outside Tide"
     return Observation(last.replica_id, POD_PID, running=False, exit_code=LOST_EXIT_CODE, detail=detail)
+
+
+@dataclass
+class ReplicaRecord:
+    """The executor's record of one replica's pod."""
+
+    project: str
+    job: str
+    index: int
+    view: PodView
+    stop_requested: bool = False
+    gone: bool = False
+
+    def observation(self) -> Observation:
+        if self.gone:
+            return gone(self.view, deleted_by_tide=self.stop_requested)
+        return self.view.observation()
+
+
+def identity(obj: dict[str, Any]) -> tuple[str, str, int]:
+    labels = obj["metadata"].get("labels") or {}
+    index = labels.get(names.REPLICA, "")
+    return labels.get(names.PROJECT, ""), labels.get(names.JOB, ""), int(index) if index.isdigit() else -1
