@@ -42,6 +42,8 @@ class ProjectPublic:
     created_at: datetime
     usage_gpu_hours: float
     effective_weight: float
+    min_runtime_seconds: float | None
+    effective_min_runtime_seconds: float
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -56,6 +58,7 @@ class DepartmentPublic:
     pending_gpus: int
     projects: list[str]
     created_at: datetime
+    min_runtime_seconds: float
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -109,6 +112,7 @@ class JobPublic:
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = None
     allowed_replicas: list[int] | None = None
+    topology: str = "preferred"
     expected_duration: float | None = None
     started_at: datetime | None = None
     eta: EtaPublic | None = None
@@ -136,6 +140,7 @@ class NodePublic:
     slots: list[NodeSlot]
     state: str = "ready"
     state_since: datetime | None = None
+    domain: str | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -96,7 +96,16 @@ def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
         created_at=datetime.fromtimestamp(row.created_at, UTC),
         usage_gpu_hours=row.usage_gpu_seconds / 3600.0,
         effective_weight=row.over_quota_weight if row.usage_weight is None else row.usage_weight,
+        min_runtime_seconds=row.min_runtime_seconds,
+        effective_min_runtime_seconds=_min_runtime(row),
     )
+
+
+def _min_runtime(row: ProjectRow) -> float:
+    """R15: the project's own minimum runtime, else its department's, else 0."""
+    if row.min_runtime_seconds is not None:
+        return row.min_runtime_seconds
+    return row.department.min_runtime_seconds if row.department else 0.0
 
 
 def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentPublic:
@@ -111,6 +120,7 @@ def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentP
         pending_gpus=sum(f.pending_gpus for f in figures),
         projects=sorted(p.name for p in row.projects),
         created_at=datetime.fromtimestamp(row.created_at, UTC),
+        min_runtime_seconds=row.min_runtime_seconds,
     )
 
 
@@ -156,6 +166,8 @@ class JobFields(Protocol):
     def gpus_per_replica(self) -> int: ...
     @property
     def allowed_replicas(self) -> list[int] | None: ...
+    @property
+    def topology(self) -> str: ...
     @property
     def image(self) -> str | None: ...
     @property
@@ -236,6 +248,7 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         finished_at=when(job.finished_at),
         replicas=[replica_public(r) for r in sorted(visible_replicas(job), key=lambda r: (r.index, r.id))],
         allowed_replicas=job.allowed_replicas,
+        topology="required" if job.topology == "required" else "preferred",
         expected_duration=job.expected_duration,
         started_at=when(job.started_at),
         eta=eta_public(job.eta) if job.status == "pending" and job.eta and not job.eta["grows"] else None,
@@ -272,6 +285,7 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
         slots=slots,
         state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining
         state_since=when(row.state_since),
+        domain=row.domain,
     )
 
 

@@ -25,7 +25,11 @@ def resolve_nodes(settings: Settings) -> tuple[tuple[Node, ...], bool]:
             return (Node(name="node-0", gpus=count),), True
     nodes = settings.nodes if settings.nodes is not None else 1
     gpus = settings.gpus_per_node if settings.gpus_per_node is not None else 4
-    return tuple(Node(name=f"node-{i}", gpus=gpus) for i in range(nodes)), False
+    size = settings.nodes_per_domain  # R17: node-0..node-(size-1) in domain-0, the next ones in domain-1, ...
+    return tuple(
+        Node(name=f"node-{i}", gpus=gpus, domain=f"domain-{i // size}" if size else None)
+        for i in range(nodes)
+    ), False
 
 
 def kube_settings(settings: Settings) -> KubeSettings:
@@ -35,6 +39,7 @@ def kube_settings(settings: Settings) -> KubeSettings:
         default_image=settings.default_image,
         node_selector=settings.node_selector,
         checkpoint_claim=settings.checkpoint_claim,
+        topology_key=settings.topology_key,
         agent_url=settings.agent_url,
     )
 

@@ -70,6 +70,12 @@ ENV_SCHEMA = {
 }
 Gpus = Annotated[int, Field(ge=0, le=1_000_000)]
 Weight = Annotated[float, Field(ge=0, le=1_000_000)]
+# R15: seconds a job is spared by reclaim for other projects after it started or was resized (up to 30 days)
+MinRuntime = Annotated[float, Field(ge=0, le=30 * 86_400)]
+MIN_RUNTIME_DOC = (
+    "Minimum runtime (seconds): a job started or resized less than this ago is not taken by reclaim for "
+    "another project unless that project is below its guarantee."
+)
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
 ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed"]
 
@@ -94,6 +100,9 @@ class ProjectCreate(_In):
     limit_gpus: Gpus | None = None
     allow_over_quota: bool = True
     department: Name | None = None
+    min_runtime_seconds: MinRuntime | None = Field(
+        None, description=MIN_RUNTIME_DOC + " Null: its department's (none without a department)."
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> ProjectCreate:
@@ -107,6 +116,9 @@ class ProjectUpdate(_In):
     limit_gpus: Gpus | None = None
     allow_over_quota: bool | None = None
     department: Name | None = None
+    min_runtime_seconds: MinRuntime | None = Field(
+        None, description=MIN_RUNTIME_DOC + " Null: back to its department's."
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> ProjectUpdate:
@@ -136,6 +148,10 @@ class ProjectPublic(BaseModel):
         description="The over-quota weight the last cycle divided idle GPUs by: over_quota_weight, "
         "lowered for usage above quota when a usage half-life is set."
     )
+    min_runtime_seconds: float | None = Field(description=MIN_RUNTIME_DOC + " Null: none of its own.")
+    effective_min_runtime_seconds: float = Field(
+        description="The minimum runtime its jobs get: its own, else its department's, else 0 (off)."
+    )
 
 
 class DepartmentCreate(_In):
@@ -143,6 +159,7 @@ class DepartmentCreate(_In):
     deserved_gpus: Gpus
     over_quota_weight: Weight = 1.0
     limit_gpus: Gpus | None = None
+    min_runtime_seconds: MinRuntime = Field(0.0, description=MIN_RUNTIME_DOC + " Inherited by its projects.")
 
     @model_validator(mode="after")
     def _limit(self) -> DepartmentCreate:
@@ -154,6 +171,7 @@ class DepartmentUpdate(_In):
     deserved_gpus: Gpus | None = None
     over_quota_weight: Weight | None = None
     limit_gpus: Gpus | None = None
+    min_runtime_seconds: MinRuntime | None = Field(None, description=MIN_RUNTIME_DOC)
 
     @model_validator(mode="after")
     def _limit(self) -> DepartmentUpdate:
@@ -171,6 +189,7 @@ class DepartmentPublic(BaseModel):
     pending_gpus: int
     projects: list[str]
     created_at: datetime
+    min_runtime_seconds: float = Field(description=MIN_RUNTIME_DOC + " Inherited by its projects.")
 
 
 def _allowed_form(value: object) -> list[int] | dict[str, int] | str:
@@ -246,6 +265,11 @@ class JobCreate(_In):
     grace_period: Annotated[float, Field(ge=0, le=86_400)] | None = None
     # R16: the only replica counts it may run at; expanded to the explicit list by the validator
     allowed_replicas: AllowedReplicas | None = None
+    topology: Literal["preferred", "required"] = Field(
+        "preferred",
+        description="Topology domains (racks, NVLink domains; R17): preferred starts the gang inside one "
+        "domain where it fits, else across domains; required starts and grows it only inside one domain.",
+    )
     # seconds the job is expected to run: its start-time forecast, and everyone else's, use it
     expected_duration: Annotated[float, AfterValidator(_expected_duration)] | None = None
 
@@ -335,6 +359,7 @@ class JobPublic(BaseModel):
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
     allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
+    topology: Literal["preferred", "required"] = "preferred"  # R17
     expected_duration: float | None = None
     started_at: datetime | None = None
     eta: EtaPublic | None = None  # a pending job: when it starts
@@ -366,6 +391,9 @@ class NodePublic(BaseModel):
     slots: list[NodeSlot]
     state: NodeState = "ready"
     state_since: datetime | None = None
+    domain: str | None = (
+        None  # R17: its topology domain (a rack, an NVLink domain), when the cluster names them
+    )
 
 
 class NodeDrain(BaseModel):

@@ -80,6 +80,7 @@ def run(
     executor: str,
     nodes: int | None,
     gpus_per_node: int | None,
+    nodes_per_domain: int | None,
     cycle_period: float,
     grace_period: float,
     settle_time: float,
@@ -91,6 +92,7 @@ def run(
     kubeconfig: str | None,
     default_image: str | None,
     node_selector: str | None,
+    topology_key: str | None,
     checkpoint_claim: str | None,
     agent_url: str | None,
 ) -> None:
@@ -106,6 +108,7 @@ def run(
         executor=executor,
         nodes=nodes,
         gpus_per_node=gpus_per_node,
+        nodes_per_domain=nodes_per_domain,
         cycle_period=cycle_period,
         grace_period=grace_period,
         settle_seconds=settle_time,
@@ -117,6 +120,7 @@ def run(
         kubeconfig=kubeconfig,
         default_image=default_image,
         node_selector=node_selector,
+        topology_key=topology_key,
         checkpoint_claim=checkpoint_claim,
         agent_url=agent_url,
         engine_process=True,
@@ -173,11 +177,14 @@ def _check_executor(settings: Settings) -> None:
             param_hint="--executor",
         )
     if settings.executor == "kubernetes" and (
-        settings.nodes is not None or settings.gpus_per_node is not None
+        settings.nodes is not None
+        or settings.gpus_per_node is not None
+        or settings.nodes_per_domain is not None
     ):
         raise typer.BadParameter(
-            "--nodes/--gpus-per-node describe the local executor's virtual nodes; with kubernetes the nodes "
-            "and their GPUs come from the cluster (unset TIDE_NODES/TIDE_GPUS_PER_NODE)",
+            "--nodes/--gpus-per-node/--nodes-per-domain describe the local executor's virtual nodes; "
+            "with kubernetes the nodes and their GPUs come from the cluster, their domains from "
+            "--topology-key (unset TIDE_NODES/TIDE_GPUS_PER_NODE/TIDE_NODES_PER_DOMAIN)",
             param_hint="--executor",
         )
     kube_only = {
@@ -185,6 +192,7 @@ def _check_executor(settings: Settings) -> None:
         "--kubeconfig": settings.kubeconfig,
         "--default-image": settings.default_image,
         "--node-selector": settings.node_selector,
+        "--topology-key": settings.topology_key,
         "--checkpoint-claim": settings.checkpoint_claim,
         "--agent-url": settings.agent_url,
     }

@@ -27,6 +27,7 @@ class Settings:
     executor: str = "local"
     nodes: int | None = None
     gpus_per_node: int | None = None
+    nodes_per_domain: int | None = None  # R17: the local executor's virtual nodes in domains of this many
     cycle_period: float = 1.0
     grace_period: float = 30.0
     settle_seconds: float = 10.0
@@ -39,6 +40,7 @@ class Settings:
     kubeconfig: str | None = None
     default_image: str | None = None
     node_selector: str | None = None
+    topology_key: str | None = None  # R17: node label naming each node's topology domain
     checkpoint_claim: str | None = None
     agent_url: str | None = None  # where job pods reach the service (their agents); None: no in-place resizes
     max_body_bytes: int = 1 << 20

@@ -8,6 +8,14 @@ not fade away.
 
     python bench/cycle.py                      # the table, all sizes
     python bench/cycle.py --gpus 10240 --json  # one JSON object
+    python bench/cycle.py --gpus 10240 --all-rules   # R14, R15, R16 and R17 on (see --help)
+
+Rules that are off by default can be turned on: ``--usage-half-life`` (R14: every project starts with some
+usage above quota), ``--min-runtime`` (R15: every project; the jobs placed at the start ran 100 s before
+the first measured cycle, and every start or resize restarts the clock), ``--allowed-sizes`` (R16: elastic
+jobs run only at powers of two between their minimum and maximum), ``--domain-size`` (R17: nodes in
+topology domains of that many; every fourth job requires one). ``--all-rules`` is ``--usage-half-life 3600
+--min-runtime 300 --allowed-sizes --domain-size 16``.
 """
 
 from __future__ import annotations
@@ -20,12 +28,49 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import replace
+import zlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.core import ClusterState, Config, Job, Node, Project, apply_plan, plan_cycle
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The rules that are off unless asked for (module docstring)."""
+
+    usage_half_life: float = 0.0
+    min_runtime: float = 0.0
+    allowed_sizes: bool = False
+    domain_size: int = 0
+
+
+def with_rules(state: ClusterState, rules: Rules, rng: random.Random) -> ClusterState:
+    """R14, R15, R16 and R17 on the synthetic snapshot, as ``rules`` asks."""
+    nodes, projects, jobs = state.nodes, state.projects, state.jobs
+    if rules.domain_size:
+        nodes = tuple(replace(n, domain=f"rack-{i // rules.domain_size}") for i, n in enumerate(nodes))
+    if rules.usage_half_life:
+        projects = tuple(
+            replace(p, usage_gpu_seconds=rng.random() * 8 * rules.usage_half_life) for p in projects
+        )
+    if rules.min_runtime:
+        projects = tuple(replace(p, min_runtime_seconds=rules.min_runtime) for p in projects)
+    return replace(state, nodes=nodes, projects=projects, jobs=tuple(shaped(j, rules) for j in jobs))
+
+
+def shaped(job: Job, rules: Rules) -> Job:
+    """R16: powers of two between an elastic job's bounds (and the bounds); R17: every fourth job required."""
+    if rules.allowed_sizes and job.elastic and not job.allowed_replicas:
+        lo, hi = job.min_replicas, job.max_replicas
+        counts = {lo, hi} | {1 << k for k in range(11) if lo < 1 << k < hi}
+        job = replace(job, allowed_replicas=tuple(sorted(counts)))
+    if rules.domain_size and zlib.crc32(job.name.encode()) % 4 == 0 and job.topology != "required":
+        job = replace(job, topology="required")
+    return job
+
 
 SIZES = (64, 1024, 10240, 51200)
 SIZES_GPR = (1, 1, 1, 2, 2, 4, 8)
@@ -66,20 +111,22 @@ def _place_greedy(state: ClusterState, jobs: list[Job]) -> ClusterState:
     return apply_plan(plan_state, plan, now=-100.0)
 
 
-def churn(state: ClusterState, rng: random.Random, step: int) -> ClusterState:
+def churn(state: ClusterState, rng: random.Random, step: int, rules: Rules) -> ClusterState:
     running = [j for j in state.jobs if j.active]
     done = {j.key for j in rng.sample(running, max(1, len(running) // 50))} if running else set()
     kept = [j for j in state.jobs if j.key not in done]
     fresh = [
-        _job(rng, rng.choice(state.projects).name, f"n{step}-{i}", 1000.0 + step) for i in range(len(done))
+        shaped(_job(rng, rng.choice(state.projects).name, f"n{step}-{i}", 1000.0 + step), rules)
+        for i in range(len(done))
     ]
     return replace(state, jobs=tuple(kept + fresh))
 
 
-def measure(gpus: int, cycles: int, seed: int = 1) -> dict[str, float | int]:
+def measure(gpus: int, cycles: int, seed: int = 1, rules: Rules | None = None) -> dict[str, float | int]:
     rng = random.Random(seed)
-    state = synthetic(gpus, seed)
-    config = Config(settle_seconds=0)
+    rules = rules or Rules()
+    state = with_rules(synthetic(gpus, seed), rules, rng)
+    config = Config(settle_seconds=0, usage_half_life=rules.usage_half_life)
     times: list[float] = []
     cpu: list[float] = []
     ref: list[float] = []
@@ -92,7 +139,7 @@ def measure(gpus: int, cycles: int, seed: int = 1) -> dict[str, float | int]:
         cpu.append((time.process_time() - c0) * 1000)
         ref.append(reference_pass(state))
         decisions += len(plan.decisions)
-        state = churn(apply_plan(state, plan, now=float(step)), rng, step)
+        state = churn(apply_plan(state, plan, now=float(step)), rng, step, rules)
     times.sort()
     return {
         "gpus": gpus,
@@ -135,16 +182,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, action="append", help="cluster size (repeatable); default: all sizes")
     ap.add_argument("--cycles", type=int, default=20, help="measured cycles per size (default 20)")
     ap.add_argument("--json", action="store_true", help="print one JSON object per size")
+    ap.add_argument("--usage-half-life", type=float, default=0.0, help="R14: seconds (0: off)")
+    ap.add_argument("--min-runtime", type=float, default=0.0, help="R15: seconds for every project (0: off)")
+    ap.add_argument("--allowed-sizes", action="store_true", help="R16: elastic jobs at powers of two only")
+    ap.add_argument("--domain-size", type=int, default=0, help="R17: nodes per topology domain (0: none)")
+    ap.add_argument("--all-rules", action="store_true", help="all four on (module docstring)")
     args = ap.parse_args(argv)
     if args.cycles < 1 or any(g < 8 for g in args.gpus or ()):
         ap.error("--cycles must be >= 1 and --gpus >= 8")
-    rows = [measure(g, args.cycles) for g in (args.gpus or SIZES)]
+    rules = Rules(args.usage_half_life, args.min_runtime, args.allowed_sizes, args.domain_size)
+    if args.all_rules:
+        rules = Rules(3600.0, 300.0, True, 16)
+    rows = [measure(g, args.cycles, rules=rules) for g in (args.gpus or SIZES)]
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
     print(
-        f"plan_cycle on synthetic clusters, {args.cycles} cycles per size (8-GPU nodes, 2 % churn per cycle)"
+        f"plan_cycle on synthetic clusters, {args.cycles} cycles per size (8-GPU nodes, 2 % churn per cycle); "
+        f"{rules}"
     )
     print(
         f"{'GPUs':>7} {'projects':>8} {'jobs':>6} {'decisions':>9} {'p50 ms':>8} {'p95 ms':>8} "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from api.cli import context
+from api.cli.eta_words import parse_duration, span
 from api.cli.jobs import Json, Token, Url
 from api.cli.nodes import node_table
 from api.client_types import EventPublic, ProjectPublic
@@ -26,6 +27,32 @@ Deserved = Annotated[int | None, typer.Option("--deserved", "-q", help="Guarante
 Weight = Annotated[float | None, typer.Option("--weight", help="Over-quota weight.")]
 Limit = Annotated[int | None, typer.Option("--limit", help="Hard cap on GPUs.")]
 Dept = Annotated[str | None, typer.Option("--department", "-d", help="Parent department.")]
+MinRuntime = Annotated[
+    str | None,
+    typer.Option(
+        "--min-runtime",
+        help="Minimum runtime: a job started or resized less than this ago is not taken by reclaim for "
+        "another project unless that one is below its guarantee. 30s, 10m, 1h or seconds; 0 or off: none.",
+    ),
+]
+INHERIT = "inherit"
+
+
+def _min_runtime(text: str | None, *, inherit: bool = False) -> float | None:
+    """Seconds from ``--min-runtime`` (``0``/``off``: 0); ``None`` when not given, or for ``inherit`` (a
+    project's update: back to its department's)."""
+    if text is None or (inherit and text.strip().lower() == INHERIT):
+        return None
+    if text.strip().lower() in ("0", "off", "none"):
+        return 0.0
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        context.fail(f"--min-runtime {e}", context.EXIT_BAD_INPUT)
+
+
+def _runtime_words(seconds: float | None) -> str:
+    return "-" if not seconds else span(seconds)
 
 
 def _body(**values: object) -> dict[str, object]:
@@ -36,11 +63,15 @@ def _body(**values: object) -> dict[str, object]:
 def _projects_table(projects: list[ProjectPublic]) -> Table:
     # fair share over time: the weight the last cycle used and the usage that lowered it, once there is usage
     usage = any(p.usage_gpu_hours > 0 for p in projects)
-    extra = ("WEIGHT", "USAGE GPU-H") if usage else ()
+    # minimum runtime (its own or its department's), once any project has one
+    runtime = any(p.effective_min_runtime_seconds > 0 for p in projects)
+    extra: tuple[str, ...] = ("WEIGHT", "USAGE GPU-H") if usage else ()
+    extra += ("MIN RUN",) if runtime else ()
     table = context.table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", *extra, "JOBS R/P")
     for p in projects:
         limit = "-" if p.limit_gpus is None else str(p.limit_gpus)
-        figures = (f"{p.effective_weight:.2g}", f"{p.usage_gpu_hours:.1f}") if usage else ()
+        figures: tuple[str, ...] = (f"{p.effective_weight:.2g}", f"{p.usage_gpu_hours:.1f}") if usage else ()
+        figures += (_runtime_words(p.effective_min_runtime_seconds),) if runtime else ()
         table.add_row(
             p.name,
             p.department or "-",
@@ -79,17 +110,26 @@ def project_create(
     weight: Weight = None,
     limit: Limit = None,
     department: Dept = None,
+    min_runtime: MinRuntime = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
     """Create a project.
 
-    Example: tide project create team-a --deserved 2 --weight 1
+    Example: tide project create team-a --deserved 2 --weight 1 --min-runtime 10m
     """
     body = _body(name=name, deserved=deserved, weight=weight, limit=limit, department=department)
+    body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     with context.session(url, token) as client:
         p = client.create_project(body)
-    typer.echo(f"Created project {p.name}: deserved {p.deserved_gpus} GPU(s), weight {p.over_quota_weight}.")
+    typer.echo(
+        f"Created project {p.name}: deserved {p.deserved_gpus} GPU(s), weight {p.over_quota_weight}"
+        f"{_runtime_sentence(p.effective_min_runtime_seconds)}."
+    )
+
+
+def _runtime_sentence(seconds: float) -> str:
+    return f", minimum runtime {span(seconds)}" if seconds else ""
 
 
 @project_app.command("update")
@@ -100,21 +140,27 @@ def project_update(
     weight: Weight = None,
     limit: Limit = None,
     department: Dept = None,
+    min_runtime: MinRuntime = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """Change a project's quota, weight, limit or department.
+    """Change a project's quota, weight, limit, department or minimum runtime (``inherit``: its department's).
 
-    Example: tide project update team-a --deserved 4
+    Example: tide project update team-a --deserved 4 --min-runtime 10m
     """
     body = _body(deserved=deserved, weight=weight, limit=limit, department=department)
+    if min_runtime is not None:
+        body["min_runtime_seconds"] = _min_runtime(min_runtime, inherit=True)
     if not body:
-        context.fail("nothing to change: give --deserved, --weight, --limit or --department", 2)
+        context.fail(
+            "nothing to change: give --deserved, --weight, --limit, --department or --min-runtime", 2
+        )
     with context.session(url, token) as client:
         p = client.update_project(name, body)
     limit_text = "none" if p.limit_gpus is None else str(p.limit_gpus)
     typer.echo(
-        f"Updated project {p.name}: deserved {p.deserved_gpus}, weight {p.over_quota_weight}, limit {limit_text}."
+        f"Updated project {p.name}: deserved {p.deserved_gpus}, weight {p.over_quota_weight}, limit {limit_text}"
+        f"{_runtime_sentence(p.effective_min_runtime_seconds)}."
     )
 
 
@@ -142,7 +188,9 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
     if as_json:
         context.dump_json(departments)
         return
-    table = context.table("DEPARTMENT", "DESERVED", "FAIR", "ALLOC", "LIMIT", "PROJECTS")
+    runtime = any(d.min_runtime_seconds > 0 for d in departments)
+    extra = ("MIN RUN",) if runtime else ()
+    table = context.table("DEPARTMENT", "DESERVED", "FAIR", "ALLOC", "LIMIT", *extra, "PROJECTS")
     for d in departments:
         limit = "-" if d.limit_gpus is None else str(d.limit_gpus)
         table.add_row(
@@ -151,6 +199,7 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
             str(d.fair_share_gpus),
             str(d.allocated_gpus),
             limit,
+            *((_runtime_words(d.min_runtime_seconds),) if runtime else ()),
             ",".join(d.projects),
         )
     context.console().print(table if departments else "No departments.")
@@ -163,16 +212,21 @@ def department_create(
     deserved: Deserved = 0,
     weight: Weight = None,
     limit: Limit = None,
+    min_runtime: MinRuntime = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """Create a department.
+    """Create a department (its minimum runtime is its projects' unless they set their own).
 
-    Example: tide department create research --deserved 8
+    Example: tide department create research --deserved 8 --min-runtime 10m
     """
+    body = _body(name=name, deserved=deserved, weight=weight, limit=limit)
+    body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     with context.session(url, token) as client:
-        d = client.create_department(_body(name=name, deserved=deserved, weight=weight, limit=limit))
-    typer.echo(f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s).")
+        d = client.create_department(body)
+    typer.echo(
+        f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s){_runtime_sentence(d.min_runtime_seconds)}."
+    )
 
 
 @department_app.command("update")
@@ -182,19 +236,25 @@ def department_update(
     deserved: Deserved = None,
     weight: Weight = None,
     limit: Limit = None,
+    min_runtime: MinRuntime = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """Change a department's quota, weight or limit.
+    """Change a department's quota, weight, limit or minimum runtime.
 
-    Example: tide department update research --deserved 12
+    Example: tide department update research --deserved 12 --min-runtime 10m
     """
-    body = _body(deserved=deserved, weight=weight, limit=limit)
+    body = _body(deserved=deserved, weight=weight, limit=limit, min_runtime_seconds=_min_runtime(min_runtime))
     if not body:
-        context.fail("nothing to change: give --deserved, --weight or --limit", context.EXIT_BAD_INPUT)
+        context.fail(
+            "nothing to change: give --deserved, --weight, --limit or --min-runtime", context.EXIT_BAD_INPUT
+        )
     with context.session(url, token) as client:
         d = client.update_department(name, body)
-    typer.echo(f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}.")
+    typer.echo(
+        f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}"
+        f"{_runtime_sentence(d.min_runtime_seconds)}."
+    )
 
 
 @department_app.command("delete")

@@ -67,6 +67,13 @@ def submit_pytorch(
             "--allowed-replicas", help="Only these replica counts: 1,2,4,8 or step:N or powers-of-two."
         ),
     ] = None,
+    topology: Annotated[
+        str | None,
+        typer.Option(
+            "--topology",
+            help="preferred (default): start inside one topology domain (rack) where it fits; required: only there.",
+        ),
+    ] = None,
     gpu: Annotated[int, typer.Option("--gpu", "-g", help="GPUs per replica.")] = 1,
     image: Annotated[str | None, typer.Option("--image", "-i", help="Container image.")] = None,
     environment: Annotated[list[str] | None, typer.Option("--environment", "-e", help="KEY=VALUE.")] = None,
@@ -103,6 +110,10 @@ def submit_pytorch(
     for key, value in given:
         if value is not None:
             body[key] = value
+    if topology is not None:
+        if topology not in ("preferred", "required"):
+            context.fail(f"--topology {topology!r}: give preferred or required", context.EXIT_BAD_INPUT)
+        body["topology"] = topology
     if allowed_replicas is not None:
         try:
             body["allowed_replicas"] = replica_sizes.cli_spec(allowed_replicas)
@@ -227,6 +238,8 @@ def describe_job(
     )
     if job.allowed_replicas:
         out.print(f"Sizes:      only {', '.join(str(n) for n in job.allowed_replicas)} replicas")
+    if job.topology == "required":
+        out.print("Topology:   required: starts and grows only inside one topology domain")
     kind = "interactive" if job.interactive else "training (preemptible)"
     out.print(f"Kind:       {kind}, priority {job.priority}")
     out.print(f"Command:    {' '.join(job.command)}")

@@ -26,13 +26,17 @@ Name = Annotated[str, typer.Argument(help="Node name (see tide node list).")]
 
 def node_table(nodes: list[NodePublic]) -> Table:
     """Nodes with their state and replicas (``tide node list``, ``tide cluster``)."""
-    table = context.table("NODE", "GPUS", "ALLOC", "STATE", "SCHED", "REPLICAS")
+    domains = any(n.domain for n in nodes)  # R17: a DOMAIN column once the cluster names domains
+    table = context.table(
+        "NODE", *(("DOMAIN",) if domains else ()), "GPUS", "ALLOC", "STATE", "SCHED", "REPLICAS"
+    )
     for node in nodes:
         slots = " ".join(
             f"{s.project}/{s.job}#{s.index}" + ("(releasing)" if s.releasing else "") for s in node.slots
         )
         sched = "yes" if node.schedulable else "no"
-        table.add_row(node.name, str(node.gpus), str(node.allocated_gpus), node.state, sched, slots)
+        where = (node.domain or "-",) if domains else ()
+        table.add_row(node.name, *where, str(node.gpus), str(node.allocated_gpus), node.state, sched, slots)
     return table
 
 

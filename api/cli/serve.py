@@ -38,6 +38,14 @@ def serve(
     gpus_per_node: Annotated[
         int | None, typer.Option(envvar="TIDE_GPUS_PER_NODE", min=1, help="Virtual GPUs per node.")
     ] = None,
+    nodes_per_domain: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TIDE_NODES_PER_DOMAIN",
+            min=1,
+            help="Virtual nodes per topology domain (domain-0: node-0..node-N-1, ...); default: no domains.",
+        ),
+    ] = None,
     cycle_period: Annotated[
         float, typer.Option(envvar="TIDE_CYCLE_PERIOD", min=0.01, help="Seconds between scheduling cycles.")
     ] = 1.0,
@@ -84,6 +92,13 @@ def serve(
     node_selector: Annotated[
         str | None,
         typer.Option(envvar="TIDE_NODE_SELECTOR", help="kubernetes: label selector of Tide's nodes."),
+    ] = None,
+    topology_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TIDE_TOPOLOGY_KEY",
+            help="kubernetes: node label whose value is the node's topology domain (a rack, an NVLink domain).",
+        ),
     ] = None,
     checkpoint_claim: Annotated[
         str | None,

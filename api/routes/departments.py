@@ -46,6 +46,7 @@ def create_department(body: schemas.DepartmentCreate, svc: Svc, caller: Caller) 
             deserved_gpus=body.deserved_gpus,
             over_quota_weight=body.over_quota_weight,
             limit_gpus=body.limit_gpus,
+            min_runtime_seconds=body.min_runtime_seconds,
             fair_share_gpus=0,
             created_at=svc.engine.clock(),
         )
@@ -80,6 +81,8 @@ def update_department(
     with svc.db.write() as session:
         row = _get(session, department)
         changes = body.model_dump(exclude_unset=True)
+        if changes.get("min_runtime_seconds", 0.0) is None:
+            del changes["min_runtime_seconds"]  # a department's has no "inherit": null leaves it as it is
         apply_quota_changes(row, changes)
         session.flush()
         public = convert.department_public(row, totals_for(session))

@@ -142,6 +142,7 @@ def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
         max_replicas=body.max_replicas,
         gpus_per_replica=body.gpus_per_replica,
         allowed_replicas=body.allowed_replicas,
+        topology=body.topology,
         image=body.image,
         command=list(body.command),
         env=dict(body.env),

@@ -44,9 +44,13 @@ def department_id(session: Session, name: str | None) -> int | None:
     return row.id
 
 
+NULLABLE = ("limit_gpus", "min_runtime_seconds")
+
+
 def apply_quota_changes(row: ProjectRow | DepartmentRow, changes: dict[str, Any]) -> None:
     """A PATCH of a project or department: ``null`` means "unchanged" except for ``limit_gpus``, where it
-    means "no limit"; a limit below the deserved quota (as it would be after the change) is a 422."""
+    means "no limit", and a project's ``min_runtime_seconds``, where it means "its department's"; a limit
+    below the deserved quota (as it would be after the change) is a 422."""
     deserved = changes["deserved_gpus"] if changes.get("deserved_gpus") is not None else row.deserved_gpus
     limit = changes.get("limit_gpus", row.limit_gpus)
     if limit is not None and limit < deserved:
@@ -55,7 +59,7 @@ def apply_quota_changes(row: ProjectRow | DepartmentRow, changes: dict[str, Any]
             f"limit_gpus ({limit}) would be below deserved_gpus ({deserved}): change both together",
         )
     for key, value in changes.items():
-        if value is not None or key == "limit_gpus":
+        if value is not None or key in NULLABLE:
             setattr(row, key, value)
 
 
@@ -72,6 +76,7 @@ def create_project(body: schemas.ProjectCreate, svc: Svc, caller: Caller) -> sch
             limit_gpus=body.limit_gpus,
             allow_over_quota=body.allow_over_quota,
             department_id=department_id(session, body.department),
+            min_runtime_seconds=body.min_runtime_seconds,
             fair_share_gpus=0,
             created_at=svc.engine.clock(),
         )

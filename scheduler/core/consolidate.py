@@ -28,6 +28,7 @@ import heapq
 from dataclasses import dataclass, field
 from functools import partial
 
+from scheduler.core import minruntime
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job, Replica
 from scheduler.core.plan import Cause
@@ -130,6 +131,7 @@ def _move(
     The job's own replicas elsewhere free their GPUs first (a job moving whole may land where it was)."""
     mark = ledger.checkpoint()
     why = f"moved off {node} to make a whole node for {claim.project}/{claim.name}, owed its guarantee"
+    why += minruntime.overridden(ledger.young, key, claim.project)
     ledger.release(key, left, why, Cause.CONSOLIDATE, claim.key)
     held = _grab(ledger, claim, node, held)
     if not _hold_elsewhere(ledger, ledger.jobs[key], left):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from scheduler.core import sizes
+from scheduler.core import minruntime, sizes
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import Job
 
@@ -140,11 +140,21 @@ def pending(ledger: Ledger, job: Job, need: int, *, entitled: bool) -> str:
         return (
             f"waiting for {counted(need, 'GPU')}; project {p} is within its fair share ({_figures(ledger, p)}) "
             "but no GPUs can be reclaimed right now (others are within theirs, or settling after a resize)"
+            f"{_protection(ledger, p)}"
         )
     return (
         f"waiting for {counted(need, 'idle GPU')}; project {p} holds {_figures(ledger, p)}, "
         "so it can only borrow GPUs that are idle"
     )
+
+
+def _protection(ledger: Ledger, project: str) -> str:
+    """R15: when the minimum runtime of jobs a reclaim for ``project`` could take ends (nothing when R2 lets
+    its claims take them anyway: its project is below its guarantee)."""
+    if not ledger.young or ledger.committed(project) < ledger.shares.guarantee[project]:
+        return ""
+    above = (q for q in ledger.projects if q != project and ledger.claimed(q) > ledger.shares.project[q])
+    return minruntime.until_text(ledger.young, above)
 
 
 def running_below_max(ledger: Ledger, job: Job) -> str:

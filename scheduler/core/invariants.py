@@ -7,7 +7,7 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 
 from __future__ import annotations
 
-from scheduler.core import sizes, topology
+from scheduler.core import minruntime, sizes, topology
 from scheduler.core.cycle import apply_plan
 from scheduler.core.fairshare import Shares, fair_shares
 from scheduler.core.model import ClusterState, Config, Job, Project
@@ -27,6 +27,7 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
         *_work_conserved(after, plan, config, now),
         *_guarantee_served(state, after, plan, config),
         *_reclaim_never_ping_pongs(state, plan, config),
+        *_min_runtime_kept(state, plan, config, now),
     ]
 
 
@@ -305,13 +306,17 @@ def _gang(job: Job, config: Config) -> int:
 
 def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) -> list[str]:
     """R7: reclaim takes only from projects above their fair share, for projects below theirs. A victim is
-    measured by what it holds plus what the plan firmly holds for it (a start of its own this cycle)."""
+    measured by what it holds plus what the plan starts or firmly holds for it (its own claims this cycle,
+    served before the reclaim; decision 3)."""
     shares = fair_shares(before, config)
     alloc = _alloc(before)
     firm: dict[str, int] = {}
     for r in plan.reservations:
         if r.firm:
             firm[r.project] = firm.get(r.project, 0) + r.gpus
+    for d in plan.decisions:
+        if d.action in (Action.START, Action.GROW):
+            firm[d.project] = firm.get(d.project, 0) + d.gpus
     out: list[str] = []
     for d in plan.decisions:
         if d.cause != Cause.RECLAIM or d.for_job is None:
@@ -322,3 +327,26 @@ def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) 
         if alloc[claimant] >= shares.project[claimant]:
             out.append(f"reclaim for {claimant}, which is not below its fair share")
     return out
+
+
+def _min_runtime_kept(before: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
+    """R15: no job inside its minimum runtime is taken for another project (reclaim, or a move to make a whole
+    node) unless that project was below its guarantee (counting what it gave up itself in this plan)."""
+    projects = {p.name: p for p in before.projects}
+    departments = {d.name: d for d in before.departments}
+    young = minruntime.young(before.jobs, projects, departments, now)
+    if not young:
+        return []
+    shares, alloc = fair_shares(before, config), _alloc(before)
+    for d in plan.decisions:
+        if d.cause == Cause.PREEMPT:
+            alloc[d.project] -= d.gpus
+    return [
+        f"{d.project}/{d.job} was taken for {d.for_job[0]} inside its minimum runtime, and project "
+        f"{d.for_job[0]} was not below its guarantee"
+        for d in plan.decisions
+        if d.for_job is not None
+        and d.for_job[0] != d.project
+        and (d.project, d.job) in young
+        and alloc[d.for_job[0]] >= shares.guarantee[d.for_job[0]]
+    ]

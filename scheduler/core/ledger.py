@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
+from scheduler.core import minruntime
 from scheduler.core.fairshare import Shares
 from scheduler.core.model import ClusterState, Config, Department, Job, Project, Replica
 from scheduler.core.placement import NodeIndex, node_sort_key
@@ -63,13 +64,13 @@ class Ledger:
     _top: dict[str, str] = field(default_factory=dict)
     _on_node: dict[str, list[JobKey]] = field(default_factory=dict)
     by_project: dict[str, list[JobKey]] = field(default_factory=dict)
-    running: list[JobKey] = field(
-        default_factory=list
-    )  # jobs with an active replica in the snapshot, key order
+    # jobs with an active replica in the snapshot, key order
+    running: list[JobKey] = field(default_factory=list)
+    young: dict[JobKey, float] = field(default_factory=dict)  # R15: protected jobs, when protection ends
     largest_node: int = 0
     line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
     failed_consolidations: dict[tuple[int, bool], int] = field(default_factory=dict)
-    failed_reclaims: dict[tuple[int, bool, str | None, bool, int], int] = field(default_factory=dict)
+    failed_reclaims: dict[tuple[int, bool, str | None, bool, int, bool], int] = field(default_factory=dict)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
     # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"
@@ -94,6 +95,7 @@ class Ledger:
         self.free = NodeIndex(free, rank)
         self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
         self.domains = Domains.build(list(nodes.values()), self.free.nodes, on=self.config.topology)
+        self.young = minruntime.young(self.state.jobs, self.projects, self.departments, self.now)
 
     def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
         """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""

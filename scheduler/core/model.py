@@ -43,6 +43,8 @@ class Department:
     over_quota_weight: float = 1.0
     limit_gpus: int | None = None
     created_at: float = 0.0
+    # R15: its projects' jobs younger than this are spared by reclaim (projects without their own inherit it)
+    min_runtime_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,8 @@ class Project:
     ``over_quota_weight`` is its share of GPUs beyond quotas (0: it may borrow only what nobody else wants);
     ``limit_gpus`` is a hard cap (R11); ``allow_over_quota=False`` keeps it inside its quota.
     ``usage_gpu_seconds`` is its decayed GPU-seconds above quota so far (R14; ``scheduler.core.usage``).
+    ``min_runtime_seconds``: a job of it started or resized less than that ago is not a reclaim victim unless
+    a guarantee needs it (R15; ``None``: its department's, else 0; ``scheduler.core.minruntime``).
     """
 
     name: str
@@ -62,6 +66,7 @@ class Project:
     department: str | None = None
     created_at: float = 0.0
     usage_gpu_seconds: float = 0.0
+    min_runtime_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

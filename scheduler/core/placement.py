@@ -31,13 +31,15 @@ def node_sort_key(name: str) -> tuple[tuple[int, int | str], ...]:
 class NodeIndex:
     """Per-node values with a histogram (for ``slots``) and lazily cleaned buckets (for ``best_fit``)."""
 
-    __slots__ = ("_buckets", "_hist", "_order", "_rank", "_slots", "value")
+    __slots__ = ("_buckets", "_hist", "_order", "_rank", "_slots", "memo", "value")
 
     def __init__(self, values: dict[str, int], rank: dict[str, int]) -> None:
         self.value: dict[str, int] = {}
         self._rank = rank
         self._hist: dict[int, int] = defaultdict(int)
         self._slots: dict[int, int] = {}  # slots(g) until the next change
+        # answers of other modules' questions about these values (R17's per-domain fits), until the next change
+        self.memo: dict[tuple[object, ...], int] = {}
         self._buckets: dict[int, list[tuple[int, str]]] = defaultdict(list)
         for name, v in values.items():
             self.value[name] = v
@@ -58,6 +60,8 @@ class NodeIndex:
             return
         self.value[name] = v
         self._slots.clear()
+        if self.memo:
+            self.memo.clear()
         self._hist[old] -= 1
         self._hist[v] += 1
         heapq.heappush(self._buckets[v], (self._rank[name], name))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from scheduler.core import sizes
+from scheduler.core import minruntime, sizes
 from scheduler.core.explain import counted
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job
@@ -32,7 +32,8 @@ class Reclaimer:
     A victim is measured by what it holds plus what is already promised to it this cycle (``claimed``);
     ``r2``: the claimant's project is below its guarantee, so settling jobs are not spared; ``floor``: how far
     a victim project may drop (``victims.Floor``: below its fair share only for a unit that cannot be split);
-    by default R2's full power with ``r2``, else a victim stays at its fair share.
+    by default R2's full power with ``r2``, else a victim stays at its fair share. ``spare``: jobs inside
+    their minimum runtime are not taken (R15); only a claim with ``r2`` may turn it off (R2 wins).
     """
 
     def __init__(
@@ -44,8 +45,10 @@ class Reclaimer:
         *,
         r2: bool,
         floor: Floor | None = None,
+        spare: bool = True,
     ) -> None:
         self.ledger, self.order, self.claim, self.r2 = ledger, order, claim, r2
+        self.spare = spare or not r2
         self.floor = floor if floor is not None else (Floor.ANY if r2 else Floor.SHARE)
         self.c_top = ledger.top_key(claim.project)
         need = count * claim.gpus_per_replica
@@ -69,7 +72,10 @@ class Reclaimer:
         return self.c_top_ok and _keeps(top_held, _top_share(ledger, project), 0, unit.gpus, top_floor)
 
     def eligible(self, job: Job) -> bool:
-        return job.key != self.claim.key and (self.r2 or not self.ledger.settling(job))
+        ledger = self.ledger
+        if self.spare and job.key in ledger.young:  # R15
+            return False
+        return job.key != self.claim.key and (self.r2 or not ledger.settling(job))
 
     def until(
         self, done: Callable[[], bool], node_min: int, most: int = 1 << 30, avoid: str | None = None
@@ -188,23 +194,31 @@ class Reclaimer:
             if not self.allowed(unit.key[0], unit):
                 continue
             why = f"{self.reason}: {standing(ledger, unit.key[0])} (on {node}, to make room for one replica)"
+            why += minruntime.overridden(ledger.young, unit.key, claim.project)
             ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
             taken.append(unit)
         return taken
 
 
 def reclaim(
-    ledger: Ledger, order: VictimOrder, claim: Job, count: int, *, r2: bool, floor: Floor | None = None
+    ledger: Ledger,
+    order: VictimOrder,
+    claim: Job,
+    count: int,
+    *,
+    r2: bool,
+    floor: Floor | None = None,
+    spare: bool = True,
 ) -> list[Unit] | None:
     """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit."""
     g = claim.gpus_per_replica
-    rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor)
+    rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor, spare=spare)
     # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
     # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
     c_top = rules.c_top
     if ledger.domains.required(claim):  # R17: until it fits in one domain; fill-back returns the rest
         return rules.until(fits(ledger, claim, count), g)
-    memo = (g, r2, c_top if c_top.startswith("dept:") else None, rules.c_top_ok, rules.floor)
+    memo = (g, r2, c_top if c_top.startswith("dept:") else None, rules.c_top_ok, rules.floor, rules.spare)
     if count >= ledger.failed_reclaims.get(memo, 1 << 30):
         return None
     taken = reclaim_with(rules, count)
@@ -268,9 +282,8 @@ def _take_until_fits(
             too_big.add(unit.key)
             heapq.heappush(heap, (-over(project), project))
             continue
-        ledger.release(
-            unit.key, list(unit.replicas), f"{reason}: {standing(ledger, project)}", cause, claim.key
-        )
+        why = f"{reason}: {standing(ledger, project)}{minruntime.overridden(ledger.young, unit.key, claim.project)}"
+        ledger.release(unit.key, list(unit.replicas), why, cause, claim.key)
         taken.append(unit)
         if over(project) > 0:
             heapq.heappush(heap, (-over(project), project))

@@ -7,7 +7,9 @@ order (reclaim from other projects down to a ``Floor``; the claimant's own lower
 and keeps the first that works, giving back what the claimant did not need (R6). A preemption inside a
 project happens only when the preempting job then fits: on the nodes, under its project's caps (limit,
 quota), and, for a training job, without dropping its own project below its guarantee (a reclaim that
-spared the project's big low-priority job is not undone by the project's own priority).
+spared the project's big low-priority job is not undone by the project's own priority). Other projects'
+jobs inside their minimum runtime are spared unless the search says otherwise (R15, R2 wins); the
+claimant's own lower-priority jobs are not (R10 is the project's own order).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from scheduler.core.preemption import (
     reclaim,
     standing,
 )
-from scheduler.core.victims import Floor, Unit, VictimOrder, searches
+from scheduler.core.victims import Search, Unit, VictimOrder, searches
 
 
 def make_room(
@@ -52,16 +54,17 @@ def make_room(
         r2=r2,
         may_reclaim=ledger.config.reclaim and not lost_to_reclaim(ledger, claim.project),
         may_preempt=may_preempt and order.has_lower(claim),
+        young=bool(ledger.young),
     ):
         if not search.own:
             if ledger.room(claim) >= need:
-                units = reclaim(ledger, order, claim, count, r2=r2, floor=search.floor)
+                units = reclaim(ledger, order, claim, count, r2=r2, floor=search.floor, spare=search.spare)
                 if units is not None:
                     return units
             continue
         if own_hopeless:
             continue
-        outcome = _own_first(ledger, order, claim, count, search.floor, r2=r2, growth=growth)
+        outcome = _own_first(ledger, order, claim, count, search, r2=r2, growth=growth)
         if isinstance(outcome, list):
             return outcome
         own_hopeless = outcome  # its own jobs cannot make it fit or entitled: no floor will change that
@@ -69,13 +72,13 @@ def make_room(
 
 
 def _own_first(
-    ledger: Ledger, order: VictimOrder, claim: Job, count: int, floor: Floor | None, *, r2: bool, growth: bool
+    ledger: Ledger, order: VictimOrder, claim: Job, count: int, search: Search, *, r2: bool, growth: bool
 ) -> list[Unit] | bool:
     """R10, then R2/R7 down to ``floor``: take the claimant's own lower-priority units (R5 order) until it
     fits; if they do not suffice, reclaim the rest from other projects, provided the claimant's project is
     then within its fair share. Returns the units kept after R6's fill-back or, rolled back, whether no other
     floor could help (its own jobs could neither make it fit nor bring its project within its share)."""
-    g, p = claim.gpus_per_replica, claim.project
+    g, p, floor = claim.gpus_per_replica, claim.project, search.floor
     need, share = count * g, ledger.shares.project[p]
     # a training job's preemption never drops its own project below its guarantee (what a reclaim spared)
     keep = 0 if claim.interactive else min(ledger.shares.guarantee[p], ledger.claimed(p))
@@ -111,7 +114,8 @@ def _own_first(
             return True
         # R5 order only: node-targeted reclaim (``Reclaimer.by_node``) serves claims of other projects' GPUs
         # alone; here the own units freed already shape where the claimant goes
-        more = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor).until(placeable, g)
+        rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor, spare=search.spare)
+        more = rules.until(placeable, g)
         if more is None:
             ledger.rollback(mark)
             return False

@@ -49,15 +49,24 @@ class Domains:
         return bool(self.members) and job.topology == REQUIRED
 
     def _fit(self, domain: str, index: NodeIndex, g: int) -> int:
-        return sum(index.value[n] // g for n in self.members[domain])
+        key = ("fit", domain, g)
+        n = index.memo.get(key)
+        if n is None:
+            value = index.value
+            n = index.memo[key] = sum(value[m] // g for m in self.members[domain])
+        return n
 
     def slots(self, job: Job, index: NodeIndex, home: str | None) -> int:
         """Replicas of a job that requires one domain that fit on ``index``: in its ``home`` domain when it
-        runs (its master's), else in the roomiest domain."""
+        runs (its master's), else in the roomiest domain (both kept by ``index`` until it changes)."""
         g = job.gpus_per_replica
         if home is not None:
             return self._fit(home, index, g)
-        return max(self._fit(d, index, g) for d in self.members)
+        key = ("roomiest", g)
+        n = index.memo.get(key)
+        if n is None:
+            n = index.memo[key] = max(self._fit(d, index, g) for d in self.members)
+        return n
 
     def target(self, job: Job, index: NodeIndex, count: int, home: str | None) -> str | None:
         """Where ``count`` more replicas go (domains exist): the home domain of a running job, else the domain

@@ -24,6 +24,10 @@ Contract: pure ordering, no ledger mutation. Three pieces, each meant to be exte
   lower-priority jobs first; a claim its share does not cover can only make room with its own jobs first
   (R7: a reclaim never lifts the claimant above its share). So no victim project goes below its guarantee
   while a set that spares it serves the claim.
+
+  Jobs of other projects inside their minimum runtime (R15, ``Ledger.young``) are spared by every set
+  (``Search.spare``) except, for a claim below its own guarantee (R2 wins), sets tried after all sparing ones
+  at the same or a gentler floor: levels 1 and 2 sparing them, then 1 and 2 not, then 3 sparing, then 3 not.
 """
 
 from __future__ import annotations
@@ -142,26 +146,42 @@ class Floor(IntEnum):
 @dataclass(frozen=True, slots=True)
 class Search:
     """One candidate victim set: ``own``: the claimant's own lower-priority jobs give first (R10);
-    ``floor``: how far other projects may drop, or ``None`` for no reclaim (own jobs only)."""
+    ``floor``: how far other projects may drop, or ``None`` for no reclaim (own jobs only); ``spare``: other
+    projects' jobs inside their minimum runtime are not taken (R15)."""
 
     own: bool
     floor: Floor | None
+    spare: bool = True
 
 
-def searches(*, entitled: bool, r2: bool, may_reclaim: bool, may_preempt: bool) -> list[Search]:
+def searches(
+    *, entitled: bool, r2: bool, may_reclaim: bool, may_preempt: bool, young: bool = False
+) -> list[Search]:
     """The candidate victim sets for one claim, most preferred first (the module contract).
 
     ``entitled``: its fair share covers the claim as its project stands; ``r2``: its project is below its
     guarantee (R2 may drop victims below their share); ``may_reclaim``: reclaim is on and its project lost
-    nothing to a reclaim this cycle; ``may_preempt``: it outranks running jobs of its own project."""
+    nothing to a reclaim this cycle; ``may_preempt``: it outranks running jobs of its own project;
+    ``young``: some job is inside its minimum runtime (R15: R2 may take it after every set that spares it)."""
     if not may_reclaim:
         return [Search(own=True, floor=None)] if may_preempt else []
+    if not r2:
+        levels = [(Floor.SHARE, True)]
+    elif not young:
+        levels = [(Floor.SHARE, True), (Floor.GUARANTEE, True), (Floor.ANY, True)]
+    else:
+        gentle = (Floor.SHARE, Floor.GUARANTEE)
+        levels = (
+            [(f, True) for f in gentle]
+            + [(f, False) for f in gentle]
+            + [(Floor.ANY, True), (Floor.ANY, False)]
+        )
     out: list[Search] = []
-    for floor in (Floor.SHARE, Floor.GUARANTEE, Floor.ANY) if r2 else (Floor.SHARE,):
+    for floor, spare in levels:
         if entitled:
-            out.append(Search(own=False, floor=floor))
+            out.append(Search(own=False, floor=floor, spare=spare))
         if may_preempt:
-            out.append(Search(own=True, floor=floor))
+            out.append(Search(own=True, floor=floor, spare=spare))
     return out
 
 

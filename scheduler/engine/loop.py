@@ -75,9 +75,12 @@ def sync_nodes(session: Session, nodes: tuple[Node, ...]) -> None:
     for node in nodes:
         row = rows.pop(node.name, None)
         if row is None:
-            session.add(NodeRow(name=node.name, gpus=node.gpus, schedulable=node.schedulable))
+            session.add(
+                NodeRow(name=node.name, gpus=node.gpus, schedulable=node.schedulable, domain=node.domain)
+            )
         else:
             row.gpus = node.gpus
+            row.domain = node.domain  # R17: a relabelled node moves to its new domain
             row.schedulable = node.schedulable  # cordoned, tainted, NotReady (Kubernetes) or back again
     for name, row in rows.items():
         used = session.scalars(select(ReplicaRow.id).where(ReplicaRow.node == name).limit(1)).first()

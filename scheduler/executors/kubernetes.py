@@ -71,7 +71,7 @@ class KubernetesExecutor:
         self._services: set[tuple[str, str]] = set()
         self._lock = threading.RLock()
         self._start_lock = threading.Lock()
-        self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS)
+        self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS, settings.topology_key)
         self.secrets = AgentSecrets(
             self._core, lambda: self.namespace, self._timeout, self.retrier, self._to_dict
         )

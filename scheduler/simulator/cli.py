@@ -95,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quotas", type=Path, help="YAML quotas (overrides --vc-sizes)")
     p.add_argument("--gpus", type=int, default=64, help="GPUs in the simulated cluster")
     p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument(
+        "--domain-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="nodes per topology domain (rack): gangs start inside one where they fit; the report gives the "
+        "share of multi-node gangs that did (0: no domains)",
+    )
     p.add_argument("--pollux-slice", action="store_true", help="sample jobs from the busiest window")
     p.add_argument("--slice-jobs", type=int, default=160)
     p.add_argument("--slice-hours", type=float, default=8.0)
@@ -116,6 +124,7 @@ def settings_from(args: argparse.Namespace) -> SimulationSettings:
         quotas=args.quotas,
         gpus=args.gpus,
         gpus_per_node=args.gpus_per_node,
+        domain_size=args.domain_size,
         pollux_slice=args.pollux_slice,
         slice_jobs=args.slice_jobs,
         slice_hours=args.slice_hours,
@@ -176,6 +185,8 @@ def _hook_factory(progress: Progress, console: Console) -> Callable[[str, int], 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.domain_size < 0:
+        parser.error("--domain-size: give 0 (no domains) or a number of nodes")
     if args.eta_every < 0:
         parser.error("--eta-every: give 0 (off) or a positive number of submissions")
     settings = settings_from(args)

@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from scheduler.core import ClusterState, Config, Job, Node, Plan, Project, apply_plan, plan_cycle
+from scheduler.core import Action, ClusterState, Config, Job, Node, Plan, Project, apply_plan, plan_cycle
 from scheduler.core.fairshare import fair_shares
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import accrue
@@ -68,6 +68,8 @@ class Counters:
     churn: int = 0
     restart_loss: float = 0.0
     eviction_loss: float = 0.0
+    multi_node_starts: int = 0  # gangs started on more than one node (R17)
+    one_domain_starts: int = 0  # ... of which all inside one topology domain
     warnings: list[str] = field(default_factory=list)
 
 
@@ -79,6 +81,7 @@ class RunResult:
     recorder: Recorder
     counters: Counters
     end_time: float
+    domains: bool = False  # the nodes carry topology domains (R17)
 
 
 class Simulator:
@@ -95,6 +98,7 @@ class Simulator:
         self.nodes, self.projects, self.config = tuple(nodes), tuple(projects), config
         self.opts = options or SimOptions()
         self.capacity = sum(n.gpus for n in nodes if n.schedulable)
+        self.domain_of = {n.name: n.domain for n in nodes}  # R17
         self.deserved = {p.name: p.deserved_gpus for p in projects}
         weights = {p.name: p.over_quota_weight for p in projects}
         self.recorder = Recorder.for_projects(self.capacity, self.deserved, weights)
@@ -155,7 +159,8 @@ class Simulator:
         self.recorder.close(self.now)
         if on_progress is not None:
             on_progress(self.now, finished)
-        return RunResult(tuple(self.runs.values()), self.recorder, self.counters, self.now)
+        domains = any(d is not None for d in self.domain_of.values())
+        return RunResult(tuple(self.runs.values()), self.recorder, self.counters, self.now, domains)
 
     def _drop_stale(self) -> bool:
         """Pop superseded events at the head (so the clock never moves for them); False when none is left."""
@@ -282,11 +287,23 @@ class Simulator:
         """``apply_plan`` on the jobs the plan touches (it changes no other job: decisions are per job, and no
         replica is ever left releasing here, since releases are instant)."""
         touched = list(dict.fromkeys((d.project, d.job) for d in plan.decisions))
+        self._count_domains(plan)
         before = ClusterState(self.nodes, self.projects, tuple(self.jobs[k] for k in touched))
         for new in apply_plan(before, plan, now=now).jobs:
             self.jobs[new.key] = new
         for key in touched:
             self._resize(self.runs[key], sum(r.gpus for r in self.jobs[key].active), now)
+
+    def _count_domains(self, plan: Plan) -> None:
+        """R17: how many gangs started on several nodes, and how many of those inside one domain."""
+        for d in plan.decisions:
+            if d.action != Action.START:
+                continue
+            nodes = {p.node for p in d.replicas}
+            if len(nodes) > 1:
+                self.counters.multi_node_starts += 1
+                domains = {self.domain_of.get(n) for n in nodes}
+                self.counters.one_domain_starts += len(domains) == 1 and None not in domains
 
     def _resize(self, run: Run, gpus: int, now: float) -> None:
         old = run.gpus

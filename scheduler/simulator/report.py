@@ -54,6 +54,8 @@ class Summary:
     daily_fairness: float
     cycles: int
     makespan_h: float
+    # R17: share of gangs started on several nodes that started inside one topology domain (NaN: no domains)
+    one_domain_share: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,15 @@ def summarize(policy: str, result: RunResult) -> Summary:
         daily_fairness=rec.daily_fairness(),
         cycles=c.cycles,
         makespan_h=span / HOUR,
+        one_domain_share=_one_domain_share(result),
     )
+
+
+def _one_domain_share(result: RunResult) -> float:
+    c = result.counters
+    if not c.multi_node_starts or not result.domains:
+        return math.nan
+    return c.one_domain_starts / c.multi_node_starts
 
 
 COLUMNS = (
@@ -151,6 +161,7 @@ COLUMNS = (
     ("lost GPU-h", "lost_gpu_h", "{:.1f}"),
     ("fairness", "fairness", "{:.3f}"),
     ("over-quota fairness per day", "daily_fairness", "{:.3f}"),
+    ("multi-node gangs in one domain %", "one_domain_share", "{:.1%}"),
     ("cycles", "cycles", "{}"),
 )
 

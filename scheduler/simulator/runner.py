@@ -64,6 +64,7 @@ class SimulationSettings:
     quotas: Path | None = None
     gpus: int = 64
     gpus_per_node: int = 8
+    domain_size: int = 0  # nodes per topology domain (R17); 0: no domains
     pollux_slice: bool = False
     slice_jobs: int = 160
     slice_hours: float = 8.0
@@ -135,7 +136,9 @@ def describe(settings: SimulationSettings, projects: Sequence[Project], jobs: in
     quotas = ", ".join(f"{p.name}={p.deserved_gpus}" for p in projects)
     return (
         f"workload: {source}; {jobs} jobs; seed {settings.seed}",
-        f"cluster: {settings.gpus} GPUs on {settings.gpus_per_node}-GPU nodes; quotas: {quotas}",
+        f"cluster: {settings.gpus} GPUs on {settings.gpus_per_node}-GPU nodes"
+        + (f" in topology domains of {settings.domain_size} nodes" if settings.domain_size else "")
+        + f"; quotas: {quotas}",
         f"jobs: {w.elastic_share:.0%} of training jobs elastic from ceil({w.min_fraction:g} x requested) to "
         f"{w.max_factor:g} x requested replicas (baselines: rigid at requested size); "
         f"{w.interactive_share:.0%} of 1-GPU jobs interactive; requests clamped to the team quota: "
@@ -166,7 +169,7 @@ def run_simulation(
     rng = random.Random(settings.seed)
     jobs = load_jobs(settings, rng)
     projects = build_projects(settings, jobs)
-    nodes = make_nodes(settings.gpus, settings.gpus_per_node)
+    nodes = make_nodes(settings.gpus, settings.gpus_per_node, settings.domain_size)
     specs = shape_jobs(jobs, projects, settings.workload, rng, settings.gpus)
     summaries, results, walls, cpus = [], [], [], []
     etas: list[tuple[EtaRow, ...]] = []

@@ -116,11 +116,15 @@ def load_quota_file(path: str | Path) -> tuple[Project, ...]:
     return tuple(_project_from_yaml(str(k), v) for k, v in sorted(projects.items()))
 
 
-def make_nodes(total_gpus: int, gpus_per_node: int = 8) -> tuple[Node, ...]:
-    """``total_gpus`` GPUs on nodes of ``gpus_per_node`` (the last one smaller if it does not divide)."""
+def make_nodes(total_gpus: int, gpus_per_node: int = 8, domain_size: int = 0) -> tuple[Node, ...]:
+    """``total_gpus`` GPUs on nodes of ``gpus_per_node`` (the last one smaller if it does not divide);
+    ``domain_size`` > 0 puts them in topology domains of that many nodes, in order (R17)."""
     count = math.ceil(total_gpus / gpus_per_node)
     sizes = [gpus_per_node] * (count - 1) + [total_gpus - gpus_per_node * (count - 1)]
-    return tuple(Node(f"node{i:04d}", g) for i, g in enumerate(sizes))
+    return tuple(
+        Node(f"node{i:04d}", g, domain=f"domain{i // domain_size:03d}" if domain_size > 0 else None)
+        for i, g in enumerate(sizes)
+    )
 
 
 def _shape(job: TraceJob, gpus: int, opts: WorkloadOptions, rng: random.Random) -> JobSpec:

@@ -25,6 +25,7 @@ def department_from_row(row: DepartmentRow) -> Department:
         over_quota_weight=row.over_quota_weight,
         limit_gpus=row.limit_gpus,
         created_at=row.created_at,
+        min_runtime_seconds=row.min_runtime_seconds,
     )
 
 
@@ -35,11 +36,16 @@ def load_state(session: Session) -> ClusterState:
     the core's frozen dataclasses straight from rows is several times cheaper.
     """
     nodes = session.execute(
-        select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable, NodeRow.state).order_by(NodeRow.name)
+        select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable, NodeRow.state, NodeRow.domain).order_by(
+            NodeRow.name
+        )
     )
     departments = session.scalars(select(DepartmentRow).order_by(DepartmentRow.name)).all()
     return ClusterState(
-        nodes=tuple(Node(name=n, gpus=g, schedulable=s and state == "ready") for n, g, s, state in nodes),
+        nodes=tuple(
+            Node(name=n, gpus=g, schedulable=s and state == "ready", domain=domain)
+            for n, g, s, state, domain in nodes
+        ),
         projects=_projects(session),
         jobs=_jobs(session),
         departments=tuple(department_from_row(d) for d in departments),
@@ -62,6 +68,7 @@ def _projects(session: Session) -> tuple[Project, ...]:
             department=department,
             created_at=row.created_at,
             usage_gpu_seconds=row.usage_gpu_seconds,
+            min_runtime_seconds=row.min_runtime_seconds,
         )
         for row, department in session.execute(query)
     )
@@ -93,6 +100,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             JobRow.submitted_at,
             JobRow.last_resized_at,
             JobRow.allowed_replicas,
+            JobRow.topology,
         )
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
         .where(JobRow.status.in_(ACTIVE))
@@ -112,6 +120,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             last_resized_at=resized,
             replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
             allowed_replicas=tuple(allowed or ()),
+            topology=topology,
         )
-        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, allowed in rows
+        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, allowed, topology in rows
     )

@@ -36,6 +36,8 @@ class DepartmentRow(Base):
     limit_gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)
     fair_share_gpus: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[float] = mapped_column(Float)
+    # R15: its projects' jobs are spared by reclaim this long after a start or resize (0: off)
+    min_runtime_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
     projects: Mapped[list[ProjectRow]] = relationship(back_populates="department")
 
@@ -57,6 +59,8 @@ class ProjectRow(Base):
     usage_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     usage_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     usage_weight: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # R15: its own minimum runtime in seconds; NULL: its department's (none without a department)
+    min_runtime_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     department: Mapped[DepartmentRow | None] = relationship(back_populates="projects")
     jobs: Mapped[list[JobRow]] = relationship(back_populates="project", cascade="all, delete-orphan")
@@ -76,6 +80,8 @@ class JobRow(Base):
     gpus_per_replica: Mapped[int] = mapped_column(Integer)
     # the only replica counts it may run at, ascending (R16); NULL: any count in min..max
     allowed_replicas: Mapped[list[int] | None] = mapped_column(JSON, nullable=True)
+    # R17: "preferred" (start inside one topology domain where it fits) or "required" (only there)
+    topology: Mapped[str] = mapped_column(String(16), default="preferred", server_default="preferred")
     image: Mapped[str | None] = mapped_column(String(512), nullable=True)
     command: Mapped[list[str]] = mapped_column(JSON)
     env: Mapped[dict[str, str]] = mapped_column(JSON)
@@ -153,6 +159,8 @@ class NodeRow(Base):
     state: Mapped[str] = mapped_column(String(16), default="ready", server_default="ready")
     drain_grace: Mapped[float | None] = mapped_column(Float, nullable=True)
     state_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # R17: its topology domain (a rack, an NVLink domain) as the executor reports it; NULL: none
+    domain: Mapped[str | None] = mapped_column(String(253), nullable=True)
 
 
 class EventRow(Base):

@@ -156,6 +156,7 @@ class JobView:
     expected_duration: float | None
     eta: dict[str, Any] | None
     allowed_replicas: list[int] | None = None
+    topology: str = "preferred"
     replicas: list[ReplicaView] = field(default_factory=list)
 
 

@@ -227,7 +227,7 @@ def test_failed_reclaim_is_not_retried_for_a_claim_as_big_in_the_same_cycle() ->
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     order = VictimOrder(ledger)
     assert reclaim(ledger, order, ledger.jobs[("b", "x")], 2, r2=False) is None
-    assert ledger.failed_reclaims == {(1, False, None, False, Floor.SHARE): 2}
+    assert ledger.failed_reclaims == {(1, False, None, False, Floor.SHARE, True): 2}
     assert reclaim(ledger, order, ledger.jobs[("b", "y")], 3, r2=False) is None  # answered from the memo
 
 

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.core import Node
 from scheduler.executors.base import LOST_EXIT_CODE, LaunchSpec
 from scheduler.executors.kube import names, podspec
-from scheduler.executors.kube.inventory import blockers, node_of, tolerates
+from scheduler.executors.kube.inventory import Inventory, blockers, node_of, tolerates
 from scheduler.executors.kube.retry import KubeApiError, Retrier, is_already_exists, transient
 from scheduler.executors.kube.status import PodView, gone
 
@@ -203,6 +203,25 @@ def test_nodes_and_taints() -> None:
     no_gpus = node()
     no_gpus["status"]["allocatable"] = {}  # type: ignore[index]
     assert node_of(no_gpus, "nvidia.com/gpu", tolerations) is None
+
+
+def test_a_nodes_topology_domain_is_the_value_of_the_label_named_by_topology_key() -> None:
+    """R17: ``tide serve --topology-key`` names the label (a rack, an NVLink domain); nodes without it, or a
+    service without the key, have no domain."""
+    tolerations = podspec.DEFAULT_TOLERATIONS
+    racked = node()
+    racked["metadata"]["labels"] = {"topology.kubernetes.io/rack": "rack-7", "zone": "a"}  # type: ignore[index]
+    key = "topology.kubernetes.io/rack"
+    assert node_of(racked, "nvidia.com/gpu", tolerations, key) == Node("g", 8, domain="rack-7")
+    assert node_of(racked, "nvidia.com/gpu", tolerations) == Node("g", 8)
+    assert node_of(node(), "nvidia.com/gpu", tolerations, key) == Node("g", 8)
+    inventory = Inventory("nvidia.com/gpu", tolerations, key)
+    inventory.replace([racked])
+    assert [n.domain for n in inventory.nodes()] == ["rack-7"]
+    relabelled = node()
+    relabelled["metadata"]["labels"] = {key: "rack-8"}  # type: ignore[index]
+    inventory.apply("MODIFIED", relabelled)
+    assert [n.domain for n in inventory.nodes()] == ["rack-8"]
 
 
 def api_error(status: int, reason: str, retry_after: str | None = None) -> ApiException:

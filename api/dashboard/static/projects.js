@@ -71,6 +71,14 @@ function usageFigures(p) {
   return ` · used ${hours} GPU-h above quota lately${weight}`;
 }
 
+// minimum runtime (its own or its department's): how long a job keeps its GPUs against other teams' reclaim
+function runtimeFigures(p) {
+  const s = p.effective_min_runtime_seconds ?? 0;
+  if (!(s > 0)) return "";
+  const words = s >= 3600 && s % 3600 === 0 ? `${s / 3600}h` : s >= 60 && s % 60 === 0 ? `${s / 60}m` : `${s}s`;
+  return ` · min runtime ${words}`;
+}
+
 function projectRow(p, releasing, scale, palette) {
   const standing = projectStanding(p);
   const limit = p.limit_gpus === null ? "" : ` · limit ${p.limit_gpus}`;
@@ -89,6 +97,7 @@ function projectRow(p, releasing, scale, palette) {
         ` · pending ${plural(p.pending_gpus, "GPU")}${limit}`,
         releasing ? ` · ${releasing} being released` : "",
         usageFigures(p),
+        runtimeFigures(p),
       ),
     ),
     bar(p, releasing, scale, palette),

@@ -37,6 +37,7 @@ class KubeSettings:
     default_image: str | None = None
     node_selector: str | None = None
     checkpoint_claim: str | None = None
+    topology_key: str | None = None  # R17: the node label whose value is the node's topology domain
     agent_url: str | None = None  # where job pods reach the service: torchrun jobs resize in place
     request_timeout: float = 15.0
     watch_seconds: int = 300

@@ -1,10 +1,12 @@
 """The cluster's GPU nodes as the core sees them, from Node objects kept current by a watch.
 
-Contract: ``node_of(obj, ...)`` (pure) turns a Node into ``core.Node(name, gpus, schedulable)``: ``gpus``
+Contract: ``node_of(obj, ...)`` (pure) turns a Node into ``core.Node(name, gpus, schedulable, domain)``: ``gpus``
 is ``status.allocatable["nvidia.com/gpu"]`` (a node without GPUs is left out); it is schedulable only
 while its ``Ready`` condition is ``True``, it is not cordoned (``spec.unschedulable``) and it carries no
 ``NoSchedule``/``NoExecute`` taint that Tide's pods do not tolerate. ``blockers(obj, ...)`` says why not,
-for people. ``Inventory`` holds the latest Node objects (fed by a ``Reflector``) and answers ``nodes()``.
+for people. ``domain`` (R17) is the value of the node label named by ``--topology-key`` (a rack or NVLink
+domain label), ``None`` without the key or the label. ``Inventory`` holds the latest Node objects (fed by a
+``Reflector``) and answers ``nodes()``.
 Tide assumes the GPUs of the nodes it selects are its own to place: pods that other schedulers put there
 are not subtracted (select Tide's nodes with ``--node-selector``).
 """
@@ -60,19 +62,28 @@ def blockers(obj: Obj, tolerations: Sequence[Mapping[str, str]]) -> list[str]:
     return found
 
 
-def node_of(obj: Obj, resource: str, tolerations: Sequence[Mapping[str, str]]) -> Node | None:
+def node_of(
+    obj: Obj, resource: str, tolerations: Sequence[Mapping[str, str]], topology_key: str | None = None
+) -> Node | None:
     gpus = gpu_count(obj, resource)
     if gpus <= 0:
         return None
-    return Node(name=obj["metadata"]["name"], gpus=gpus, schedulable=not blockers(obj, tolerations))
+    labels = obj["metadata"].get("labels") or {}
+    domain = str(labels[topology_key]) if topology_key and labels.get(topology_key) else None
+    return Node(
+        name=obj["metadata"]["name"], gpus=gpus, schedulable=not blockers(obj, tolerations), domain=domain
+    )
 
 
 class Inventory:
     """The latest Node objects; thread-safe (the watch writes, the engine reads)."""
 
-    def __init__(self, resource: str, tolerations: Sequence[Mapping[str, str]]) -> None:
+    def __init__(
+        self, resource: str, tolerations: Sequence[Mapping[str, str]], topology_key: str | None = None
+    ) -> None:
         self.resource = resource
         self.tolerations = tuple(tolerations)
+        self.topology_key = topology_key
         self._objects: dict[str, Obj] = {}
         self._lock = threading.Lock()
 
@@ -96,7 +107,7 @@ class Inventory:
     def nodes(self) -> tuple[Node, ...]:
         with self._lock:
             objects = list(self._objects.values())
-        found = (node_of(o, self.resource, self.tolerations) for o in objects)
+        found = (node_of(o, self.resource, self.tolerations, self.topology_key) for o in objects)
         return tuple(sorted((n for n in found if n is not None), key=lambda n: n.name))
 
     def why(self, name: str) -> list[str]:
