@@ -21,7 +21,7 @@ output may hold its secrets); any token reads jobs, which never show env values.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.responses import PlainTextResponse
@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from api import convert, schemas
 from api.auth import Principal, require_project_writer
-from api.cache import cached_response
+from api.cache import Payload, cached_response
 from api.deps import Caller, Services, Svc
 from api.engine_link import EngineUnavailable
 from api.routes.projects import get_project
@@ -38,7 +38,7 @@ from api.settings import Settings
 from scheduler.core.explain import beyond_cluster
 from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.store.models import JobRow, NodeRow
-from scheduler.store.queries import ACTIVE, add_event, job_by_name, job_views
+from scheduler.store.queries import ACTIVE, add_event, count_jobs, job_by_name, job_views
 
 router = APIRouter(tags=["jobs"])
 
@@ -157,28 +157,55 @@ def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
     )
 
 
-@router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic])
-async def list_project_jobs(project: str, svc: Svc, caller: Caller) -> Response:
-    return await list_jobs(svc, caller, project=project)
+PAGE_LIMIT = 10_000
+TOTAL: dict[str, Any] = {
+    "description": "How many jobs match the filters, whatever the page",
+    "schema": {"type": "integer"},
+}
+PAGED: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The jobs, by project then age", "headers": {"X-Total-Count": TOTAL}}
+}
 
 
-@router.get("/jobs", response_model=list[schemas.JobPublic])
+@router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic], responses=PAGED)
+async def list_project_jobs(
+    *,
+    project: str,
+    svc: Svc,
+    caller: Caller,
+    status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=PAGE_LIMIT)] = None,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+) -> Response:
+    return await list_jobs(
+        svc=svc, caller=caller, project=project, status_=status_, limit=limit, offset=offset
+    )
+
+
+@router.get("/jobs", response_model=list[schemas.JobPublic], responses=PAGED)
 async def list_jobs(
+    *,
     svc: Svc,
     caller: Caller,
     project: Annotated[str | None, Query(max_length=63)] = None,
     status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=PAGE_LIMIT)] = None,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> Response:
-    key = f"jobs?project={project}&status={status_}"
-    return cached_response(await svc.views.get(key, lambda: _jobs(svc, project, status_)))
+    """Jobs by project then age; ``limit``/``offset`` page them, ``X-Total-Count`` says how many match."""
+    key = f"jobs?project={project}&status={status_}&limit={limit}&offset={offset}"
+    return cached_response(await svc.views.get(key, lambda: _jobs(svc, project, status_, limit, offset)))
 
 
-def _jobs(svc: Services, project: str | None, status_: str | None) -> bytes:
+def _jobs(svc: Services, project: str | None, status_: str | None, limit: int | None, offset: int) -> Payload:
     with svc.db.read() as session:
         if project is not None:
             get_project(session, project)
-        views = job_views(session, project=project, status=status_)
-    return convert.jobs_json([convert.job_public(view, view.project_name) for view in views])
+        views = job_views(session, project=project, status=status_, limit=limit, offset=offset)
+        paged = limit is not None or offset > 0
+        total = count_jobs(session, project=project, status=status_) if paged else len(views)
+    body = convert.jobs_json([convert.job_public(view, view.project_name) for view in views])
+    return Payload(body, {"X-Total-Count": str(total)})
 
 
 @router.get("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)
