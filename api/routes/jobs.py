@@ -122,7 +122,7 @@ def create_job(
         if existing is not None:
             session.delete(existing)
             session.flush()
-        job = _new_job(owner, body, svc.engine.clock())
+        job = new_job(owner, body, svc.engine.clock())
         job.pending_reason = beyond
         session.add(job)
         session.flush()
@@ -131,7 +131,8 @@ def create_job(
     return public, [beyond] if beyond else []
 
 
-def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
+def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
+    """The row of a job submitted at ``now``, pending (the one place a submit's body becomes a row)."""
     assert body.min_replicas is not None and body.max_replicas is not None  # filled in by the schema
     return JobRow(
         project_id=project_id,
