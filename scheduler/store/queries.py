@@ -7,11 +7,11 @@ Contract: functions take an open ``Session`` and neither commit nor roll back. `
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
@@ -43,11 +43,24 @@ def job_by_name(session: Session, project: str, name: str, *, lock: bool = False
     return session.scalars(query).first()
 
 
-def active_job(session: Session, project: str, name: str) -> JobRow | None:
-    """The job if it is pending or running, locked for the rest of the transaction."""
-    query = _job_query(project).where(JobRow.name == name, JobRow.status.in_(ACTIVE))
-    query = query.with_for_update(of=JobRow).execution_options(populate_existing=True)
-    return session.scalars(query).first()
+def active_jobs(session: Session, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], JobRow]:
+    """The jobs of these ``(project, name)`` keys that are pending or running, locked for the rest of the
+    transaction, by key: a few queries for a plan of thousands of decisions, not several for each (one job
+    at a time, the first cycle on 10,240 GPUs with 5,120 jobs spent 30 s writing its plan)."""
+    wanted = sorted(set(keys))
+    found: dict[tuple[str, str], JobRow] = {}
+    for start in range(0, len(wanted), 400):  # 800 bound parameters a query: far below SQLite's limit
+        chunk = wanted[start : start + 400]
+        query = (
+            select(JobRow)
+            .join(JobRow.project)
+            .where(tuple_(ProjectRow.name, JobRow.name).in_(chunk), JobRow.status.in_(ACTIVE))
+            .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
+            .with_for_update(of=JobRow)
+            .execution_options(populate_existing=True)
+        )
+        found |= {(job.project.name, job.name): job for job in session.scalars(query)}
+    return found
 
 
 def held_gpu_ids(session: Session) -> dict[str, set[int]]:
