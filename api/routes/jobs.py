@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api import convert, schemas
@@ -57,11 +57,14 @@ def _get_job(session: Session, project: str, name: str) -> JobRow:
 def _fit_warning(session: Session, body: schemas.JobCreate) -> str | None:
     """Why the job does not fit today's cluster, if it does not: it is accepted all the same (nodes come and
     go: autoscalers, repairs, a cordoned node back) and waits, taking GPUs from nobody, with this reason."""
-    nodes = session.scalars(select(NodeRow).where(NodeRow.schedulable)).all()
-    if not nodes:
+    # nodes by size, not one row each: this runs on every submit, and a cluster has thousands of nodes
+    sizes = session.execute(
+        select(NodeRow.gpus, func.count()).where(NodeRow.schedulable).group_by(NodeRow.gpus)
+    ).all()
+    if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
     g, k = body.gpus_per_replica, body.min_replicas or 1
-    return beyond_cluster(g, k, max(n.gpus for n in nodes), sum(n.gpus // g for n in nodes))
+    return beyond_cluster(g, k, max(size for size, _ in sizes), sum(n * (size // g) for size, n in sizes))
 
 
 WARNING = {
