@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) bench/api_load.py
 	$(PY) bench/cli_start.py
 	$(PY) bench/live_scale.py
+	$(PY) bench/live_cycle.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage

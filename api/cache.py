@@ -13,7 +13,8 @@ of the leader's cycles) show within ``max_age`` plus one read: a view of the cur
 ``max_age`` (but not twice that) is answered while one rebuild runs in the background, so pollers never
 queue behind a rebuild that only looks for such changes (a failed rebuild drops the view). A read after
 a write of this service always sees it: the write bumped the version first. At most ``max_entries`` keys are kept (the oldest goes first), so a
-client varying query strings cannot grow it without bound.
+client varying query strings cannot grow it without bound. A build may return ``Payload`` instead of bytes
+to send headers along with the body (a paged read's ``X-Total-Count``); they are kept with the view.
 """
 
 from __future__ import annotations
@@ -45,11 +46,24 @@ class StateVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class Payload:
+    """A built answer with headers of its own (kept with the view and covered by its ETag: a poller's 304
+    must not leave it with a stale header)."""
+
+    body: bytes
+    headers: dict[str, str]
+
+
+Build = Callable[[], bytes | Payload]
+
+
+@dataclass(frozen=True, slots=True)
 class View:
     version: int
     built_at: float
     body: bytes
     etag: str
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def etag_of(body: bytes) -> str:
@@ -80,7 +94,7 @@ class ViewCache:
             return None
         return view
 
-    async def get(self, key: str, build: Callable[[], bytes]) -> View:
+    async def get(self, key: str, build: Build) -> View:
         wanted = self.version.current()
         view = self._view(key, wanted, self.max_age)
         if view is not None:
@@ -99,11 +113,11 @@ class ViewCache:
             if key not in self._views and not lock.locked():
                 self._locks.pop(key, None)  # a failed build (a 404) leaves no lock behind
 
-    def _refresh(self, key: str, build: Callable[[], bytes]) -> None:
+    def _refresh(self, key: str, build: Build) -> None:
         if key not in self._refreshing:
             self._refreshing[key] = asyncio.create_task(self._refresh_now(key, build))
 
-    async def _refresh_now(self, key: str, build: Callable[[], bytes]) -> None:
+    async def _refresh_now(self, key: str, build: Build) -> None:
         try:
             lock = self._locks.setdefault(key, asyncio.Lock())
             async with lock:
@@ -113,13 +127,13 @@ class ViewCache:
         finally:
             self._refreshing.pop(key, None)
 
-    async def _build(self, key: str, wanted: int, build: Callable[[], bytes]) -> View:
+    async def _build(self, key: str, wanted: int, build: Build) -> View:
         view = self._view(key, wanted, self.max_age)  # built while this request waited
         if view is not None:
             return view
         version, started = self.version.current(), self.clock()  # before reading: a write meanwhile
-        body = await run_in_threadpool(build)  # makes this view stale at once
-        view = View(version=version, built_at=started, body=body, etag=etag_of(body))
+        built = await run_in_threadpool(build)  # makes this view stale at once
+        view = _view_of(built, version, started)
         self._views[key] = view
         self._views.move_to_end(key)
         while len(self._views) > self.max_entries:
@@ -128,8 +142,18 @@ class ViewCache:
         return view
 
 
+def _view_of(built: bytes | Payload, version: int, started: float) -> View:
+    if not isinstance(built, Payload):
+        return View(version=version, built_at=started, body=built, etag=etag_of(built))
+    headers = tuple(built.headers.items())
+    tag = etag_of(built.body + repr(headers).encode())
+    return View(version=version, built_at=started, body=built.body, etag=tag, headers=headers)
+
+
 def cached_response(view: View) -> Response:
-    return Response(view.body, media_type="application/json", headers={"ETag": view.etag})
+    return Response(
+        view.body, media_type="application/json", headers={"ETag": view.etag, **dict(view.headers)}
+    )
 
 
 class WriteCounter:

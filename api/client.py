@@ -190,6 +190,15 @@ class TideClient:
         params = {k: v for k, v in (("project", project), ("status", status)) if v is not None}
         return self._list(JobPublic, "/jobs", params=params)
 
+    def jobs_page(
+        self, project: str | None = None, status: str | None = None, *, limit: int | None, offset: int = 0
+    ) -> tuple[list[JobPublic], int]:
+        """At most ``limit`` jobs from ``offset`` on (None: all) and how many match the filters in all."""
+        given = (("project", project), ("status", status), ("limit", limit), ("offset", offset or None))
+        response = self.request("GET", "/jobs", params={k: v for k, v in given if v is not None})
+        jobs = parse_list(JobPublic, response.json())
+        return jobs, int(response.headers.get("x-total-count", len(jobs)))
+
     def delete_job(self, project: str, name: str) -> JobPublic:
         return self.request_model(JobPublic, "DELETE", f"/projects/{project}/jobs/{name}")
 

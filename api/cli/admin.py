@@ -6,6 +6,7 @@ Contract: HTTP only (``api.cli.context.session``); every read takes ``--json``; 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,7 +15,7 @@ from api.cli import context
 from api.cli.eta_words import parse_duration, span
 from api.cli.jobs import Json, Token, Url
 from api.cli.nodes import node_table
-from api.client_types import EventPublic, ProjectPublic
+from api.client_types import EventPublic, NodePublic, ProjectPublic
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -270,10 +271,24 @@ def department_delete(
     typer.echo(f"Deleted department {name}.")
 
 
-def cluster(as_json: Json = False, url: Url = None, token: Token = None) -> None:
-    """Show GPUs per project (deserved, fair share, allocated, over quota) and per node.
+NODES_LISTED = 20  # up to this many nodes, tide cluster lists them all; above, a summary
+TOP_NODES = 10
 
-    Example: tide cluster
+
+def cluster(
+    *,
+    nodes: Annotated[
+        bool,
+        typer.Option("--nodes", "--all", help="List every node, however many (else a summary above 20)."),
+    ] = False,
+    as_json: Json = False,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Show GPUs per project (deserved, fair share, allocated, over quota) and the nodes: each one on a small
+    cluster, a summary on a big one (counts by state and use, the nodes with most free GPUs).
+
+    Example: tide cluster --nodes
     """
     with context.session(url, token) as client:
         state = client.cluster()
@@ -284,7 +299,33 @@ def cluster(as_json: Json = False, url: Url = None, token: Token = None) -> None
     out.print(f"GPUs: {state.total_gpus} total, {state.allocated_gpus} allocated, {state.free_gpus} free")
     if state.projects:
         out.print(_projects_table(state.projects))
-    out.print(node_table(state.nodes))
+    if nodes or len(state.nodes) <= NODES_LISTED:
+        out.print(node_table(state.nodes))
+    else:
+        _node_summary(state.nodes)
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{n:,} {what}" for what, n in counter.most_common())
+
+
+def _node_summary(nodes: list[NodePublic]) -> None:
+    out = context.console()
+    use = Counter(
+        "idle" if n.allocated_gpus == 0 else "full" if n.allocated_gpus >= n.gpus else "partly used"
+        for n in nodes
+    )
+    out.print(f"Nodes: {len(nodes):,} ({_counts(Counter(n.state for n in nodes))}); {_counts(use)}")
+    roomy = sorted(
+        (n for n in nodes if n.schedulable and n.gpus > n.allocated_gpus),
+        key=lambda n: (n.allocated_gpus - n.gpus, n.name),
+    )[:TOP_NODES]
+    if roomy:
+        out.print(f"Most free GPUs (where the next replicas fit), top {len(roomy)}:")
+        out.print(node_table(roomy))
+    else:
+        out.print("No schedulable node has a free GPU.")
+    out.print(f"{len(nodes):,} nodes: tide cluster --nodes (or tide node list) lists them all.")
 
 
 def _print_events(events: list[EventPublic]) -> None:

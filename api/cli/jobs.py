@@ -161,24 +161,40 @@ def _wait_running(job: JobPublic, seconds: float, url: str | None, token: str | 
     return job
 
 
+STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
+LIST_LIMIT = 50
+
+
 def list_jobs(
+    *,
     project: Project = None,
-    status: Annotated[str | None, typer.Option("--status", help="pending, running, ...")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only this status: " + ", ".join(STATUSES) + ".")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=0, max=10_000, help="At most this many jobs; 0 for all.")
+    ] = LIST_LIMIT,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many jobs first.")] = 0,
     as_json: Json = False,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """List jobs: replicas now/min/max, GPUs, age, expected start (or growth) and why a job waits.
+    """List jobs (by project, then age): replicas now/min/max, GPUs, age, expected start, why a job waits.
 
-    Example: tide list -p team-a
+    Example: tide list -p team-a --status pending --limit 20
     """
+    if status is not None and status not in STATUSES:
+        context.fail(f"--status must be one of {', '.join(STATUSES)}; got {status!r}", context.EXIT_BAD_INPUT)
     with context.session(url, token) as client:
-        jobs = client.jobs(project, status)
+        jobs, total = client.jobs_page(project, status, limit=limit or None, offset=offset)
+    note = _shown(len(jobs), total, offset) if len(jobs) < total else None
     if as_json:
         context.dump_json(jobs)
+        if note:
+            typer.echo(note, err=True)
         return
     if not jobs:
-        context.console().print("No jobs.")
+        context.console().print(f"No jobs{f' from {offset}' if offset and total else ''}.")
         return
     table = context.table("PROJECT", "NAME", "STATUS", "REPLICAS", "GPUS", "AGE", "ETA", "REASON")
     now = datetime.now(UTC)
@@ -195,6 +211,15 @@ def list_jobs(
             reason,
         )
     context.console().print(table)
+    if note:
+        context.console().print(note)
+
+
+def _shown(count: int, total: int, offset: int) -> str:
+    """The closing line of a list cut short: what it showed, and how to see the rest."""
+    where = f" (from {offset + 1:,})" if offset else ""
+    more = f", --offset {offset + count} for the next" if offset + count < total else ""
+    return f"showing {count:,} of {total:,} jobs{where}; --limit 0 for all{more}"
 
 
 def find_job(client: TideClient, name: str, project: str | None) -> JobPublic:

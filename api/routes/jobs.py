@@ -21,16 +21,16 @@ output may hold its secrets); any token reads jobs, which never show env values.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api import convert, schemas
 from api.auth import Principal, require_project_writer
-from api.cache import cached_response
+from api.cache import Payload, cached_response
 from api.deps import Caller, Services, Svc
 from api.engine_link import EngineUnavailable
 from api.routes.projects import get_project
@@ -38,7 +38,7 @@ from api.settings import Settings
 from scheduler.core.explain import beyond_cluster
 from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.store.models import JobRow, NodeRow
-from scheduler.store.queries import ACTIVE, add_event, job_by_name, job_views
+from scheduler.store.queries import ACTIVE, add_event, count_jobs, job_by_name, job_views
 
 router = APIRouter(tags=["jobs"])
 
@@ -57,11 +57,14 @@ def _get_job(session: Session, project: str, name: str) -> JobRow:
 def _fit_warning(session: Session, body: schemas.JobCreate) -> str | None:
     """Why the job does not fit today's cluster, if it does not: it is accepted all the same (nodes come and
     go: autoscalers, repairs, a cordoned node back) and waits, taking GPUs from nobody, with this reason."""
-    nodes = session.scalars(select(NodeRow).where(NodeRow.schedulable)).all()
-    if not nodes:
+    # nodes by size, not one row each: this runs on every submit, and a cluster has thousands of nodes
+    sizes = session.execute(
+        select(NodeRow.gpus, func.count()).where(NodeRow.schedulable).group_by(NodeRow.gpus)
+    ).all()
+    if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
     g, k = body.gpus_per_replica, body.min_replicas or 1
-    return beyond_cluster(g, k, max(n.gpus for n in nodes), sum(n.gpus // g for n in nodes))
+    return beyond_cluster(g, k, max(size for size, _ in sizes), sum(n * (size // g) for size, n in sizes))
 
 
 WARNING = {
@@ -122,7 +125,7 @@ def create_job(
         if existing is not None:
             session.delete(existing)
             session.flush()
-        job = _new_job(owner, body, svc.engine.clock())
+        job = new_job(owner, body, svc.engine.clock())
         job.pending_reason = beyond
         session.add(job)
         session.flush()
@@ -131,7 +134,8 @@ def create_job(
     return public, [beyond] if beyond else []
 
 
-def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
+def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
+    """The row of a job submitted at ``now``, pending (the one place a submit's body becomes a row)."""
     assert body.min_replicas is not None and body.max_replicas is not None  # filled in by the schema
     return JobRow(
         project_id=project_id,
@@ -158,28 +162,55 @@ def _new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
     )
 
 
-@router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic])
-async def list_project_jobs(project: str, svc: Svc, caller: Caller) -> Response:
-    return await list_jobs(svc, caller, project=project)
+PAGE_LIMIT = 10_000
+TOTAL: dict[str, Any] = {
+    "description": "How many jobs match the filters, whatever the page",
+    "schema": {"type": "integer"},
+}
+PAGED: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The jobs, by project then age", "headers": {"X-Total-Count": TOTAL}}
+}
 
 
-@router.get("/jobs", response_model=list[schemas.JobPublic])
+@router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic], responses=PAGED)
+async def list_project_jobs(
+    *,
+    project: str,
+    svc: Svc,
+    caller: Caller,
+    status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=PAGE_LIMIT)] = None,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+) -> Response:
+    return await list_jobs(
+        svc=svc, caller=caller, project=project, status_=status_, limit=limit, offset=offset
+    )
+
+
+@router.get("/jobs", response_model=list[schemas.JobPublic], responses=PAGED)
 async def list_jobs(
+    *,
     svc: Svc,
     caller: Caller,
     project: Annotated[str | None, Query(max_length=63)] = None,
     status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=PAGE_LIMIT)] = None,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
 ) -> Response:
-    key = f"jobs?project={project}&status={status_}"
-    return cached_response(await svc.views.get(key, lambda: _jobs(svc, project, status_)))
+    """Jobs by project then age; ``limit``/``offset`` page them, ``X-Total-Count`` says how many match."""
+    key = f"jobs?project={project}&status={status_}&limit={limit}&offset={offset}"
+    return cached_response(await svc.views.get(key, lambda: _jobs(svc, project, status_, limit, offset)))
 
 
-def _jobs(svc: Services, project: str | None, status_: str | None) -> bytes:
+def _jobs(svc: Services, project: str | None, status_: str | None, limit: int | None, offset: int) -> Payload:
     with svc.db.read() as session:
         if project is not None:
             get_project(session, project)
-        views = job_views(session, project=project, status=status_)
-    return convert.jobs_json([convert.job_public(view, view.project_name) for view in views])
+        views = job_views(session, project=project, status=status_, limit=limit, offset=offset)
+        paged = limit is not None or offset > 0
+        total = count_jobs(session, project=project, status=status_) if paged else len(views)
+    body = convert.jobs_json([convert.job_public(view, view.project_name) for view in views])
+    return Payload(body, {"X-Total-Count": str(total)})
 
 
 @router.get("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)

@@ -1,8 +1,8 @@
 """Write a ``Plan`` to the store: wanted placements, released replicas, events, reasons and shares.
 
-Contract: ``persist_plan(session, plan, now=...)`` runs inside the cycle's one write transaction. Each
-decision re-reads its job locked and skips it when the job stopped being active meanwhile (a delete that
-raced the cycle): a cancelled job never gets replicas. START/GROW insert ``ReplicaRow``s that the engine
+Contract: ``persist_plan(session, plan, now=...)`` runs inside the cycle's one write transaction. The
+decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
+meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. START/GROW insert ``ReplicaRow``s that the engine
 launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-launched one is deleted at
 once). EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason.
 
@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from scheduler.core.plan import Action, Decision, Plan
 from scheduler.core.usage import accrue
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
-from scheduler.store.queries import ACTIVE, active_job, add_event
+from scheduler.store.queries import ACTIVE, active_jobs, add_event
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +36,10 @@ def persist_plan(
 ) -> list[Decision]:
     """Persist ``plan``; return the decisions applied (skipped ones are logged)."""
     applied: list[Decision] = []
+    jobs = active_jobs(session, ((d.project, d.job) for d in plan.decisions))
     for decision in plan.decisions:
-        job = active_job(session, decision.project, decision.job)
-        if job is None:
+        job = jobs.get((decision.project, decision.job))
+        if job is None or job.status not in ACTIVE:
             log.info(
                 "skipping %s of %s/%s: no longer active", decision.action, decision.project, decision.job
             )

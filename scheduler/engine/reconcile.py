@@ -249,7 +249,11 @@ def launch_waiting(
         select(ReplicaRow)
         .join(ReplicaRow.job)
         .where(ReplicaRow.desired == "run", ReplicaRow.pid.is_(None), JobRow.status.in_(ACTIVE))
-        .options(selectinload(ReplicaRow.job).selectinload(JobRow.project))
+        .options(
+            selectinload(ReplicaRow.job).selectinload(JobRow.project),
+            # each launch reads its job's replicas (the master's address): loaded here, not one query each
+            selectinload(ReplicaRow.job).selectinload(JobRow.replicas),
+        )
         .order_by(JobRow.submitted_at, JobRow.id, ReplicaRow.index)
     ).all()
     if not waiting:

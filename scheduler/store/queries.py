@@ -7,11 +7,11 @@ Contract: functions take an open ``Session`` and neither commit nor roll back. `
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
@@ -43,11 +43,24 @@ def job_by_name(session: Session, project: str, name: str, *, lock: bool = False
     return session.scalars(query).first()
 
 
-def active_job(session: Session, project: str, name: str) -> JobRow | None:
-    """The job if it is pending or running, locked for the rest of the transaction."""
-    query = _job_query(project).where(JobRow.name == name, JobRow.status.in_(ACTIVE))
-    query = query.with_for_update(of=JobRow).execution_options(populate_existing=True)
-    return session.scalars(query).first()
+def active_jobs(session: Session, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], JobRow]:
+    """The jobs of these ``(project, name)`` keys that are pending or running, locked for the rest of the
+    transaction, by key: a few queries for a plan of thousands of decisions, not several for each (one job
+    at a time, the first cycle on 10,240 GPUs with 5,120 jobs spent 30 s writing its plan)."""
+    wanted = sorted(set(keys))
+    found: dict[tuple[str, str], JobRow] = {}
+    for start in range(0, len(wanted), 400):  # 800 bound parameters a query: far below SQLite's limit
+        chunk = wanted[start : start + 400]
+        query = (
+            select(JobRow)
+            .join(JobRow.project)
+            .where(tuple_(ProjectRow.name, JobRow.name).in_(chunk), JobRow.status.in_(ACTIVE))
+            .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
+            .with_for_update(of=JobRow)
+            .execution_options(populate_existing=True)
+        )
+        found |= {(job.project.name, job.name): job for job in session.scalars(query)}
+    return found
 
 
 def held_gpu_ids(session: Session) -> dict[str, set[int]]:
@@ -164,8 +177,30 @@ _JOB_VIEW_COLUMNS = [f.name for f in fields(JobView) if f.name not in ("project_
 _REPLICA_VIEW_COLUMNS = [f.name for f in fields(ReplicaView)]
 
 
-def job_views(session: Session, *, project: str | None = None, status: str | None = None) -> list[JobView]:
-    """Jobs (all, or of a project, or in a status) ordered by project, age; two queries, no ORM objects.
+def _job_filter(query: Select[Any], project: str | None, status: str | None) -> Select[Any]:
+    if project is not None:
+        query = query.where(ProjectRow.name == project)
+    if status is not None:
+        query = query.where(JobRow.status == status)
+    return query
+
+
+def count_jobs(session: Session, *, project: str | None = None, status: str | None = None) -> int:
+    """How many jobs ``job_views`` lists with these filters and no page."""
+    query = select(func.count(JobRow.id)).join(ProjectRow, JobRow.project_id == ProjectRow.id)
+    return int(session.scalar(_job_filter(query, project, status)) or 0)
+
+
+def job_views(
+    session: Session,
+    *,
+    project: str | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[JobView]:
+    """Jobs (all, or of a project, or in a status) ordered by project, age, at most ``limit`` of them from
+    ``offset`` on; two queries, no ORM objects.
 
     A listing of 1,000 jobs built from ORM objects spent most of its time creating them.
     """
@@ -174,10 +209,9 @@ def job_views(session: Session, *, project: str | None = None, status: str | Non
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
         .order_by(ProjectRow.name, JobRow.created_at, JobRow.id)
     )
-    if project is not None:
-        query = query.where(ProjectRow.name == project)
-    if status is not None:
-        query = query.where(JobRow.status == status)
+    query = _job_filter(query, project, status).offset(offset)
+    if limit is not None:
+        query = query.limit(limit)
     rows = session.execute(query).all()
     replicas: dict[int, list[ReplicaView]] = defaultdict(list)
     ids = [row[0] for row in rows]

@@ -4,7 +4,7 @@
 run as root on the project's machines); it never runs ``playwright install``, which downloads a browser build
 from outside the package registries. When Chromium or Playwright cannot be had, the tests skip with the
 reason, unless ``CI`` is set: then they fail loudly. ``serve`` runs ``tide serve`` as a subprocess on a free
-port with the local executor (``tide``: on 4 nodes of 1 GPU); ``page`` opens a fresh browser context and records
+port with the local executor, or the in-memory one for a big cluster (``tide``: on 4 nodes of 1 GPU); ``page`` opens a fresh browser context and records
 console errors and page errors; ``shots`` is the directory screenshots go to (``test-output/browser/`` at
 the repository root, or ``$TIDE_TEST_OUTPUT``), printed so a person can look at them.
 """
@@ -113,11 +113,11 @@ class Tide:
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
-    """Start ``tide serve`` (local executor) with ``nodes`` of ``gpus`` GPUs and further ``options``; stopped
-    after the test."""
+    """Start ``tide serve`` (local executor, or ``executor="memory"``: replicas are records, no processes) with
+    ``nodes`` of ``gpus`` GPUs and further ``options``; stopped after the test."""
     started: list[Tide] = []
 
-    def start(nodes: int = 4, gpus: int = 1, *options: str) -> Tide:
+    def start(nodes: int = 4, gpus: int = 1, *options: str, executor: str = "local") -> Tide:
         port = free_port()
         data_dir = tmp_path / f"data-{len(started)}"
         env = {
@@ -125,7 +125,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
         }  # no outside settings leak in
         env |= {"TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": TOKEN}
         argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
-        argv += ["--executor", "local", "--nodes", str(nodes), "--gpus-per-node", str(gpus)]
+        argv += ["--executor", executor, "--nodes", str(nodes), "--gpus-per-node", str(gpus)]
         argv += ["--cycle-period", "0.1", "--grace-period", "30", "--settle-time", "0", *options]
         log = tmp_path / f"serve-{len(started)}.log"
         with log.open("w") as out:

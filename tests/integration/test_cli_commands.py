@@ -359,3 +359,61 @@ def test_submit_can_wait_until_the_job_runs_or_say_why_not() -> None:
                    "--wait", "0.5", "--", "sleep", "100")  # fmt: skip
     assert blocked.exit_code == 0, blocked.output
     assert "Still pending after 0.5 s:" in blocked.output
+
+
+def _rows(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.lstrip().startswith("team-")]
+
+
+def test_a_big_cluster_lists_jobs_in_pages_and_summarises_its_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 nodes of 8 GPUs, 60 jobs: team-a's 38 whole-node jobs and team-b's 12 one-GPU ones run, team-b's
+    10 whole-node jobs wait. ``tide list`` shows 50 and says how to see the rest; ``tide cluster`` sums the
+    nodes up unless asked for every one."""
+    monkeypatch.setenv("COLUMNS", "200")
+    with cli_bridge(tmp_path, monkeypatch, nodes=40, gpus_per_node=8) as bridge:
+        client = local_client(bridge, ADMIN)
+        client.create_project({"name": "team-a", "deserved_gpus": 304})
+        client.create_project({"name": "team-b", "deserved_gpus": 12})
+        for i in range(60):
+            project, gpus = ("team-a", 8) if i < 38 else ("team-b", 1 if i < 50 else 8)
+            client.submit(project, {"name": f"j{i:02d}", "gpus_per_replica": gpus, "command": ["train"]})
+        wait_for(lambda: client.cluster().allocated_gpus == 316, what="50 jobs to run on 316 GPUs")
+
+        listed = tide("list")
+        assert listed.exit_code == 0, listed.output
+        assert len(_rows(listed.output)) == 50
+        assert listed.output.rstrip().endswith(
+            "showing 50 of 60 jobs; --limit 0 for all, --offset 50 for the next"
+        )
+        assert len(_rows(tide("list", "--limit", "0").output)) == 60
+        assert "showing" not in tide("list", "--limit", "0").output
+        rest = tide("list", "--offset", "55")
+        assert rest.output.rstrip().endswith("showing 5 of 60 jobs (from 56); --limit 0 for all")
+        pending = tide("list", "--status", "pending", "--limit", "4")
+        assert len(_rows(pending.output)) == 4 and "showing 4 of 10 jobs" in pending.output
+        as_json = tide("list", "-p", "team-b", "--status", "running", "--limit", "3", "--json")
+        found = json.loads(as_json.stdout)
+        assert [(j["project"], j["name"], j["status"]) for j in found] == [
+            ("team-b", f"j{i}", "running") for i in (38, 39, 40)
+        ]
+        assert "showing 3 of 12 jobs" in as_json.stderr
+        for bad, says in (
+            (["--limit", "-1"], "--limit"),
+            (["--limit", "many"], "--limit"),
+            (["--offset", "-5"], "--offset"),
+            (["--status", "done"], "--status must be one of pending, running, succeeded, failed, cancelled"),
+        ):
+            refused = tide("list", *bad)
+            assert refused.exit_code == 2 and says in refused.output, (bad, refused.output)
+
+        summary = tide("cluster")
+        assert summary.exit_code == 0, summary.output
+        assert "Nodes: 40 (40 ready); 39 full, 1 partly used" in summary.output
+        assert "Most free GPUs (where the next replicas fit), top 1:" in summary.output
+        assert "40 nodes: tide cluster --nodes (or tide node list) lists them all." in summary.output
+        assert "team-a" in summary.output and summary.output.count("node-") == 1  # only the roomy node
+        every = tide("cluster", "--nodes")
+        assert sum(line.lstrip().startswith("node-") for line in every.output.splitlines()) == 40
+        assert tide("cluster", "--all").output == every.output

@@ -15,11 +15,14 @@ import pytest
 from sqlalchemy import select
 
 from scheduler.core import Config, Node
+from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
+from scheduler.engine.persist import persist_plan
 from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store.db import Database
+from scheduler.store.mapper import load_state
 from scheduler.store.migrate import upgrade
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import job_by_name
@@ -189,3 +192,23 @@ def test_caches_are_invalidated_only_by_cycles_that_changed_something(harness: H
     harness.submit("a", "next", 1, 1)
     harness.cycle()
     assert harness.engine.changes > settled
+
+
+def test_a_job_cancelled_while_the_cycle_planned_gets_no_replicas(harness: Harness) -> None:
+    """The plan is made outside the write lock: a delete that lands meanwhile wins, the other starts go on."""
+    harness.project("a", 4)
+    harness.cycle()  # the nodes are known
+    harness.submit("a", "kept", 1, 1)
+    harness.submit("a", "deleted", 1, 1)
+    with harness.db.read() as session:
+        plan = plan_cycle(load_state(session), Config(settle_seconds=0), now=harness.clock)
+    assert sorted(d.job for d in plan.decisions) == ["deleted", "kept"]
+    with harness.db.write() as session:
+        job = job_by_name(session, "a", "deleted")
+        assert job is not None
+        job.status = "cancelled"
+    with harness.db.write() as session:
+        applied = persist_plan(session, plan, now=harness.clock)
+    assert [d.job for d in applied] == ["kept"]
+    assert harness.job("a", "deleted").replicas == [] and len(harness.job("a", "kept").replicas) == 1
+    assert harness.events() == [("start", "kept")]

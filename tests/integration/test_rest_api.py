@@ -224,6 +224,29 @@ def test_unchanged_reads_cost_a_304(admin: TideClient, svc: RunningService) -> N
     assert changed.status_code == 200 and changed.json()[0]["deserved_gpus"] == 3
 
 
+def test_jobs_come_in_pages_with_the_total(admin: TideClient, svc: RunningService) -> None:
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    admin.create_project({"name": "b", "deserved_gpus": 2})
+    for i in range(5):
+        admin.submit("a" if i < 3 else "b", {"name": f"j{i}", **JOB})
+    everything = [(j.project, j.name) for j in admin.jobs()]
+    assert everything == [("a", "j0"), ("a", "j1"), ("a", "j2"), ("b", "j3"), ("b", "j4")]
+    page, total = admin.jobs_page(limit=2, offset=1)
+    assert ([(j.project, j.name) for j in page], total) == (everything[1:3], 5)
+    page, total = admin.jobs_page("a", limit=2, offset=2)
+    assert ([j.name for j in page], total) == (["j2"], 3)
+    assert admin.jobs_page(limit=2, offset=10) == ([], 5)
+    assert admin.jobs_page(status="succeeded", limit=None) == ([], 0)
+    headers = {"Authorization": "Bearer test-admin-token"}
+    for bad in ("limit=0", "limit=10001", "offset=-1", "limit=many"):
+        answer = httpx.get(f"{svc.url}/api/v1/jobs?{bad}", headers=headers)
+        assert answer.status_code == 422, bad
+    tag = httpx.get(f"{svc.url}/api/v1/jobs?limit=1", headers=headers).headers["etag"]
+    admin.submit("b", {"name": "j5", **JOB})  # the first page is the same; the total is not
+    again = httpx.get(f"{svc.url}/api/v1/jobs?limit=1", headers={**headers, "If-None-Match": tag})
+    assert (again.status_code, again.headers["x-total-count"]) == (200, "6")
+
+
 def test_docs_and_placeholder(svc: RunningService) -> None:
     assert httpx.get(f"{svc.url}/docs").status_code == 200
     schema = httpx.get(f"{svc.url}/openapi.json").json()

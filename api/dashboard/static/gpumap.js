@@ -5,14 +5,22 @@
 // (or "stopping" when its job ended); a free GPU says "free". These are physical figures: processes that
 // still hold the GPUs. Replicas placed that wait for their GPUs are listed under their node. Small clusters
 // get large labelled cells; from DENSE_ABOVE GPUs the cells shrink to the replica number (details in the
-// tooltip) with a legend of project colours, and from SWATCH_ABOVE to colour and pattern only.
+// tooltip) with a legend of project colours, and from SWATCH_ABOVE to colour and pattern only. Above
+// nodemap.COMPACT_ABOVE nodes, one cell per node instead (nodemap.js).
 
 import { byId, h, replace } from "./dom.js";
+import * as nodemap from "./nodemap.js";
 
 const DENSE_ABOVE = 16;
 const SWATCH_ABOVE = 512;
 
 export function render(cluster, jobs, palette) {
+  if (cluster.nodes.length > nodemap.COMPACT_ABOVE) {
+    replace(byId("gpu-legend"), compactLegend());
+    nodemap.render(cluster, jobs, palette);
+    return;
+  }
+  nodemap.hide();
   const list = byId("node-list");
   const mode = cluster.total_gpus > SWATCH_ABOVE ? "swatch" : cluster.total_gpus > DENSE_ABOVE ? "dense" : "full";
   list.className = `nodes nodes-${mode}`;
@@ -116,5 +124,14 @@ function legend(projects, palette) {
     h("span", {}, h("span", { class: "master-badge", style: { position: "static" } }, "★ MASTER"), " replica 0"),
     h("span", {}, h("span", { class: "key", style: { border: "3px dashed #a32900" } }), " ⟲ being reclaimed"),
     h("span", {}, h("span", { class: "key", style: { border: "2px dashed #8c959f", background: "#eef0f3" } }), " free"),
+  ];
+}
+
+function compactLegend() {
+  return [
+    h("span", {}, "One cell per node: a bar per project holding its GPUs, in the project's colour and pattern (hover for names)"),
+    h("span", {}, h("span", { class: "key", style: { border: "2px dashed #a32900" } }), " ⟲ GPUs being released"),
+    h("span", {}, h("span", { class: "key", style: { border: "1px solid #8c959f", background: "#eef0f3" } }), " free"),
+    h("span", {}, h("span", { class: "key ncell-cordoned" }), " cordoned"),
   ];
 }

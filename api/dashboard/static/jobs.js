@@ -2,13 +2,21 @@
 // filter: running first, then pending in their place in line, then finished ones newest first. Each row:
 // the job (a link to its detail), its status in words, replicas now / min / max, GPUs held, age, and for a
 // job not at its wanted size the scheduler's reason, its place in line (R13) and when it should start or
-// grow (eta.js). tickAges() refreshes ages.
+// grow (eta.js). At most PAGE rows are drawn: above that the table pages (‹ Prev / Next ›, the page kept
+// while polls redraw it, back to the first when the filter changes). tickAges() refreshes ages.
 
 import { byId, duration, h, replace } from "./dom.js";
 import { etaBadge } from "./eta.js";
 import { reason, STATUS } from "./words.js";
 
 const ORDER = { running: 0, pending: 1 };
+export const PAGE = 100;
+const paging = { page: 0, pages: 1 };
+
+// Move by delta pages (clamped when the table is drawn); 0 goes back to the first page.
+export function turn(delta) {
+  paging.page = delta === 0 ? 0 : Math.max(0, Math.min(paging.pages - 1, paging.page + delta));
+}
 
 export function matches(job, filter) {
   if (filter.project && job.project !== filter.project) return false;
@@ -27,12 +35,26 @@ function sortKey(a, b) {
 
 export function render(jobs, palette, filter, selected) {
   const shown = jobs.filter((job) => matches(job, filter)).sort(sortKey);
-  replace(byId("job-count"), `${shown.length} of ${jobs.length} jobs`);
+  replace(byId("job-count"), `${shown.length.toLocaleString("en")} of ${jobs.length.toLocaleString("en")} jobs`);
+  const first = pager(shown.length);
   if (shown.length === 0) {
     replace(byId("job-rows"), h("tr", {}, h("td", { colspan: 6, class: "muted" }, jobs.length ? "No job matches the filter." : "No jobs yet.")));
     return;
   }
-  replace(byId("job-rows"), shown.map((job) => row(job, palette, selected)));
+  replace(byId("job-rows"), shown.slice(first, first + PAGE).map((job) => row(job, palette, selected)));
+}
+
+// Shows the pager when the rows fill more than a page; the index of the page's first row.
+function pager(count) {
+  paging.pages = Math.max(1, Math.ceil(count / PAGE));
+  paging.page = Math.min(paging.page, paging.pages - 1);
+  const first = paging.page * PAGE;
+  byId("job-pager").hidden = paging.pages === 1;
+  byId("page-prev").disabled = paging.page === 0;
+  byId("page-next").disabled = paging.page === paging.pages - 1;
+  const last = Math.min(count, first + PAGE);
+  replace(byId("page-where"), `rows ${(first + 1).toLocaleString("en")} to ${last.toLocaleString("en")} · page ${paging.page + 1} of ${paging.pages}`);
+  return first;
 }
 
 function row(job, palette, selected) {

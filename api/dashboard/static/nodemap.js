@@ -1,0 +1,218 @@
+// The compact GPU map, for clusters of more than COMPACT_ABOVE nodes. Contract: render(cluster, jobs,
+// palette) draws one small cell per node, in racks of RACK nodes (in natural name order, node-2 before
+// node-10), each cell a mini bar: one segment per project holding GPUs there, as tall as its share of the
+// node's GPUs, in the project's colour and pattern, free GPUs grey; replicas told to stop outline the cell
+// dashed red, a cordoned node is hatched grey. The title says the node's figures and who holds what;
+// clicking a cell opens the node panel (its replicas with links to their jobs, and what waits to start
+// there). The "Highlight" select keeps the nodes of a project or department bright and dims the others,
+// without redrawing. A poll that changed /cluster redraws only the cells of nodes whose figures changed
+// (all of them when the set of nodes changed); filtering only toggles classes.
+
+import { byId, h, plural, replace } from "./dom.js";
+
+export const COMPACT_ABOVE = 64;
+const RACK = 64;
+const byName = new Intl.Collator(undefined, { numeric: true }).compare;
+const view = { cluster: null, jobs: [], palette: null, selected: null, wired: false, names: "", cells: new Map() };
+
+export function render(cluster, jobs, palette) {
+  Object.assign(view, { cluster, jobs, palette });
+  wire();
+  byId("map-tools").hidden = false;
+  updateHighlight(cluster);
+  const list = byId("node-list");
+  const nodes = [...cluster.nodes].sort((a, b) => byName(a.name, b.name));
+  const names = nodes.map((n) => n.name).join(" ");
+  if (list.className !== "nodes nodes-compact" || names !== view.names) {
+    list.className = "nodes nodes-compact";
+    view.names = names;
+    view.cells = new Map();
+    const racks = [];
+    for (let i = 0; i < nodes.length; i += RACK) racks.push(rack(nodes.slice(i, i + RACK), palette));
+    replace(list, racks);
+  } else {
+    for (const node of nodes) update(node, palette); // the same nodes: redraw only the cells that changed
+  }
+  applyHighlight();
+  drawPanel();
+}
+
+// What a node's cell shows: redrawn only when this changes.
+function signature(node, palette) {
+  const slots = node.slots.map((s) => `${s.project}:${s.gpu_ids.length}:${s.releasing ? 1 : 0}:${palette.of(s.project).c}${palette.of(s.project).pattern}`);
+  return `${node.allocated_gpus}/${node.gpus}/${node.schedulable}/${node.state}/${slots.join(",")}`;
+}
+
+function update(node, palette) {
+  const known = view.cells.get(node.name);
+  const sig = signature(node, palette);
+  if (known && known.sig === sig) return;
+  const el = cell(node, palette);
+  known?.el.replaceWith(el);
+}
+
+// Back to the small views: the compact view's tools and panel go away.
+export function hide() {
+  view.names = "";
+  byId("map-tools").hidden = true;
+  byId("node-panel").hidden = true;
+  view.selected = null;
+}
+
+function wire() {
+  if (view.wired) return;
+  view.wired = true;
+  byId("node-list").addEventListener("click", (event) => {
+    const cell = event.target.closest(".ncell");
+    if (!cell) return;
+    view.selected = cell.dataset.node;
+    drawPanel();
+  });
+  byId("map-filter").addEventListener("change", applyHighlight);
+  byId("map-tools").addEventListener("submit", (event) => event.preventDefault());
+  byId("node-panel").addEventListener("click", (event) => {
+    if (!event.target.closest("[data-role=close-node]")) return;
+    view.selected = null;
+    drawPanel();
+  });
+}
+
+function rack(nodes, palette) {
+  const label = nodes.length > 1 ? `${nodes[0].name} – ${nodes[nodes.length - 1].name}` : nodes[0].name;
+  return h("div", { class: "rack" }, h("div", { class: "rack-label" }, label), h("div", { class: "rack-grid" }, nodes.map((n) => cell(n, palette))));
+}
+
+function holders(node) {
+  const gpus = new Map();
+  let releasing = 0;
+  for (const slot of node.slots) {
+    gpus.set(slot.project, (gpus.get(slot.project) ?? 0) + slot.gpu_ids.length);
+    if (slot.releasing) releasing += slot.gpu_ids.length;
+  }
+  const ranked = [...gpus].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  return { ranked, releasing };
+}
+
+function cell(node, palette) {
+  const { ranked, releasing } = holders(node);
+  const free = Math.max(0, node.gpus - node.allocated_gpus);
+  const classes = ["ncell", node.schedulable ? "" : "ncell-cordoned", releasing ? "ncell-releasing" : "", ranked.length ? "" : "ncell-free"];
+  const who = ranked.map(([project, n]) => `${project} ${n}`).join(", ");
+  const title =
+    `${node.name}: ${node.allocated_gpus}/${node.gpus} GPUs in use` +
+    (who ? ` (${who})` : "") +
+    (releasing ? `, ${releasing} being released` : "") +
+    (node.schedulable ? "" : `, ${node.state}`) +
+    " · click for its replicas";
+  const segments = ranked.map(([project, n]) => {
+    const paint = palette.paint(project, "nseg");
+    return h("span", { ...paint, style: { ...paint.style, "flex-grow": String(n) } });
+  });
+  if (free && ranked.length) segments.push(h("span", { class: "nseg nseg-free", style: { "flex-grow": String(free) } }));
+  const el = h(
+    "div",
+    {
+      class: classes.filter(Boolean).join(" "),
+      title,
+      dataset: { node: node.name, projects: ranked.map(([p]) => p).join(" "), main: ranked[0]?.[0] ?? "" },
+    },
+    segments,
+  );
+  view.cells.set(node.name, { sig: signature(node, palette), el });
+  return el;
+}
+
+function updateHighlight(cluster) {
+  const select = byId("map-filter");
+  const current = select.value;
+  const options = [h("option", { value: "" }, "all nodes")];
+  if (cluster.departments.length) {
+    options.push(h("optgroup", { label: "Departments" }, cluster.departments.map((d) => h("option", { value: `d:${d.name}` }, `department ${d.name}`))));
+  }
+  options.push(h("optgroup", { label: "Projects" }, cluster.projects.map((p) => h("option", { value: `p:${p.name}` }, p.name))));
+  replace(select, options);
+  const values = new Set([...select.options].map((o) => o.value));
+  select.value = values.has(current) ? current : "";
+}
+
+function wanted(value) {
+  if (!value) return null;
+  const name = value.slice(2);
+  if (value.startsWith("p:")) return new Set([name]);
+  return new Set(view.cluster.projects.filter((p) => p.department === name).map((p) => p.name));
+}
+
+function applyHighlight() {
+  const projects = wanted(byId("map-filter").value);
+  const list = byId("node-list");
+  list.classList.toggle("highlighting", projects !== null);
+  let hits = 0;
+  for (const el of list.querySelectorAll(".ncell")) {
+    const hit = projects !== null && el.dataset.projects.split(" ").some((p) => projects.has(p));
+    el.classList.toggle("hit", hit);
+    if (hit) hits += 1;
+  }
+  const nodes = view.cluster.nodes.length;
+  const what = byId("map-filter").selectedOptions[0]?.textContent ?? "";
+  replace(
+    byId("map-count"),
+    projects === null ? `${plural(nodes, "node")}: one cell each, click one for its replicas` : `${hits} of ${plural(nodes, "node")} hold GPUs of ${what}`,
+  );
+}
+
+function drawPanel() {
+  const panel = byId("node-panel");
+  const node = view.selected && view.cluster?.nodes.find((n) => n.name === view.selected);
+  for (const el of byId("node-list").querySelectorAll(".ncell.selected")) el.classList.remove("selected");
+  if (!node) {
+    panel.hidden = true;
+    return;
+  }
+  byId("node-list").querySelector(`.ncell[data-node="${CSS.escape(node.name)}"]`)?.classList.add("selected");
+  panel.hidden = false;
+  replace(panel, nodePanel(node));
+}
+
+function nodePanel(node) {
+  const slots = [...node.slots].sort((a, b) => Math.min(...a.gpu_ids) - Math.min(...b.gpu_ids));
+  const waiting = waitingOn(node.name);
+  return [
+    h(
+      "header",
+      { class: "node-panel-head" },
+      h("h3", {}, `Node ${node.name}`),
+      h("span", {}, `${node.allocated_gpus}/${node.gpus} GPUs in use · ${node.state}${node.schedulable ? "" : " (no new replicas)"}`),
+      h("button", { type: "button", dataset: { role: "close-node" }, "aria-label": `Close node ${node.name}` }, "✕ Close"),
+    ),
+    slots.length
+      ? h(
+          "table",
+          { class: "node-slots" },
+          h("thead", {}, h("tr", {}, ["Job", "Replica", "GPUs", "State"].map((t) => h("th", { scope: "col", class: t === "GPUs" ? "num" : null }, t)))),
+          h("tbody", {}, slots.map((s) => slotRow(s))),
+        )
+      : h("p", { class: "muted" }, "No replica holds GPUs here."),
+    waiting.length ? h("p", { class: "next-here" }, `Starting here once GPUs are free: ${waiting.join(", ")}`) : null,
+  ];
+}
+
+function slotRow(slot) {
+  const who = `${slot.project}/${slot.job}`;
+  return h(
+    "tr",
+    { dataset: { project: slot.project, job: slot.job, replica: String(slot.index) } },
+    h("td", {}, h("a", { href: `#job/${slot.project}/${slot.job}`, class: "chip" }, h("span", view.palette.paint(slot.project, "dot")), who)),
+    h("td", {}, slot.role === "master" ? "★ master #0" : `worker #${slot.index}`),
+    h("td", { class: "num" }, slot.gpu_ids.join(",")),
+    h("td", {}, slot.releasing ? "⟲ being released" : "running"),
+  );
+}
+
+function waitingOn(nodeName) {
+  const found = [];
+  for (const job of view.jobs) {
+    if (job.status !== "running" && job.status !== "pending") continue;
+    for (const r of job.replicas) if (r.node === nodeName && r.status === "starting" && r.pid === null) found.push(`${job.project}/${job.name} #${r.index}`);
+  }
+  return found;
+}

@@ -1,0 +1,208 @@
+"""The dashboard at cluster scale: 1,280 nodes of 8 GPUs, 100 projects in 4 departments and beyond, 5,000 jobs.
+
+A real ``tide serve`` with the in-memory executor (replicas are records; the loop, database and API are the
+real ones): departments and projects made over REST, the jobs written through the store (``fill``), later
+changes over REST. The GPU map turns compact (one cell per node, in
+racks), the jobs table pages (100 rows a page), and the page says how long its redraws took
+(``window.tideRender``: from the answers in hand to the page laid out). Targets: first render <= 1 s, a
+poll's update <= 200 ms; on the noisy 2-core test machines the test asserts three times that and prints the
+figures measured. It checks what a person does with the compact map (hover, click a node, highlight a
+project or a department), pages the jobs, saves screenshots, and allows no console error.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration.servicekit import wait_for
+from playwright.sync_api import Page, expect
+from sqlalchemy import select
+
+from api import schemas
+from api.client import TideClient
+from api.routes.jobs import new_job
+from scheduler.store.db import Database, sqlite_url
+from scheduler.store.models import ProjectRow
+
+NODES, GPUS = 1280, 8
+PROJECTS, DEPARTMENTS, IN_DEPARTMENT = 100, 4, 20  # p0..p79 in d0..d3, p80..p99 in none
+JOBS = 5000
+FIRST_RENDER_MS, UPDATE_MS, SLACK = 1000, 200, 3  # targets, and how far past them the test tolerates
+LONG = {"timeout": 30_000}
+
+
+def job_body(i: int) -> tuple[str, dict[str, Any]]:
+    """Job ``i``: in project p(i mod 100); 1, 2, 4 or 8 GPUs a replica; every other one elastic."""
+    gpus = (1, 2, 4, 8)[i % 4]
+    workers = i % 3
+    body = {"name": f"j{i}", "workers": workers, "gpus_per_replica": gpus, "command": ["train"]}
+    if i % 2:
+        body |= {"min_replicas": 1, "max_replicas": workers + 3}
+    return f"p{i % PROJECTS}", body
+
+
+def fill(tide: Any) -> float:
+    """Departments and projects over REST, then JOBS jobs written through the store in one transaction: the
+    submit route's own ``new_job`` from the route's own schema, into the service's database (submitting
+    5,000 jobs one by one over REST takes minutes on a loaded 2-core machine; bench/live_scale.py measures
+    that path). The loop picks them up at its next cycle. Seconds it took."""
+    admin = tide.client()
+    for d in range(DEPARTMENTS):
+        admin.create_department({"name": f"d{d}", "deserved_gpus": IN_DEPARTMENT * 100})
+    for p in range(PROJECTS):
+        department = f"d{p // IN_DEPARTMENT}" if p < DEPARTMENTS * IN_DEPARTMENT else None
+        admin.create_project({"name": f"p{p}", "deserved_gpus": 100, "department": department})
+    started = time.monotonic()
+    db = Database(sqlite_url(tide.data_dir))
+    try:
+        with db.write() as session:
+            ids = dict(session.execute(select(ProjectRow.name, ProjectRow.id)).all())
+            now = time.time()
+            for i in range(JOBS):
+                project, body = job_body(i)
+                session.add(new_job(ids[project], schemas.JobCreate.model_validate(body), now + i * 1e-4))
+    finally:
+        db.dispose()
+    return time.monotonic() - started
+
+
+def map_shot(tab: Page, path: Path) -> None:
+    """The GPU map's heading, tools and cells (its panel is as tall as the Projects beside it)."""
+    top = tab.locator("#gpus").bounding_box()
+    bottom = tab.locator("#node-panel:visible, #node-list").last.bounding_box()
+    assert top and bottom
+    clip = {
+        "x": top["x"],
+        "y": top["y"],
+        "width": top["width"],
+        "height": bottom["y"] + bottom["height"] - top["y"] + 8,
+    }
+    tab.screenshot(path=str(path), clip=clip, full_page=True)
+
+
+def sign_in(tab: Page, tide: Any) -> None:
+    tab.goto(tide.url + "/")
+    tab.fill("#token-input", tide.token)
+    tab.click("#token-submit")
+
+
+def renders(tab: Page) -> dict[str, Any]:
+    found: dict[str, Any] = tab.evaluate("({...window.tideRender})")
+    return found
+
+
+def wait_for_renders(tab: Page, count: int, timeout: float) -> dict[str, Any]:
+    wait_for(lambda: renders(tab)["count"] >= count, timeout=timeout, what=f"{count} redraws of the page")
+    return renders(tab)
+
+
+@pytest.mark.slow
+def test_the_dashboard_at_1280_nodes_and_5000_jobs(
+    serve: Callable[..., Any], page: tuple[Page, Any], shots: Path
+) -> None:
+    began = time.monotonic()
+    tab, console = page
+    tide = serve(NODES, GPUS, "--cycle-period", "1", executor="memory")
+    written_in = fill(tide)
+    client = tide.client()
+    sign_in(tab, tide)  # while the loop places the jobs: the page shows them waiting, then running
+    expect(tab.locator("#node-list .ncell")).to_have_count(NODES, **LONG)
+    full = lambda: client.cluster().allocated_gpus >= 0.95 * NODES * GPUS  # noqa: E731
+    wait_for(full, timeout=240, what="95 % of the GPUs allocated")  # ~30 s on a quiet 2-core machine
+    filled_in = time.monotonic() - began
+    tab.reload()  # the first render of a full cluster
+    first = wait_for_renders(tab, 1, 30)["first"]
+
+    expect(tab.locator("#node-list")).to_have_class("nodes nodes-compact", **LONG)
+    expect(tab.locator("#node-list .ncell")).to_have_count(NODES)
+    expect(tab.locator("#node-list .rack")).to_have_count(NODES // 64)
+    expect(tab.locator("#job-rows tr[data-job]")).to_have_count(100)
+    expect(tab.locator("#job-count")).to_have_text("5,000 of 5,000 jobs")
+    expect(tab.locator("#page-where")).to_have_text("rows 1 to 100 · page 1 of 50")
+    expect(tab.locator("#summary")).to_contain_text("10240 GPUs on 1280 nodes")
+    tab.screenshot(path=str(shots / "30-cluster-1280-nodes.png"), full_page=True)
+    map_shot(tab, shots / "31-compact-gpu-map.png")
+
+    updates = poll_updates(tab, client)
+    node_panel_and_highlight(tab, shots)
+    jobs_pages(tab, shots)
+
+    took = time.monotonic() - began
+    print(
+        f"\n1,280 nodes, {JOBS} jobs written in {written_in:.1f} s, 95 % allocated {filled_in:.0f} s after "
+        f"the start; first render {first:.0f} ms "
+        f"(target {FIRST_RENDER_MS}); poll updates {updates} ms (target {UPDATE_MS}), the last by section "
+        f"{renders(tab)['sections']}; whole test {took:.0f} s; load average {Path('/proc/loadavg').read_text()}"
+    )
+    assert console.errors == []
+    assert first <= SLACK * FIRST_RENDER_MS, f"first render took {first:.0f} ms"
+    # The median: a single update can stall for a second while other work has the machine's two cores.
+    assert statistics.median(updates) <= SLACK * UPDATE_MS, f"poll updates took {updates} ms"
+
+
+def poll_updates(tab: Page, client: TideClient) -> list[float]:
+    """Change the state between polls (cancel a running job, submit one): each poll that sees a change redraws;
+    what each redraw cost."""
+    before = renders(tab)["count"]
+    running = client.jobs_page(status="running", limit=5)[0]
+    for i, job in enumerate(running[:4]):
+        client.delete_job(job.project, job.name)
+        client.submit(*job_body(JOBS + 50 + i))  # in p50..p53
+        wait_for_renders(tab, before + i + 1, 20)
+    after = renders(tab)
+    fresh = after["count"] - before
+    return after["all"][-fresh:]
+
+
+def node_panel_and_highlight(tab: Page, shots: Path) -> None:
+    cell = tab.locator('#node-list .ncell[data-node="node-7"]')
+    expect(cell).to_have_attribute("title", re.compile(r"^node-7: \d+/8 GPUs in use \(p\d+ \d"))
+    cell.click()
+    panel = tab.locator("#node-panel")
+    expect(panel.locator("h3")).to_have_text("Node node-7")
+    expect(panel.locator("tbody tr").first).to_contain_text(re.compile(r"p\d+/j\d+"))
+    expect(panel.locator("tbody tr a").first).to_have_attribute("href", re.compile(r"^#job/p\d+/j\d+$"))
+    panel.screenshot(path=str(shots / "32-node-panel.png"))
+
+    tab.select_option("#map-filter", "p:p3")
+    expect(tab.locator("#node-list")).to_have_class(re.compile("highlighting"))
+    hits = tab.locator("#node-list .ncell.hit")
+    expect(tab.locator("#map-count")).to_have_text(re.compile(r"^\d+ of 1280 nodes hold GPUs of p3$"))
+    p3 = hits.count()
+    assert 0 < p3 < NODES, p3
+    assert all(
+        "p3" in tab.evaluate("(el) => el.dataset.projects", hits.nth(i).element_handle()).split()
+        for i in range(3)
+    )
+    map_shot(tab, shots / "33-highlight-project-p3.png")
+    tab.select_option("#map-filter", "d:d1")
+    expect(tab.locator("#map-count")).to_have_text(re.compile(r"hold GPUs of department d1$"))
+    assert tab.locator("#node-list .ncell.hit").count() > p3  # twenty projects hold more nodes than one
+    tab.select_option("#map-filter", "")
+    expect(tab.locator("#node-list .ncell.hit")).to_have_count(0)
+    panel.locator("[data-role=close-node]").click()
+    expect(panel).to_be_hidden()
+
+
+def jobs_pages(tab: Page, shots: Path) -> None:
+    tab.click("#page-next")
+    expect(tab.locator("#page-where")).to_have_text(
+        re.compile(r"^rows 101 to 200 · page 2 of 51$")
+    )  # 5,004 jobs now
+    expect(tab.locator("#job-rows tr[data-job]")).to_have_count(100)
+    tab.select_option("#filter-project", "p3")
+    expect(tab.locator("#page-where")).to_be_hidden()  # 50 jobs of p3: one page, back at its start
+    expect(tab.locator("#job-rows tr[data-job]")).to_have_count(50)
+    tab.select_option("#filter-project", "")
+    tab.select_option("#filter-status", "pending")
+    expect(tab.locator("#page-where")).to_have_text(re.compile(r"^rows 1 to 100 · page 1 of \d+$"))
+    expect(tab.locator("#job-rows tr[data-job]").first.locator('[data-role="line"]')).to_have_text(
+        re.compile(r"^#\d+ in line$")
+    )
+    tab.locator("#jobs").screenshot(path=str(shots / "34-jobs-pending-page-1.png"))
