@@ -172,8 +172,14 @@ def list_jobs(
         str | None, typer.Option("--status", help="Only this status: " + ", ".join(STATUSES) + ".")
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=0, max=10_000, help="At most this many jobs; 0 for all.")
-    ] = LIST_LIMIT,
+        int | None,
+        typer.Option(
+            "--limit",
+            min=0,
+            max=10_000,
+            help=f"At most this many jobs; 0 for all (default: {LIST_LIMIT} in a table, all with --json).",
+        ),
+    ] = None,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many jobs first.")] = 0,
     as_json: Json = False,
     url: Url = None,
@@ -185,6 +191,8 @@ def list_jobs(
     """
     if status is not None and status not in STATUSES:
         context.fail(f"--status must be one of {', '.join(STATUSES)}; got {status!r}", context.EXIT_BAD_INPUT)
+    if limit is None:  # a script reading --json gets every job unless it asks for a page
+        limit = 0 if as_json else LIST_LIMIT
     with context.session(url, token) as client:
         jobs, total = client.jobs_page(project, status, limit=limit or None, offset=offset)
     note = _shown(len(jobs), total, offset) if len(jobs) < total else None

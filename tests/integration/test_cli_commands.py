@@ -399,6 +399,8 @@ def test_a_big_cluster_lists_jobs_in_pages_and_summarises_its_nodes(
             ("team-b", f"j{i}", "running") for i in (38, 39, 40)
         ]
         assert "showing 3 of 12 jobs" in as_json.stderr
+        every = tide("list", "--json")  # a script gets every job unless it asks for a page
+        assert len(json.loads(every.stdout)) == 60 and "showing" not in every.stderr
         for bad, says in (
             (["--limit", "-1"], "--limit"),
             (["--limit", "many"], "--limit"),
