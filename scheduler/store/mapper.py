@@ -5,10 +5,14 @@ Contract: ``load_state(session)`` reads the snapshot ``plan_cycle`` needs. Only 
 GPUs) is active; one told to stop that has not been seen exiting is ``releasing`` (it still holds its GPUs).
 A node is schedulable when the executor says so and an admin left it ``ready`` (not cordoned, drained or
 lost). Replicas of finished jobs that are still stopping are left out: a placement onto their GPUs waits in the
-engine until they exit, so it can never over-allocate.
+engine until they exit, so it can never over-allocate. A job one of whose replicas finished its work (exited 0 on
+its own, ``desired == "done"``) is ending: it is planned at the replicas it still runs, never restored or grown.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -87,6 +91,14 @@ def _jobs(session: Session) -> tuple[Job, ...]:
     )
     for job_id, index, node, gpus, desired in session.execute(held):
         replicas.setdefault(job_id, []).append(Replica(index, node, gpus, releasing=desired != "run"))
+    completing = set(
+        session.scalars(
+            select(ReplicaRow.job_id)
+            .join(JobRow, ReplicaRow.job_id == JobRow.id)
+            .where(JobRow.status.in_(ACTIVE), ReplicaRow.desired == "done")
+            .distinct()
+        )
+    )
     query = (
         select(
             JobRow.id,
@@ -108,19 +120,32 @@ def _jobs(session: Session) -> tuple[Job, ...]:
     )
     rows = session.execute(query).all()
     return tuple(
-        Job(
-            project=project,
-            name=name,
-            min_replicas=low,
-            max_replicas=high,
-            gpus_per_replica=gpr,
-            interactive=interactive,
-            priority=priority,
-            submitted_at=submitted,
-            last_resized_at=resized,
-            replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
-            allowed_replicas=tuple(allowed or ()),
-            topology=topology,
-        )
-        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, allowed, topology in rows
+        _completing(job) if job_id in completing else job
+        for job_id, job in ((row[0], _job(row, replicas)) for row in rows)
+    )
+
+
+def _completing(job: Job) -> Job:
+    """A job one of whose replicas finished its work (exited 0 on its own): it is ending, so the core keeps it
+    at the replicas it still runs, neither restoring nor growing the finished one."""
+    running = sum(1 for r in job.replicas if not r.releasing)
+    size = max(running, 1)
+    return replace(job, min_replicas=size, max_replicas=size, allowed_replicas=())
+
+
+def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
+    job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, allowed, topology = row
+    return Job(
+        project=project,
+        name=name,
+        min_replicas=low,
+        max_replicas=high,
+        gpus_per_replica=gpr,
+        interactive=interactive,
+        priority=priority,
+        submitted_at=submitted,
+        last_resized_at=resized,
+        replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
+        allowed_replicas=tuple(allowed or ()),
+        topology=topology,
     )

@@ -170,6 +170,21 @@ def test_the_master_succeeding_completes_the_job(harness: Harness) -> None:
     assert harness.live("train") == []
 
 
+def test_a_worker_that_finished_before_its_master_is_not_started_again(harness: Harness) -> None:
+    """A job's replicas end their work one after the other (a worker notices first): the job is ending, so
+    the finished worker is neither restored to the gang nor grown back; the master's success completes it."""
+    harness.project("a", 4)
+    harness.submit("a", "train", 2, 2)
+    harness.cycle()
+    harness.executor.finish("a", "train", 1, exit_code=0)
+    harness.cycle(3)
+    assert [s.index for s in harness.live("train")] == [0]
+    assert [kind for kind, job in harness.events() if job == "train"] == ["start"]
+    harness.executor.finish("a", "train", 0, exit_code=0)
+    harness.cycle(2)
+    assert harness.job("a", "train").status == "succeeded"
+
+
 def test_an_unwanted_process_is_stopped(harness: Harness) -> None:
     harness.project("a", 4)
     harness.executor.start(LaunchSpec(999, "a", "ghost", 0, "node-0", (3,), ("sleep", "1")))
