@@ -111,8 +111,8 @@ def test_the_mapper_builds_the_snapshot_the_core_reads(db: Database) -> None:
             Job(
                 project="a",
                 name="train",
-                min_replicas=1,
-                max_replicas=3,
+                min_replicas=2,  # replica 3 finished its work: the job is ending, kept at the 2 it runs
+                max_replicas=2,
                 submitted_at=2.0,
                 last_resized_at=3.0,
                 replicas=(
