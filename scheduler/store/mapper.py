@@ -92,6 +92,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             JobRow.priority,
             JobRow.submitted_at,
             JobRow.last_resized_at,
+            JobRow.checkpointed_at,
             JobRow.allowed_replicas,
         )
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
@@ -110,8 +111,9 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             priority=priority,
             submitted_at=submitted,
             last_resized_at=resized,
+            checkpointed_at=checkpointed,
             replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
             allowed_replicas=tuple(allowed or ()),
         )
-        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, allowed in rows
+        for job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, checkpointed, allowed in rows
     )
