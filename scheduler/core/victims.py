@@ -78,8 +78,13 @@ def work_since(job: Job) -> float:
 
 def lost_work(job: Job, gpus: int, now: float) -> float:
     """GPU-seconds of work ``job``, running on ``gpus`` GPUs, loses if it is stopped at ``now`` (evicted, or
-    shrunk: every resize restarts it from its checkpoint)."""
-    return gpus * max(0.0, now - work_since(job))
+    shrunk: every resize restarts it from its checkpoint): ``gpus x (now - work_since(job))``, inlined (it
+    runs for every running job every cycle)."""
+    since = job.submitted_at if job.last_resized_at is None else job.last_resized_at
+    checkpoint = job.checkpointed_at
+    if checkpoint is not None and checkpoint > since:
+        since = checkpoint
+    return gpus * (now - since) if now > since else 0.0
 
 
 class VictimOrder:
@@ -93,12 +98,12 @@ class VictimOrder:
             if job.preemptible:
                 by_project.setdefault(job.project, []).append(job)
         # R5's least-work-lost tie-break: GPU-seconds each job would lose (0 for all when it is off)
-        weigh = ledger.config.least_work_lost
-        self.lost: dict[JobKey, float] = {
-            j.key: lost_work(j, ledger.held_gpus[j.key], ledger.now) if weigh else 0.0
-            for jobs in by_project.values()
-            for j in jobs
-        }
+        now, held = ledger.now, ledger.held_gpus
+        self.lost: dict[JobKey, float] = (
+            {j.key: lost_work(j, held[j.key], now) for jobs in by_project.values() for j in jobs}
+            if ledger.config.least_work_lost
+            else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
+        )
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
             tiers: list[list[JobKey]] = []
