@@ -166,6 +166,7 @@ class EventPublic:
     replicas: list[int]
     reason: str
     cause: str | None
+    lost_gpu_seconds: float | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -299,6 +299,7 @@ def event_public(row: EventRow) -> schemas.EventPublic:
         replicas=list(row.replicas),
         reason=row.reason,
         cause=row.cause,
+        lost_gpu_seconds=(row.details or {}).get("lost_gpu_seconds"),
     )
 
 

@@ -423,6 +423,11 @@ class EventPublic(BaseModel):
     replicas: list[int]
     reason: str
     cause: str | None
+    lost_gpu_seconds: float | None = Field(
+        default=None,
+        description="for a shrink or an eviction: GPU-seconds of work the job lost (its GPUs times the time "
+        "since its last checkpoint or restart)",
+    )
 
 
 class TokenCreate(_In):

@@ -26,7 +26,7 @@ from scheduler.core.ledger import Ledger
 from scheduler.core.model import ClusterState, Config, Job, Replica
 from scheduler.core.plan import Action, Decision, JobNote, Placement, Plan, ProjectShare
 from scheduler.core.preemption import enforce_limits
-from scheduler.core.victims import VictimOrder
+from scheduler.core.victims import VictimOrder, lost_work
 
 
 def plan_cycle(state: ClusterState, config: Config, *, now: float, explain_waiting: bool = True) -> Plan:
@@ -80,7 +80,10 @@ def _decisions(ledger: Ledger, claims: Claims) -> tuple[Decision, ...]:
             Placement(r.index, r.node, r.gpus) for r in sorted(rel.replicas, key=lambda r: -r.index)
         )
         action = Action.EVICT if rel.whole else Action.SHRINK
-        out.append(Decision(action, key[0], key[1], replicas, rel.reason, rel.cause, rel.for_job))
+        job, gpus = ledger.jobs[key], ledger.held_gpus[key]
+        lost = lost_work(job, gpus, ledger.now)
+        reason = f"{rel.reason}; {explain.work_lost(job, gpus, lost, ledger.now)}"
+        out.append(Decision(action, key[0], key[1], replicas, reason, rel.cause, rel.for_job, lost))
     for key, placements in ledger.started.items():
         was_running = any(not r.releasing for r in ledger.jobs[key].replicas)
         action = Action.GROW if was_running else Action.START

@@ -12,6 +12,7 @@ from typing import Protocol
 from scheduler.core import minruntime, sizes
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import Job
+from scheduler.core.victims import work_since
 
 
 class _HasVictim(Protocol):
@@ -172,3 +173,33 @@ def running_below_max(ledger: Ledger, job: Job) -> str:
         step = sizes.grow_at_least(job, act, 1)
         head = f"{head} ({sizes.describe(job)}); grows by {step} at once"
     return f"{head}; grows when GPUs are idle (project {p} holds {_figures(ledger, p)})"
+
+
+def work_lost(job: Job, gpus: int, lost: float, now: float) -> str:
+    """What stopping the job costs (R5's least-work-lost tie-break weighs it): ``loses ~40 GPU-minutes of
+    work (4 GPUs x 10 min since its last checkpoint)``."""
+    since = work_since(job)
+    if job.checkpointed_at is not None and job.checkpointed_at >= since:
+        anchor = "since its last checkpoint"
+    elif job.checkpointed_at is None:
+        anchor = "since it last started or was resized; it has reported no checkpoint"
+    else:
+        anchor = "since it last started or was resized, after its last checkpoint"
+    if lost < 0.5:
+        return "loses no work (it checkpointed or restarted just now)"
+    return f"loses ~{amount(lost, 'GPU-')} of work ({counted(gpus, 'GPU')} x {amount(now - since)} {anchor})"
+
+
+def amount(seconds: float, prefix: str = "") -> str:
+    """A readable length: ``45 s``, ``12 min``, ``3.5 h`` (``prefix`` ``GPU-``: ``12 GPU-minutes``)."""
+    if seconds < 90:
+        n, unit = round(seconds), ("seconds" if prefix else "s")
+    elif seconds < 90 * 60:
+        n, unit = round(seconds / 60), ("minutes" if prefix else "min")
+    else:
+        hours = seconds / 3600
+        figure = f"{hours:.1f}" if hours < 10 else f"{round(hours):,}"
+        return f"{figure} {prefix}hours" if prefix else f"{figure} h"
+    if prefix:
+        return f"{n} {prefix}{unit[:-1] if n == 1 else unit}"
+    return f"{n} {unit}"

@@ -150,14 +150,16 @@ def _fits_idle(job: Job, idle: dict[str, int], domain: dict[str, str]) -> int:
 
 
 def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
-    """R4: no idle GPU (not held, not reserved) while a preemptible replica that may use it waits."""
+    """R4: no idle GPU (not held, not reserved) while a preemptible replica that may use it waits. A
+    project's reservations count against its own room, as the core counts them (decisions 3 and 18)."""
     idle = {n.name: n.gpus for n in after.nodes if n.schedulable}
     for node, held in _held(after).items():
         if node in idle:
             idle[node] -= held
+    alloc = _alloc(after)
     for r in plan.reservations:
         idle[r.node] -= r.gpus
-    alloc = _alloc(after)
+        alloc[r.project] += r.gpus
     projects = {p.name: p for p in after.projects}
     depts = _dept_room(after, config)
     domains = _domain_of(after, config)

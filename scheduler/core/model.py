@@ -88,7 +88,9 @@ class Job:
     """A distributed PyTorch job: ``min_replicas..max_replicas`` replicas of ``gpus_per_replica`` GPUs.
 
     ``replicas`` holds the placed ones (active and releasing). A job with no active replica is pending.
-    ``last_resized_at`` is when it last started, grew or shrank (for the settle time, R7).
+    ``last_resized_at`` is when it last started, grew or shrank (for the settle time, R7; every resize
+    restarts the job from its checkpoint). ``checkpointed_at`` is when it last completed a checkpoint, as it
+    reported it (``None``: never): R5's least-work-lost tie-break weighs what each victim would lose.
     ``allowed_replicas``: the only counts it may run at besides ``min_replicas`` and ``max_replicas`` (R16).
     ``topology``: ``preferred`` or ``required``: whether its replicas may span topology domains (R17).
     """
@@ -103,6 +105,7 @@ class Job:
     submitted_at: float = 0.0
     replicas: tuple[Replica, ...] = ()
     last_resized_at: float | None = None
+    checkpointed_at: float | None = None
     # R16: the replica counts it may run at (empty: any count in min..max); see ``sizes``
     allowed_replicas: tuple[int, ...] = ()
     # R17: "preferred" (start inside one topology domain where it fits) or "required" (only there)
@@ -154,6 +157,8 @@ class Config:
     Both exist so the simulator can compare Tide with those baselines through this same core.
     ``usage_half_life`` (seconds; 0 = off) turns on fair share over time (R14): a project's over-quota
     weight shrinks with its decayed usage above quota.
+    ``least_work_lost`` (R5): among victims the rules leave equal, take those that lose the fewest
+    GPU-seconds since their last checkpoint first; off, the newest job goes first as before.
     """
 
     settle_seconds: float = 10.0
@@ -162,3 +167,4 @@ class Config:
     reclaim: bool = True
     topology: bool = True  # R17: place gangs by node domains (where nodes carry them); off ignores them
     usage_half_life: float = 0.0
+    least_work_lost: bool = True

@@ -44,7 +44,11 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """One change to one job. ``for_job`` names the job the GPUs are taken for, when there is one."""
+    """One change to one job. ``for_job`` names the job the GPUs are taken for, when there is one.
+
+    ``lost_gpu_seconds``: for a shrink or an eviction, the work the job loses: the GPUs it ran on times the
+    time since its last checkpoint or (re)start (a resize restarts it too); 0 for a start or a grow.
+    """
 
     action: Action
     project: str
@@ -53,6 +57,7 @@ class Decision:
     reason: str
     cause: Cause = Cause.FAIR_SHARE
     for_job: tuple[str, str] | None = None
+    lost_gpu_seconds: float = 0.0
 
     @property
     def gpus(self) -> int:

@@ -143,9 +143,10 @@ class Reclaimer:
 
     def units_on(self, node: str, *, local: bool = False) -> list[Unit]:
         """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
-        whole jobs; newest job first. ``local``: only whole jobs with every replica on ``node``."""
-        ledger = self.ledger
-        keyed: list[tuple[tuple[int, int, float, str, int], Unit]] = []
+        whole jobs; least work lost, then newest job first. ``local``: only whole jobs with every replica on
+        ``node``."""
+        ledger, lost = self.ledger, self.order.lost
+        keyed: list[tuple[tuple[int, int, float, float, str, int], Unit]] = []
         for key in ledger.on_node(node):
             job, act = ledger.jobs[key], ledger.active[key]
             if (
@@ -163,12 +164,17 @@ class Reclaimer:
                 if any(r.node == node for r in tail):
                     keyed.append(
                         (
-                            (job.priority, 0, -job.submitted_at, job.name, -tail[0].index),
+                            (job.priority, 0, lost[key], -job.submitted_at, job.name, -tail[0].index),
                             Unit(key, tail, False),
                         )
                     )
             if not local or all(r.node == node for r in act):
-                keyed.append(((job.priority, 1, -job.submitted_at, job.name, 0), Unit(key, tuple(act), True)))
+                keyed.append(
+                    (
+                        (job.priority, 1, lost[key], -job.submitted_at, job.name, 0),
+                        Unit(key, tuple(act), True),
+                    )
+                )
         keyed.sort(key=lambda ku: ku[0])
         return [u for _, u in keyed]
 

@@ -5,10 +5,13 @@ Contract: pure ordering, no ledger mutation. Three pieces, each meant to be exte
 - ``Unit`` is what one eviction step takes: one elastic extra (the highest-index worker above
   ``min_replicas``; with allowed sizes, the step down to the next allowed count, R16) or, once a job has
   no extras left, the whole job (master included: R5).
-- ``VictimOrder`` lists each project's preemptible jobs once per cycle in R5 order: lowest priority first; inside a priority, elastic extras before whole jobs; newest job
-  first (then name); inside a job the highest replica index first. ``r5_sorted`` is that order over a
-  project's jobs: a tie-break added there (say, least work lost) changes reclaim, in-project preemption and
-  elastic shrink at once, which all walk units through ``VictimOrder``.
+- ``VictimOrder`` lists each project's preemptible jobs once per cycle in R5 order: lowest priority first;
+  inside a priority, elastic extras before whole jobs; the job that loses the least work first
+  (``lost_work``: GPU-seconds since its last checkpoint or restart, with ``Config.least_work_lost``), then
+  the newest (then name); inside a job the highest replica index first. ``r5_sorted`` is that order over a
+  project's jobs: a tie-break added there changes reclaim, in-project preemption and elastic shrink at
+  once, which all walk units through ``VictimOrder`` (node-targeted reclaim, ``Reclaimer.units_on``, reads
+  the same ``VictimOrder.lost``).
 - ``searches`` is the order in which candidate victim *sets* are tried for one claim (R2, R7 and R10 where
   they conflict; docs/rules.md decisions 19-24). Each ``Search`` says whether the claimant's own
   lower-priority jobs give first (R10) and how far other projects may drop (``Floor``); the first search
@@ -32,7 +35,7 @@ Contract: pure ordering, no ledger mutation. Three pieces, each meant to be exte
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -52,21 +55,45 @@ class Unit:
         return sum(r.gpus for r in self.replicas)
 
 
-def r5_sorted(jobs: list[Job]) -> list[Job]:
-    """One project's preemptible jobs in R5 order, first victim first: lowest priority, then newest, then
-    name descending (a stable tie-break). Extras before whole jobs and the highest replica index first are
-    applied within this order by ``VictimOrder.next_unit`` and ``preemption.Reclaimer.units_on``."""
+def r5_sorted(jobs: list[Job], lost: Mapping[JobKey, float]) -> list[Job]:
+    """One project's preemptible jobs in R5 order, first victim first: lowest priority, then the least work
+    lost (``lost``: GPU-seconds by job; all 0 with the tie-break off), then newest, then name descending (a
+    stable tie-break). Extras before whole jobs and the highest replica index first are applied within this
+    order by ``VictimOrder.next_unit`` and ``preemption.Reclaimer.units_on``."""
     out = sorted(jobs, key=_name, reverse=True)  # stable sorts: names descending break the ties below
-    out.sort(key=_priority_then_newest)
+    out.sort(key=lambda job: (job.priority, lost[job.key], -job.submitted_at))
     return out
 
 
-def _priority_then_newest(job: Job) -> tuple[int, float]:
-    return (job.priority, -job.submitted_at)
+def restarted_at(job: Job) -> float:
+    """When the job last (re)started: its last resize (every resize restarts it from its checkpoint), or,
+    for a snapshot that does not say, its submission (the earliest it can have started)."""
+    return job.submitted_at if job.last_resized_at is None else job.last_resized_at
+
+
+def work_since(job: Job) -> float:
+    """Since when the job's work is not saved: its last checkpoint or its last (re)start, whichever is later
+    (a restart resumes from the checkpoint). A job that never reported a checkpoint: since it (re)started."""
+    since = restarted_at(job)
+    if job.checkpointed_at is not None and job.checkpointed_at > since:
+        return job.checkpointed_at
+    return since
+
+
+def lost_work(job: Job, gpus: int, now: float) -> float:
+    """GPU-seconds of work ``job``, running on ``gpus`` GPUs, loses if it is stopped at ``now`` (evicted, or
+    shrunk: every resize restarts it from its checkpoint): ``gpus x (now - work_since(job))``, inlined (it
+    runs for every running job every cycle)."""
+    since = job.submitted_at if job.last_resized_at is None else job.last_resized_at
+    checkpoint = job.checkpointed_at
+    if checkpoint is not None and checkpoint > since:
+        since = checkpoint
+    return gpus * (now - since) if now > since else 0.0
 
 
 class VictimOrder:
-    """Each project's preemptible jobs in R5 order (``r5_sorted``), grouped by priority; built once per cycle."""
+    """Each project's preemptible jobs in R5 order (``r5_sorted``), grouped by priority; built once per cycle.
+    ``lost``: the GPU-seconds each would lose (R5's least-work-lost tie-break; 0 with it off)."""
 
     def __init__(self, ledger: Ledger) -> None:
         by_project: dict[str, list[Job]] = {}
@@ -74,10 +101,17 @@ class VictimOrder:
             job = ledger.jobs[key]
             if job.preemptible:
                 by_project.setdefault(job.project, []).append(job)
+        # R5's least-work-lost tie-break: GPU-seconds each job would lose (0 for all when it is off)
+        now, held = ledger.now, ledger.held_gpus
+        self.lost: dict[JobKey, float] = (
+            {j.key: lost_work(j, held[j.key], now) for jobs in by_project.values() for j in jobs}
+            if ledger.config.least_work_lost
+            else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
+        )
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
             tiers: list[list[JobKey]] = []
-            for j in r5_sorted(jobs):
+            for j in r5_sorted(jobs, self.lost):
                 if tiers and ledger.jobs[tiers[-1][0]].priority == j.priority:
                     tiers[-1].append(j.key)
                 else:

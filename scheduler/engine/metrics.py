@@ -7,7 +7,10 @@ after a start-time forecast, and ``executor_error`` when an executor call failed
 that could not start). Every label is bounded: ``kind`` is a
 decision (``start``, ``grow``, ``shrink``, ``evict``), ``cause`` a ``scheduler.core.plan.Cause`` value,
 ``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``; never free text.
-All label combinations exist from the start (at 0), so ``rate()`` and ``increase()`` see the first one.
+All label combinations exist from the start (at 0), so ``rate()`` and ``increase()`` see the first one;
+``project`` (the work preemptions cost, ``tide_preemption_lost_gpu_seconds_total``) is bounded by the
+projects an admin created, and a project's series starts at 0 in the first cycle that preempts anything
+of it.
 """
 
 from __future__ import annotations
@@ -63,6 +66,14 @@ class EngineMetrics:
             ["error"],
             registry=self.registry,
         )
+        self.lost_gpu_seconds = Counter(
+            "tide_preemption_lost_gpu_seconds",
+            "GPU-seconds of work lost to shrinks and evictions the scheduler decided (reclaim, preemption, "
+            "limits, moves; not lost nodes), by the project whose job lost them: each job's GPUs times the "
+            "time since its last checkpoint or restart (R5 takes the victims that lose the least first).",
+            ["project"],
+            registry=self.registry,
+        )
         self.eta_seconds = Histogram(
             "tide_eta_recompute_seconds",
             "Seconds one start-time forecast of every waiting job took (in its worker process).",
@@ -86,6 +97,8 @@ class EngineMetrics:
         self.cycle_seconds.observe(seconds)
         for decision in applied:
             self.decisions.labels(kind=decision.action.value, cause=decision.cause.value).inc()
+            if decision.action in (Action.SHRINK, Action.EVICT) and decision.cause is not Cause.NODE:
+                self.lost_gpu_seconds.labels(project=decision.project).inc(decision.lost_gpu_seconds)
 
     def cycle_failed(self, error: BaseException) -> None:
         kind = error_kind(error)

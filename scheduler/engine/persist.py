@@ -4,7 +4,8 @@ Contract: ``persist_plan(session, plan, now=...)`` runs inside the cycle's one w
 decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
 meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. START/GROW insert ``ReplicaRow``s that the engine
 launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-launched one is deleted at
-once). EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason.
+once). EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason; a
+SHRINK's or EVICT's also carries the work the job loses (``details["lost_gpu_seconds"]``).
 
 With a usage half-life (R14), ``over_quota`` (GPUs each project held above its quota in the snapshot, held
 since the previous cycle) brings each project's usage up to ``now`` (``scheduler.core.usage.accrue``) and
@@ -57,6 +58,7 @@ def persist_plan(
             replicas=[p.index for p in decision.replicas],
             reason=decision.reason,
             cause=decision.cause.value,
+            details=_lost(decision),
         )
         applied.append(decision)
     _write_notes(session, plan)
@@ -64,6 +66,13 @@ def persist_plan(
     if usage_half_life > 0:
         _write_usage(session, plan, now, usage_half_life, over_quota or {})
     return applied
+
+
+def _lost(decision: Decision) -> dict[str, float] | None:
+    """A shrink's or an eviction's cost, GPU-seconds since the job's last checkpoint or restart."""
+    if decision.action in (Action.START, Action.GROW):
+        return None
+    return {"lost_gpu_seconds": round(decision.lost_gpu_seconds, 1)}
 
 
 def _place(session: Session, job: JobRow, decision: Decision, now: float) -> None:

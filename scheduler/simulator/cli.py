@@ -48,7 +48,12 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("replay")
     g.add_argument("--efficiency", type=float, default=d.efficiency, help="speed exponent of elastic scaling")
     g.add_argument("--restart-seconds", type=float, default=d.restart_seconds, help="cost of each resize")
-    g.add_argument("--checkpoint-seconds", type=float, default=d.checkpoint_seconds)
+    g.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=d.checkpoint_seconds,
+        help="a running job saves a checkpoint this often (an eviction loses the work since)",
+    )
     g.add_argument("--cycle-seconds", type=float, default=d.cycle_seconds)
     g.add_argument("--grace-seconds", type=float, default=d.grace_seconds)
     g.add_argument("--settle-seconds", type=float, default=10.0)
@@ -58,6 +63,12 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="seconds; fair share over time: usage above quota, decayed by this half-life, lowers a "
         "project's over-quota weight (0 = off)",
+    )
+    g.add_argument(
+        "--no-least-work-lost",
+        action="store_true",
+        help="R5's tie-break off: equal victims go newest first, not by the work they lose since their last "
+        "checkpoint (see --checkpoint-seconds)",
     )
     g.add_argument("--check-invariants", action="store_true", help="run check_invariants every cycle")
     g.add_argument(
@@ -145,6 +156,7 @@ def settings_from(args: argparse.Namespace) -> SimulationSettings:
         ),
         settle_seconds=args.settle_seconds,
         usage_half_life=args.usage_half_life,
+        least_work_lost=not args.no_least_work_lost,
         policies=tuple(p.strip() for p in args.policies.split(",") if p.strip()),
         seed=args.seed,
         out_dir=args.out,

@@ -58,10 +58,15 @@ class Run:
         """GPU-seconds spent restarting in the current segment up to ``now``."""
         return self.gpus * min(self.seg_delay, max(0.0, now - self.seg_start))
 
+    def last_checkpoint(self, now: float, checkpoint_seconds: float) -> float:
+        """When the job last saved a checkpoint by ``now``: the segment's start (a resize saves one, a start
+        resumes from one) or a periodic one since."""
+        since = now - self.seg_start
+        return self.seg_start + math.floor(since / checkpoint_seconds) * checkpoint_seconds
+
     def rollback(self, now: float, checkpoint_seconds: float) -> tuple[float, float]:
         """(progress at the last checkpoint, GPU-seconds of computation thrown away) for an eviction now."""
-        since = now - self.seg_start
-        last = self.seg_start + math.floor(since / checkpoint_seconds) * checkpoint_seconds
+        last = self.last_checkpoint(now, checkpoint_seconds)
         kept = self.progress(last)
         wasted = self.gpus * max(0.0, now - max(last, self.seg_start + self.seg_delay))
         return kept, wasted

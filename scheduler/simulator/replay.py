@@ -13,6 +13,12 @@ may grow then); when a project falls below its guarantee, one follows after the 
 other cycle runs: nothing ticks. ``max_busy_cycles`` consecutive cycles that all change something with
 no arrival or completion in between stop the follow-ups and are reported as a ping-pong warning.
 
+Checkpoints (R5's least-work-lost tie-break, ``config.least_work_lost``): a running job saves one every
+``checkpoint_seconds`` of its segment (``progress``); at each planned cycle the jobs whose checkpoint came
+due since carry it in the snapshot (``Job.checkpointed_at``), as a live job reports it. A checkpoint alone
+does not bring a cycle: it changes only which of equal victims a claim takes, not whether one is taken
+(an assumption of the cycle skipping below, as for the other inputs).
+
 Fair share over time (R14, ``config.usage_half_life``): each project's usage above quota accrues exactly
 between events (allocations change only at events) and enters every cycle's snapshot; a cycle with nothing
 new is skipped only if the fair shares that usage gives are also unchanged.
@@ -121,6 +127,8 @@ class Simulator:
         self.changed = True  # an arrival, a completion or an applied plan since the last cycle planned
         self.last_cycle = -math.inf
         self.settle_ends: list[float] = []  # when jobs resized by applied plans stop settling (ascending)
+        # R5's least-work-lost: (when, seq, job, run version) of each running job's next periodic checkpoint
+        self.checkpoints: list[tuple[float, int, Key, int]] = []
         for spec in specs:
             self._push(spec.submit, ARRIVE, spec.key, 0)
 
@@ -245,6 +253,7 @@ class Simulator:
         if unchanged and self.config.usage_half_life <= 0:
             self.counters.skipped_cycles += 1
             return
+        self._checkpoints(now)
         state = ClusterState(self.nodes, self._projects(), tuple(self.jobs.values()))
         if self.config.usage_half_life > 0:
             shares = fair_shares(state, self.config)
@@ -277,6 +286,19 @@ class Simulator:
                 f"t={now:.0f}s: {self.counters.busy_cycles} consecutive cycles changed something with no "
                 "arrival or completion in between (ping-pong?); follow-up cycles stopped until the next event"
             )
+
+    def _checkpoints(self, now: float) -> None:
+        """The jobs whose periodic checkpoint came due by ``now`` report it (with the tie-break on)."""
+        heap, every = self.checkpoints, self.opts.checkpoint_seconds
+        while heap and heap[0][0] <= now:
+            _, _, key, version = heapq.heappop(heap)
+            run = self.runs[key]
+            if run.version != version or run.finished_at is not None:
+                continue  # resized, evicted or finished since: its new segment has its own
+            last = run.last_checkpoint(now, every)
+            self.jobs[key] = replace(self.jobs[key], checkpointed_at=last)
+            self.seq += 1
+            heapq.heappush(heap, (last + every, self.seq, key, version))
 
     def _projects(self) -> tuple[Project, ...]:
         if self.config.usage_half_life <= 0:
@@ -325,6 +347,11 @@ class Simulator:
         run.begin(now, gpus, base, delay, opts.efficiency)
         if gpus > 0:
             self._push(run.finish_time(), FINISH, run.spec.key, run.version)
+            if self.config.least_work_lost:
+                self.seq += 1
+                heapq.heappush(
+                    self.checkpoints, (now + opts.checkpoint_seconds, self.seq, run.spec.key, run.version)
+                )
 
     def _note_churn(self, run: Run, gpus: int, now: float) -> None:
         """A job losing GPUs before its last restart even finished did no work with them: count it."""

@@ -12,7 +12,8 @@ Policies (all through the same ``plan_cycle``; only ``Config`` switches and job 
   plain Kubernetes ResourceQuota.
 
 ``usage_half_life`` (seconds, 0 = off) turns on fair share over time (R14) for the policies that borrow;
-their name in the report then says so (``tide, half-life 24 h``).
+their name in the report then says so (``tide, half-life 24 h``). ``least_work_lost=False`` turns R5's
+least-work-lost tie-break off (equal victims go newest first, as before it); the name says ``newest first``.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class SimulationSettings:
     sim: SimOptions = field(default_factory=SimOptions)
     settle_seconds: float = 10.0
     usage_half_life: float = 0.0
+    least_work_lost: bool = True
     policies: tuple[str, ...] = ("tide", "whole-job", "static")
     seed: int = 0
     out_dir: Path | None = None
@@ -113,16 +115,22 @@ def build_projects(settings: SimulationSettings, jobs: Sequence[TraceJob]) -> tu
     return scale_quotas(sizes, [j.team for j in jobs], settings.gpus)
 
 
-def policy_config(name: str, settle_seconds: float, usage_half_life: float = 0.0) -> Config:
+def policy_config(
+    name: str, settle_seconds: float, usage_half_life: float = 0.0, *, least_work_lost: bool = True
+) -> Config:
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
     config = POLICIES[name]
     half_life = usage_half_life if config.borrowing else 0.0
-    return replace(config, settle_seconds=settle_seconds, usage_half_life=half_life)
+    return replace(
+        config, settle_seconds=settle_seconds, usage_half_life=half_life, least_work_lost=least_work_lost
+    )
 
 
 def policy_label(name: str, config: Config) -> str:
-    """The policy's name in reports: with R14 on, the half-life too."""
+    """The policy's name in reports: with R14 on, the half-life too; with R5's tie-break off, says so."""
+    if not config.least_work_lost:
+        name = f"{name}, newest first"
     if config.usage_half_life <= 0:
         return name
     return f"{name}, half-life {config.usage_half_life / 3600:g} h"
@@ -144,7 +152,9 @@ def describe(settings: SimulationSettings, projects: Sequence[Project], jobs: in
         f"{w.interactive_share:.0%} of 1-GPU jobs interactive; requests clamped to the team quota: "
         f"{w.clamp_to_quota}",
         f"speed: requested x (allocated/requested)^{s.efficiency:g}; restart {s.restart_seconds:g} s per "
-        f"resize or restart; checkpoint every {s.checkpoint_seconds:g} s (eviction loses work since)",
+        f"resize or restart; checkpoint every {s.checkpoint_seconds:g} s (eviction loses work since); "
+        "equal victims: "
+        + ("least work lost first (R5)" if settings.least_work_lost else "newest first (tie-break off)"),
         f"loop: cycle every {s.cycle_seconds:g} s when something changed; "
         f"settle {settings.settle_seconds:g} s; "
         f"R2 bound = grace {s.grace_seconds:g} s + one cycle",
@@ -174,7 +184,9 @@ def run_simulation(
     summaries, results, walls, cpus = [], [], [], []
     etas: list[tuple[EtaRow, ...]] = []
     for name in settings.policies:
-        config = policy_config(name, settings.settle_seconds, settings.usage_half_life)
+        config = policy_config(
+            name, settings.settle_seconds, settings.usage_half_life, least_work_lost=settings.least_work_lost
+        )
         shaped: list[JobSpec] = specs if config.elastic else [rigid(s) for s in specs]
         hook = progress(name, len(shaped)) if progress is not None else None
         began, cpu = time.perf_counter(), time.process_time()

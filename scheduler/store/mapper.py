@@ -111,6 +111,7 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             JobRow.priority,
             JobRow.submitted_at,
             JobRow.last_resized_at,
+            JobRow.checkpointed_at,
             JobRow.allowed_replicas,
             JobRow.topology,
         )
@@ -134,7 +135,21 @@ def _completing(job: Job) -> Job:
 
 
 def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
-    job_id, project, name, low, high, gpr, interactive, priority, submitted, resized, allowed, topology = row
+    (
+        job_id,
+        project,
+        name,
+        low,
+        high,
+        gpr,
+        interactive,
+        priority,
+        submitted,
+        resized,
+        checkpointed,
+        allowed,
+        topology,
+    ) = row
     return Job(
         project=project,
         name=name,
@@ -145,6 +160,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         priority=priority,
         submitted_at=submitted,
         last_resized_at=resized,
+        checkpointed_at=checkpointed,
         replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
         allowed_replicas=tuple(allowed or ()),
         topology=topology,

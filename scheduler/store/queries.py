@@ -239,9 +239,17 @@ def add_event(
     replicas: Sequence[int] = (),
     reason: str,
     cause: str | None = None,
+    details: dict[str, Any] | None = None,
 ) -> EventRow:
     event = EventRow(
-        time=time, kind=kind, project=project, job=job, replicas=list(replicas), reason=reason, cause=cause
+        time=time,
+        kind=kind,
+        project=project,
+        job=job,
+        replicas=list(replicas),
+        reason=reason,
+        cause=cause,
+        details=details,
     )
     session.add(event)
     return event

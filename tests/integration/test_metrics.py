@@ -8,6 +8,7 @@ token (admin, project, or the metrics token, which reads nothing else) and carri
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import httpx
@@ -81,6 +82,35 @@ def test_metrics_follow_the_seed_scenario(svc: RunningService) -> None:
     submits = {"route": "/api/v1/projects/{project}/jobs", "method": "POST", "status": "201"}
     assert value(after, "tide_http_request_duration_seconds_count", **submits) == 3
     assert value(after, "tide_executor_errors_total", operation="start") == 0
+    # each shrink restarted the elastic job: its events and the counter say how much work that cost
+    lost = sum(e.lost_gpu_seconds or 0.0 for e in reclaims)
+    assert lost > 0 and all("loses" in e.reason for e in reclaims)
+    counted = value(after, "tide_preemption_lost_gpu_seconds_total", project="a")
+    assert counted == pytest.approx(lost, abs=0.05 * len(reclaims))  # events keep 0.1 GPU-s
+
+
+def test_a_reclaim_takes_the_borrower_that_checkpointed_last(svc: RunningService) -> None:
+    """R5's least-work-lost tie-break through the service: a's four equal 1-GPU jobs borrow b's quota; the
+    oldest reports a checkpoint; b's job then takes one GPU back, and the oldest goes (it loses the least),
+    not the newest. Its evict event and /metrics say what it lost."""
+    client = svc.client()
+    client.create_project({"name": "a", "deserved_gpus": 2})
+    client.create_project({"name": "b", "deserved_gpus": 2})
+    for name in ("j1", "j2", "j3", "j4"):
+        client.submit("a", {"name": name, **JOB})
+    a = {"project": "a", "department": ""}
+    wait_for(lambda: gauge(svc.url, "tide_project_allocated_gpus", **a) == 4, what="a to hold 4 GPUs")
+    time.sleep(0.5)  # every job of a has half a second of work to lose
+    client.checkpointed("a", "j1")
+    client.submit("b", {"name": "one", **JOB})
+    wait_for(lambda: client.job("b", "one").status == "running", what="b's job to start")
+    evicts = [e for e in client.events(project="a") if e.kind == "evict"]
+    assert [(e.job, e.cause) for e in evicts] == [("j1", "reclaim")]
+    lost = evicts[0].lost_gpu_seconds
+    # the time since its checkpoint: less than any other job's half second of work (and more)
+    assert lost is not None and lost >= 0
+    counted = value(scrape(svc.url), "tide_preemption_lost_gpu_seconds_total", project="a")
+    assert counted == pytest.approx(lost, abs=0.05)
 
 
 def test_a_pending_job_shows_in_the_pending_gauge(svc: RunningService) -> None:

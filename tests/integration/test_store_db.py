@@ -59,6 +59,7 @@ def _seed(db: Database) -> None:
             created_at=2.0,
             submitted_at=2.0,
             last_resized_at=3.0,
+            checkpointed_at=4.5,
             restarts=0,
             generation=1,
         )
@@ -115,6 +116,7 @@ def test_the_mapper_builds_the_snapshot_the_core_reads(db: Database) -> None:
                 max_replicas=2,
                 submitted_at=2.0,
                 last_resized_at=3.0,
+                checkpointed_at=4.5,  # R5's least-work-lost tie-break weighs it
                 replicas=(
                     Replica(0, "node-0", 1),
                     Replica(1, "node-0", 1),

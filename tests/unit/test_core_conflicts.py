@@ -127,7 +127,8 @@ def test_an_in_project_preemption_reason_says_at_its_fair_share_when_it_is() -> 
     assert c.decisions(plan) == [("shrink", "a", "low", [3, 2])]
     assert plan.decisions[0].reason == (
         "preempted for higher-priority job a/high of the same project: "
-        "project a holds 4 GPUs, at its fair share of 4"
+        "project a holds 4 GPUs, at its fair share of 4; loses ~4 GPU-seconds of work (4 GPUs x 1 s since it "
+        "last started or was resized; it has reported no checkpoint)"
     )
 
 

@@ -64,6 +64,7 @@ def workloads(draw: st.DrawFn) -> tuple[Cluster, list[Spec], random.Random]:
     config = Config(
         settle_seconds=draw(st.sampled_from([0.0, 2.0])),
         usage_half_life=draw(st.sampled_from([0.0, 0.0, 20.0])),
+        least_work_lost=draw(st.booleans()),
     )
     c = Cluster(node_list, departments=depts, config=config, slow_release=draw(st.booleans()))
     for i in range(draw(st.integers(1, 4))):
@@ -104,9 +105,18 @@ def _replay(c: Cluster, specs: list[Spec], rng: random.Random, steps: int = 9) -
                 c.finish(job.project, job.name)
         if c.slow_release and step % 2:
             c.release_done()
+        _report_checkpoints(c, rng)
         _check_determinism(c, rng)
         c.cycle()  # asserts every invariant
         c.elapse(rng.choice([0.0, 5.0, 30.0]))  # R14: usage above quota accrues (when a half-life is set)
+
+
+def _report_checkpoints(c: Cluster, rng: random.Random) -> None:
+    """Some running jobs complete a checkpoint now (R5's least-work-lost tie-break weighs them)."""
+    jobs = tuple(
+        replace(j, checkpointed_at=c.now) if j.active and rng.random() < 0.3 else j for j in c.state.jobs
+    )
+    c.state = replace(c.state, jobs=jobs)
 
 
 def _check_determinism(c: Cluster, rng: random.Random) -> None:

@@ -607,7 +607,8 @@ def test_reclaim_may_take_from_a_project_whose_own_start_this_cycle_puts_it_abov
 def test_a_rigid_gang_owed_two_whole_nodes_gets_them_one_node_at_a_time() -> None:
     """R2, found on the Philly trace (a team waited 3 hours for a 2 x 8-GPU gang). a is owed a gang of two
     4-GPU replicas. b is 3 GPUs above its share and c 2: in plain R5 order b gives its three newest 1-GPU
-    workers (no node empties) and c its newest job (node-4 empties): one whole node, not two. So Tide frees one
+    workers (no node empties) and c the job that loses the least work, its 4-GPU job that checkpointed a
+    second ago (node-4 empties): one whole node, not two. So Tide frees one
     node at a time, each where the fewest GPUs go (then the fewest whole jobs): node-5 (c's 1-GPU job) and
     node-2 (b's 4-GPU worker, rather than a whole job of c's). R2 lets b drop below its share for that worker,
     which cannot be split (R7)."""
@@ -621,7 +622,10 @@ def test_a_rigid_gang_owed_two_whole_nodes_gets_them_one_node_at_a_time() -> Non
         replicas=tuple(Replica(i, "node-3", 1) for i in range(4)),
     )  # fmt: skip
     tiny = Job("c", "tiny", 1, 1, replicas=(Replica(0, "node-5", 1),), last_resized_at=-10)
-    old = Job("c", "old", 1, 1, 4, submitted_at=2, replicas=(Replica(0, "node-4", 4),), last_resized_at=-10)
+    old = Job(
+        "c", "old", 1, 1, 4, submitted_at=2, replicas=(Replica(0, "node-4", 4),), last_resized_at=-10,
+        checkpointed_at=-1,
+    )  # fmt: skip
     c.state = replace(c.state, jobs=(big, small, tiny, old, Job("a", "gang", 2, 2, 4, submitted_at=3)))
     plan = c.cycle()
     assert sorted(c.decisions(plan)) == [("evict", "c", "tiny", [0]), ("shrink", "b", "big", [1])]

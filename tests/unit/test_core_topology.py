@@ -128,3 +128,30 @@ def test_jobs_in_racks_keep_every_invariant_on_random_clusters(
     c.state = replace(c.state, nodes=tuple(replace(n, domain=f"rack-{i % 2}") for i, n in enumerate(nodes)))
     c.topology_for = _topology
     _replay(c, specs, rng)
+
+
+def test_a_preemption_that_holds_the_rest_of_the_quota_leaves_small_jobs_waiting_without_idle_gpu_blame() -> (
+    None
+):
+    """Found by the property test above: p0 (quota 8, no borrowing) runs a 2 x 4-GPU job in rack-0; its
+    higher-priority 1..2 x 4-GPU job, which requires one rack, preempts it, starts on n2 and holds n0 (being
+    released) for its second replica. That hold takes p0's last 4 GPUs of quota (decision 3), so its two
+    1-GPU jobs wait although racks have idle GPUs: R4's invariant counts the hold as the core does."""
+    nodes = (
+        Node("n0", 4, domain="rack-0"), Node("n1", 4, domain="rack-1"),
+        Node("n2", 8, domain="rack-0"), Node("n3", 8, domain="rack-1"),
+    )  # fmt: skip
+    c = Cluster(nodes).project("p0", 8, allow_over_quota=False)
+    low = Job(
+        "p0", "low", 1, 2, 4, replicas=(Replica(0, "n0", 4), Replica(1, "n2", 4)), last_resized_at=0,
+        topology="required",
+    )  # fmt: skip
+    c.state = replace(c.state, jobs=(low,))
+    c.now = 6.0
+    c.submit("p0", "one").submit("p0", "high", max=2, gpus=4, priority=1, topology="required")
+    c.submit("p0", "two")
+    plan = c.cycle()  # asserts every invariant
+    assert c.decisions(plan) == [("evict", "p0", "low", [1, 0]), ("start", "p0", "high", [0])]
+    assert [(r.job, r.node, r.gpus) for r in plan.reservations] == [("high", "n0", 4)]
+    note = plan.note("p0", "one")
+    assert note is not None and "may not go over its quota: 8 + 1 > 8 GPUs" in note.reason

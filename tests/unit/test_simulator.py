@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from scheduler.core import Config, Node, Project
+from scheduler.simulator.cli import build_parser, settings_from
 from scheduler.simulator.metrics import ProjectSample, Recorder
 from scheduler.simulator.replay import InvariantViolation, RunResult, SimOptions, Simulator
 from scheduler.simulator.report import summarize
+from scheduler.simulator.runner import describe, policy_config, policy_label
 from scheduler.simulator.workload import JobSpec, load_quota_file, scale_quotas
 
 NODE = (Node("n0", 8),)
@@ -172,3 +174,30 @@ def test_r2_figure_counts_gpus_held_for_the_project_and_the_running_figure_does_
     a = rec.projects["a"]
     assert (a.longest_below, a.longest_below_running) == (20, 100)
     assert a.below_episodes == 1
+
+
+def test_a_reclaim_evicts_the_job_that_loses_the_least_work_since_its_checkpoint() -> None:
+    """R5's least-work-lost tie-break in the replay: a's two 4-GPU jobs borrow b's quota, one from 0 s, one
+    from 50 s; b's 4-GPU job arrives at 100 s. The older job checkpointed at 60 s (loses 4 x 40 GPU-s), the
+    newer one has not yet (loses 4 x 50): the older one goes. Off, the newest goes, as before, and loses more."""
+    specs = [rigid("a", "early", 0, 4, 1000), rigid("a", "late", 50, 4, 1000), rigid("b", "j1", 100, 4, 100)]
+    on = replay(specs, Config(elastic=False))
+    assert on.counters.evictions == 1
+    assert on.counters.eviction_loss == pytest.approx(4 * 40)
+    assert times(on)["late"] == (50.0, 1050.0)  # never stopped
+    off = replay(specs, Config(elastic=False, least_work_lost=False))
+    assert off.counters.eviction_loss == pytest.approx(4 * 50)
+    assert times(off)["early"] == (0.0, 1000.0)
+
+
+def test_the_tie_break_can_be_turned_off_from_the_command_line() -> None:
+    settings = settings_from(
+        build_parser().parse_args(["--no-least-work-lost", "--checkpoint-seconds", "900"])
+    )
+    assert (settings.least_work_lost, settings.sim.checkpoint_seconds) == (False, 900.0)
+    config = policy_config("tide", 10.0, least_work_lost=settings.least_work_lost)
+    assert policy_label("tide", config) == "tide, newest first"
+    assert "checkpoint every 900 s (eviction loses work since); equal victims: newest first" in " ".join(
+        describe(settings, [], 0)
+    )
+    assert policy_label("tide", policy_config("tide", 10.0)) == "tide"
