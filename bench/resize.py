@@ -526,7 +526,16 @@ def restart(job: Job, watcher: LogWatcher, n: int, cfg: Settings) -> bool:
     job.close()
     t0 = time.time()
     job.start(n)
-    return watcher.wait_for(lambda r: r["world_size"] == n and r["time"] >= t0, cfg.timeout_s) is not None
+    first = watcher.wait_for(lambda r: r["world_size"] == n and r["time"] >= t0, cfg.timeout_s)
+    if first is None:
+        return False
+    # trained a few steps: a resize measured now stops a running group, not one still forming (a SIGTERM while
+    # a rank is inside init_process_group can leave it there until the shutdown timeout: docs/elastic-resize.md)
+    settled = int(first["step"]) + cfg.settle_steps
+    return (
+        watcher.wait_for(lambda r: r["world_size"] == n and int(r["step"]) >= settled, cfg.timeout_s)
+        is not None
+    )
 
 
 def run_round(job: Job, watcher: LogWatcher, cfg: Settings, rnd: int) -> list[Trial]:
