@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import httpx
 
-from scheduler.executors.torchrun import uses_torchrun
+from scheduler.executors.torchrun import torchrun_args, uses_torchrun
 from scheduler.executors.warm_agent import NODE_RANK
 
 API_SUFFIX = "/api/v1"
@@ -194,9 +194,4 @@ def launch_env(order: Order, settings: AgentSettings, env: Mapping[str, str]) ->
 
 def torchrun_argv(command: Sequence[str]) -> tuple[str, ...]:
     """The command as ``torchrun ARGS`` (``python -m torch.distributed.run ARGS`` has the same ARGS)."""
-    if command[0].rsplit("/", 1)[-1] == "torchrun":
-        return ("torchrun", *command[1:])
-    for i, arg in enumerate(command[:-1]):
-        if arg == "-m" and command[i + 1] in ("torch.distributed.run", "torch.distributed.launch"):
-            return ("torchrun", *command[i + 2 :])
-    return tuple(command)  # pragma: no cover - settings_from accepts torchrun launches only
+    return ("torchrun", *(torchrun_args(command) or ()))

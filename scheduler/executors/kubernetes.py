@@ -220,7 +220,6 @@ class KubernetesExecutor:
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:
         """The job's Secret holds ``token``: made now, or replaced (a job of the same name may have left one)."""
-        self._ensure_started()
         self.secrets.put(podspec.secret_body(project, job, token, self.options))
 
     def observe(self) -> dict[int, Observation]:

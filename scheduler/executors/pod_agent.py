@@ -60,12 +60,11 @@ _NOTE_EVERY_S = 30.0
 class _Call:
     """One poll in a daemon thread: the main loop never blocks on the network."""
 
-    def __init__(self, link: Link, report: Report, port: int) -> None:
+    def __init__(self, link: Link, report: Report) -> None:
         self.report = report
         self.reply: Reply | None = None
         self.done = threading.Event()
-        args = (link, replace(report, port=port))
-        threading.Thread(target=self._run, args=args, name="tide-agent-poll", daemon=True).start()
+        threading.Thread(target=self._run, args=(link, report), name="tide-agent-poll", daemon=True).start()
 
     def _run(self, link: Link, report: Report) -> None:
         try:
@@ -128,8 +127,7 @@ class PodAgent:
                 if call is not None and call.report.what() != report.what():
                     call = None  # what it reports is stale: ask again now (the old answer is given again)
                 if call is None and time.monotonic() >= self._backoff:
-                    port = free_port("0.0.0.0")  # the rendezvous port, should this replica be the master
-                    call = _Call(self.link, report, port)
+                    call = _Call(self.link, self._sent(report))
                 if call is not None and call.done.wait(_TICK_S):
                     outcome = self._act(call.reply, started)
                     call = None
@@ -145,10 +143,16 @@ class PodAgent:
             self.link.close()
 
     def _report(self) -> Report:
+        """What this agent runs now (compared every tick with what the poll in flight reported)."""
         if self.state == "warming" and self.pool.warm():
             self.state = "warm"
+        return Report(self.generation, self.state, self.exit_code, None, self.poll_wait)
+
+    def _sent(self, report: Report) -> Report:
+        """``report`` as a poll sends it: with a rendezvous port on offer (should this replica be the master)
+        and the job's last checkpoint time, both read once per poll, not every tick."""
         mark = read_mark(self.checkpoints) if self.checkpoints else None
-        return Report(self.generation, self.state, self.exit_code, None, self.poll_wait, mark)
+        return replace(report, port=free_port("0.0.0.0"), checkpointed_at=mark)
 
     def _act(self, reply: Reply | None, started: float) -> int | None:
         if reply is None or reply.kind == "unreachable":

@@ -200,11 +200,20 @@ def uses_torchrun(argv: Sequence[str]) -> bool:
 
     This is how a job opts in to Tide's coordinated resize; any other command runs as given.
     """
+    return torchrun_args(argv) is not None
+
+
+def torchrun_args(argv: Sequence[str]) -> tuple[str, ...] | None:
+    """The arguments torchrun gets from a torchrun launch (after ``torchrun`` or ``-m torch.distributed.run``),
+    or None when ``argv`` is no torchrun launch."""
     if not argv:
-        return False
+        return None
     if argv[0].rsplit("/", 1)[-1] == "torchrun":
-        return True
-    return any(a == "-m" and b in _TORCHRUN_MODULES for a, b in pairwise(argv))
+        return tuple(argv[1:])
+    for i, (a, b) in enumerate(pairwise(argv)):
+        if a == "-m" and b in _TORCHRUN_MODULES:
+            return tuple(argv[i + 2 :])
+    return None
 
 
 def job_max_restarts(argv: Sequence[str], env: Mapping[str, str]) -> int:

@@ -85,20 +85,16 @@ def _jobs(session: Session) -> tuple[Job, ...]:
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
         .where(JobRow.status.in_(ACTIVE))
         .where(
-            (ReplicaRow.desired == "run")
+            (ReplicaRow.desired.in_(("run", "done")))
             | ((ReplicaRow.desired == "stop") & ReplicaRow.pid.is_not(None) & ReplicaRow.exit_code.is_(None))
         )
     )
+    completing: set[int] = set()  # jobs one of whose replicas finished its work
     for job_id, index, node, gpus, desired in session.execute(held):
-        replicas.setdefault(job_id, []).append(Replica(index, node, gpus, releasing=desired != "run"))
-    completing = set(
-        session.scalars(
-            select(ReplicaRow.job_id)
-            .join(JobRow, ReplicaRow.job_id == JobRow.id)
-            .where(JobRow.status.in_(ACTIVE), ReplicaRow.desired == "done")
-            .distinct()
-        )
-    )
+        if desired == "done":
+            completing.add(job_id)
+        else:
+            replicas.setdefault(job_id, []).append(Replica(index, node, gpus, releasing=desired != "run"))
     query = (
         select(
             JobRow.id,
