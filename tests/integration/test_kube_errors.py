@@ -35,7 +35,8 @@ def api() -> Iterator[FakeKubeApi]:
 
 @pytest.fixture
 def executor(api: FakeKubeApi, tmp_path: Path) -> Iterator[KubernetesExecutor]:
-    built = kube_executor(api, tmp_path, request_timeout=0.5)
+    # long enough that a loaded machine's slow answer is not a timeout the test did not inject
+    built = kube_executor(api, tmp_path, request_timeout=2.0)
     built.adopt()
     yield built
     built.close()
@@ -59,7 +60,7 @@ def test_5xx_and_429_are_retried_with_backoff(api: FakeKubeApi, executor: Kubern
 def test_a_create_that_timed_out_is_adopted_not_duplicated(
     api: FakeKubeApi, executor: KubernetesExecutor
 ) -> None:
-    api.fail("POST", "/pods$", None, delay=1.5)  # the server makes the pod, the answer comes too late
+    api.fail("POST", "/pods$", None, delay=3.0)  # the server makes the pod, the answer comes too late
     seen = executor.start(spec())
     assert seen.running
     posts = api.calls("POST", "/pods$")
