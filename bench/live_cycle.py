@@ -3,8 +3,9 @@
 The engine with the in-memory executor on a fresh SQLite file, ``--nodes`` x 8 GPUs, 101 projects and
 ``--jobs`` jobs of ``bench/live_scale.py``'s mix written straight into the store; then ``--cycles`` cycles,
 each timed whole and by phase (``sync_nodes``, ``observe``, ``record_observations``,
-``release_taken_nodes``, ``load_state``, ``plan_cycle``, ``persist_plan``, ``stop_unwanted``,
-``launch_waiting``). The first cycle starts everything that fits; the last ones are a settled, full
+``release_taken_nodes``, ``load_snapshot``, ``plan_cycle``, ``persist_plan``, ``stop_unwanted``,
+``launch_waiting``). After the first cycle the heap is settled as in ``tide serve``'s engine process
+(``api.engine_host.tune_engine_process``). The first cycle starts everything that fits; the last ones are a settled, full
 cluster with thousands of jobs waiting. ``--profile`` adds cProfile's top functions over the last 3 cycles.
 No HTTP and no second process: what ``bench/live_scale.py``'s cycle figures are made of.
 
@@ -31,6 +32,7 @@ from live_scale import job_bodies
 from sqlalchemy import select
 
 from api import schemas
+from api.engine_host import tune_engine_process
 from api.routes.jobs import new_job
 from scheduler.core import Config, Node
 from scheduler.engine import loop
@@ -43,7 +45,7 @@ from scheduler.store.models import ProjectRow
 PHASES = (
     "record_observations",
     "release_taken_nodes",
-    "load_state",
+    "load_snapshot",
     "plan_cycle",
     "persist_plan",
     "stop_unwanted",
@@ -115,6 +117,8 @@ def main() -> None:
             started = time.perf_counter()
             engine.tick()
             took = (time.perf_counter() - started) * 1e3
+            if cycle == 0:
+                tune_engine_process()  # as tide serve's engine process does after its first cycle
             if profiling:
                 profile.disable()
             top = sorted(spent.items(), key=lambda kv: -kv[1])[:4]

@@ -52,7 +52,7 @@ from scheduler.engine.persist import persist_plan
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
 from scheduler.store.db import Database, WriteWatch
-from scheduler.store.mapper import load_state
+from scheduler.store.mapper import load_snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,8 @@ class Engine:
             lingering = record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
             release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
         with self.db.read() as session:
-            state = load_state(session)
+            snapshot = load_snapshot(session)
+        state = snapshot.state
         now = self.clock()
         plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
         if self.settings.check_invariants:
@@ -198,7 +199,9 @@ class Engine:
         half_life = self.settings.core.usage_half_life
         over = over_quota(state) if half_life > 0 else None
         with self._write() as session:
-            applied = persist_plan(session, plan, now=now, usage_half_life=half_life, over_quota=over)
+            applied = persist_plan(
+                session, plan, now=now, usage_half_life=half_life, over_quota=over, notes=snapshot.notes
+            )
         self._forecast(state, plan, now)
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)

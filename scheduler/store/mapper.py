@@ -1,6 +1,8 @@
 """The one row <-> core mapper: ORM rows in, frozen ``scheduler.core`` dataclasses out.
 
-Contract: ``load_state(session)`` reads the snapshot ``plan_cycle`` needs. Only jobs that are ``pending`` or
+Contract: ``load_state(session)`` reads the snapshot ``plan_cycle`` needs; ``load_snapshot(session)`` reads the
+same and, from the same rows, each active job's id and the reason and place in line stored for it (``Notes``),
+so the engine writes back only the notes a plan changed without reading them again. Only jobs that are ``pending`` or
 ``running`` are in it. A replica the engine wants (``desired == "run"``, launched or still waiting for its
 GPUs) is active; one told to stop that has not been seen exiting is ``releasing`` (it still holds its GPUs).
 A node is schedulable when the executor says so and an admin left it ``ready`` (not cordoned, drained or
@@ -11,7 +13,7 @@ its own, ``desired == "done"``) is ending: it is planned at the replicas it stil
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import select
@@ -33,8 +35,31 @@ def department_from_row(row: DepartmentRow) -> Department:
     )
 
 
+JobKey = tuple[str, str]  # (project, job name)
+Note = tuple[str | None, int | None]  # (pending reason, place in line)
+
+
+@dataclass(frozen=True, slots=True)
+class Notes:
+    """Each active job's id and the note stored for it when the snapshot was read."""
+
+    ids: dict[JobKey, int]
+    stored: dict[int, Note]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    state: ClusterState
+    notes: Notes
+
+
 def load_state(session: Session) -> ClusterState:
-    """The snapshot of everything the core reads, in a stable order.
+    """The snapshot of everything the core reads, in a stable order."""
+    return load_snapshot(session).state
+
+
+def load_snapshot(session: Session) -> Snapshot:
+    """The core's snapshot and the active jobs' stored notes, in one pass over the rows.
 
     Read with column queries, not ORM objects: this runs every cycle over every active job, and building
     the core's frozen dataclasses straight from rows is several times cheaper.
@@ -45,15 +70,17 @@ def load_state(session: Session) -> ClusterState:
         )
     )
     departments = session.scalars(select(DepartmentRow).order_by(DepartmentRow.name)).all()
-    return ClusterState(
+    notes = Notes({}, {})
+    state = ClusterState(
         nodes=tuple(
             Node(name=n, gpus=g, schedulable=s and state == "ready", domain=domain)
             for n, g, s, state, domain in nodes
         ),
         projects=_projects(session),
-        jobs=_jobs(session),
+        jobs=_jobs(session, notes),
         departments=tuple(department_from_row(d) for d in departments),
     )
+    return Snapshot(state, notes)
 
 
 def _projects(session: Session) -> tuple[Project, ...]:
@@ -78,7 +105,7 @@ def _projects(session: Session) -> tuple[Project, ...]:
     )
 
 
-def _jobs(session: Session) -> tuple[Job, ...]:
+def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
     replicas: dict[int, list[Replica]] = {}
     held = (
         select(ReplicaRow.job_id, ReplicaRow.index, ReplicaRow.node, ReplicaRow.gpus, ReplicaRow.desired)
@@ -110,12 +137,17 @@ def _jobs(session: Session) -> tuple[Job, ...]:
             JobRow.checkpointed_at,
             JobRow.allowed_replicas,
             JobRow.topology,
+            JobRow.pending_reason,
+            JobRow.queue_position,
         )
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
         .where(JobRow.status.in_(ACTIVE))
         .order_by(JobRow.id)
     )
     rows = session.execute(query).all()
+    for row in rows:
+        notes.ids[(row[1], row[2])] = row[0]
+        notes.stored[row[0]] = (row.pending_reason, row.queue_position)
     return tuple(
         _completing(job) if job_id in completing else job
         for job_id, job in ((row[0], _job(row, replicas)) for row in rows)
@@ -145,6 +177,8 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         checkpointed,
         allowed,
         topology,
+        _reason,
+        _position,
     ) = row
     return Job(
         project=project,

@@ -22,7 +22,7 @@ from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store.db import Database
-from scheduler.store.mapper import load_state
+from scheduler.store.mapper import load_snapshot, load_state
 from scheduler.store.migrate import upgrade
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import job_by_name
@@ -227,3 +227,28 @@ def test_a_job_cancelled_while_the_cycle_planned_gets_no_replicas(harness: Harne
     assert [d.job for d in applied] == ["kept"]
     assert harness.job("a", "deleted").replicas == [] and len(harness.job("a", "kept").replicas) == 1
     assert harness.events() == [("start", "kept")]
+
+
+def test_notes_are_written_from_the_snapshot_and_never_to_a_job_cancelled_meanwhile(harness: Harness) -> None:
+    """R13 notes are compared with what the snapshot read and only changed ones written: a waiting job gets
+    its reason and place in line, and a job cancelled after the snapshot keeps the note the delete left."""
+    harness.project("a", 4)
+    harness.cycle()
+    harness.submit("a", "runs", 4, 4)
+    harness.submit("a", "first", 2, 2)
+    harness.submit("a", "second", 2, 2)
+    with harness.db.read() as session:
+        snapshot = load_snapshot(session)
+    assert snapshot.notes.stored[snapshot.notes.ids[("a", "first")]] == (None, None)
+    plan = plan_cycle(snapshot.state, Config(settle_seconds=0), now=harness.clock)
+    waiting = {n.job: n.queue_position for n in plan.notes if n.queue_position is not None}
+    assert waiting == {"first": 1, "second": 2}
+    with harness.db.write() as session:
+        job = job_by_name(session, "a", "second")
+        assert job is not None
+        job.status = "cancelled"
+    with harness.db.write() as session:
+        persist_plan(session, plan, now=harness.clock, notes=snapshot.notes)
+    first, second = harness.job("a", "first"), harness.job("a", "second")
+    assert first.queue_position == 1 and first.pending_reason and "waiting" in first.pending_reason
+    assert (second.pending_reason, second.queue_position) == (None, None)
