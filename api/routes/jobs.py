@@ -1,8 +1,9 @@
 """Jobs: submit, read, list, delete (stop) and read a replica's logs.
 
 Contract: a job is created ``pending`` and the loop is woken at once (the answer never waits for a cycle;
-the submit's write transaction holds the database's write lock only to check the name and insert: the
-other checks read before it, so a project deleted in between makes the submit a 409). Names are unique among a project's
+the checks read before the submit writes; a new name is inserted without waiting for the database's write
+lock (``Database.insert``), so submits never queue behind a scheduling cycle; a name taken meanwhile, or a
+project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404). Names are unique among a project's
 jobs; submitting the name of a *finished* job replaces that job (its history stays in the events), an
 active one is a 409. A job that does not fit today's cluster (a replica needs more GPUs than any schedulable
 node has, or ``min_replicas`` replicas more room than all of them) is accepted: nodes come and go
@@ -20,12 +21,14 @@ output may hold its secrets); any token reads jobs, which never show env values.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api import convert, schemas
@@ -39,6 +42,8 @@ from scheduler.core.explain import beyond_cluster
 from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.store.models import JobRow, NodeRow
 from scheduler.store.queries import ACTIVE, add_event, count_jobs, job_by_name, job_views
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["jobs"])
 
@@ -114,7 +119,20 @@ def create_job(
         require_project_writer(caller, project)
         _check_image(svc.settings, body)
         beyond = _fit_warning(session, body)
+        taken = session.scalar(
+            select(JobRow.id).where(JobRow.project_id == owner, JobRow.name == body.name).limit(1)
+        )
+    if taken is None:
+        try:
+            with svc.db.insert() as session:
+                public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
+        except IntegrityError:  # the name was taken or the project deleted meanwhile: decide under the lock
+            log.info("submit of %s/%s raced another write; retrying under the write lock", project, body.name)
+        else:
+            svc.engine.trigger()
+            return public, [beyond] if beyond else []
     with svc.db.write() as session:
+        owner = get_project(session, project, lock=True).id  # deleted meanwhile: 404
         existing = job_by_name(session, project, body.name, lock=True)
         if existing is not None and existing.status in ACTIVE:
             raise HTTPException(
@@ -125,13 +143,19 @@ def create_job(
         if existing is not None:
             session.delete(existing)
             session.flush()
-        job = new_job(owner, body, svc.engine.clock())
-        job.pending_reason = beyond
-        session.add(job)
-        session.flush()
-        public = convert.job_public(job, project)
+        public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
     svc.engine.trigger()
     return public, [beyond] if beyond else []
+
+
+def _insert(
+    session: Session, owner: int, project: str, body: schemas.JobCreate, *, beyond: str | None, now: float
+) -> schemas.JobPublic:
+    job = new_job(owner, body, now)
+    job.pending_reason = beyond
+    session.add(job)
+    session.flush()
+    return convert.job_public(job, project)
 
 
 def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:

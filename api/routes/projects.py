@@ -25,8 +25,10 @@ def totals_for(session: Session, project_id: int | None = None) -> convert.Total
     return convert.Totals.of(*project_figures(session, project_id))
 
 
-def get_project(session: Session, name: str) -> ProjectRow:
-    row = project_by_name(session, name)
+def get_project(session: Session, name: str, *, lock: bool = False) -> ProjectRow:
+    """The project named ``name`` or a 404; ``lock=True`` locks its row (PostgreSQL) until the transaction
+    ends: a submit inserting a job into it finishes first, and none starts."""
+    row = project_by_name(session, name, lock=lock)
     if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no project named {name!r}; see GET /api/v1/projects")
     return row
@@ -127,7 +129,7 @@ def update_project(
 def delete_project(project: str, svc: Svc, caller: Caller) -> Response:
     require_admin(caller)
     with svc.db.write() as session:
-        row = get_project(session, project)
+        row = get_project(session, project, lock=True)  # submits insert without the write lock
         active = session.scalars(
             select(JobRow.name).where(JobRow.project_id == row.id, JobRow.status.in_(ACTIVE)).limit(3)
         ).all()

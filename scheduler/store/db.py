@@ -5,7 +5,11 @@ commits on success and rolls back on error. Write transactions run one at a time
 never interleaves with an API change: on SQLite they begin with ``BEGIN IMMEDIATE`` on their own engine (WAL
 mode lets readers run beside them), on PostgreSQL they take a transaction-level advisory lock first (keyed
 by schema); reads never wait for writers and see one snapshot (a SQLite read transaction; REPEATABLE READ
-on PostgreSQL). PostgreSQL connections are checked before use (``pool_pre_ping``:
+on PostgreSQL). ``insert()`` is a write transaction that only adds rows: on PostgreSQL it does not wait for
+the writers' lock (a submit never queues behind a scheduling cycle's write), so it must never update or delete
+a row; what it could race (the same name inserted twice, a row it references deleted) is refused by the
+database's constraints as an ``IntegrityError``, and the caller retries under the lock. On SQLite it is
+``write()``. PostgreSQL connections are checked before use (``pool_pre_ping``:
 one broken by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
 ``sqlite_url(data_dir)`` names the default database. ``WriteWatch(session)`` tells whether a session wrote.
 """
@@ -108,6 +112,16 @@ class Database:
         with self._write() as session, session.begin():
             if not self.is_sqlite:
                 session.execute(text(WRITE_LOCK_SQL))
+            yield session
+
+    @contextmanager
+    def insert(self) -> Iterator[Session]:
+        """A write transaction that only inserts rows, beside the writers on PostgreSQL (see the module)."""
+        if self.is_sqlite:
+            with self.write() as session:
+                yield session
+            return
+        with self._write() as session, session.begin():
             yield session
 
     def dispose(self) -> None:

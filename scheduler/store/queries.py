@@ -21,10 +21,11 @@ ACTIVE = ("pending", "running")
 LIVE = (ReplicaRow.pid.is_not(None), ReplicaRow.exit_code.is_(None))
 
 
-def project_by_name(session: Session, name: str) -> ProjectRow | None:
-    return session.scalars(
-        select(ProjectRow).options(selectinload(ProjectRow.department)).where(ProjectRow.name == name)
-    ).first()
+def project_by_name(session: Session, name: str, *, lock: bool = False) -> ProjectRow | None:
+    query = select(ProjectRow).options(selectinload(ProjectRow.department)).where(ProjectRow.name == name)
+    if lock:
+        query = query.with_for_update(of=ProjectRow).execution_options(populate_existing=True)
+    return session.scalars(query).first()
 
 
 def _job_query(project: str) -> Select[JobRow]:
