@@ -70,12 +70,14 @@ class Ledger:
     largest_node: int = 0
     line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
     failed_consolidations: dict[tuple[int, bool], int] = field(default_factory=dict)
-    failed_reclaims: dict[tuple[int, bool, str | None, bool, int, bool], int] = field(default_factory=dict)
+    # reclaims that failed this cycle, by what they could take (R17: and the one domain they must fit in)
+    failed_reclaims: dict[tuple[object, ...], int] = field(default_factory=dict)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
     # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"
     held_by_project: dict[str, int] = field(default_factory=dict)
     _rollbacks: int = 0
+    project_names: list[str] = field(default_factory=list)  # every project, sorted
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
     domains: Domains = field(init=False)  # R17
@@ -91,6 +93,7 @@ class Ledger:
         held_on = dict.fromkeys(nodes, 0)
         rel = dict.fromkeys(nodes, 0)
         self._load_jobs(known, held_on, rel)
+        self.project_names = sorted(self.alloc)
         free = {n: max(nodes[n].gpus - held_on[n] - rel[n], 0) for n in nodes}
         self.free = NodeIndex(free, rank)
         self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
@@ -206,9 +209,10 @@ class Ledger:
         """Replicas of ``job`` that fit on ``index`` where it may go (R17: one domain if it requires it)."""
         if not self.domains.required(job):
             return index.slots(job.gpus_per_replica)
-        return self.domains.slots(job, index, self._home(job))
+        return self.domains.slots(job, index, self.home(job))
 
-    def _home(self, job: Job) -> str | None:
+    def home(self, job: Job) -> str | None:
+        """R17: the domain of the job's master, if it runs."""
         act = self.active[job.key]
         return self.domains.of.get(act[0].node) if act else None  # its master's domain (R17)
 
@@ -252,7 +256,7 @@ class Ledger:
         taken = {r.index for r in self.active[job.key]} | {p.index for p in self.started.get(job.key, [])}
         out: list[Placement] = []
         next_index = 0
-        domain = self.domains.target(job, index, count, self._home(job)) if self.domains.members else None
+        domain = self.domains.target(job, index, count, self.home(job)) if self.domains.members else None
         for _ in range(count):
             # R17: inside the chosen domain first; a preferred job spills over (a required one fits: slots_for)
             node = self.domains.best_fit(domain, index, g) if domain is not None else None

@@ -31,7 +31,7 @@ def node_sort_key(name: str) -> tuple[tuple[int, int | str], ...]:
 class NodeIndex:
     """Per-node values with a histogram (for ``slots``) and lazily cleaned buckets (for ``best_fit``)."""
 
-    __slots__ = ("_buckets", "_hist", "_order", "_rank", "_slots", "memo", "value")
+    __slots__ = ("_buckets", "_hist", "_order", "_rank", "_slots", "by_group", "group_of", "memo", "value")
 
     def __init__(self, values: dict[str, int], rank: dict[str, int]) -> None:
         self.value: dict[str, int] = {}
@@ -40,6 +40,10 @@ class NodeIndex:
         self._slots: dict[int, int] = {}  # slots(g) until the next change
         # answers of other modules' questions about these values (R17's per-domain fits), until the next change
         self.memo: dict[tuple[object, ...], int] = {}
+        # answers about one group of nodes (an R17 domain), kept until one of the group's nodes changes; the
+        # module asking sets ``group_of`` (node -> group) before it keeps any
+        self.group_of: dict[str, str] = {}
+        self.by_group: dict[str, dict[object, int]] = {}
         self._buckets: dict[int, list[tuple[int, str]]] = defaultdict(list)
         for name, v in values.items():
             self.value[name] = v
@@ -62,6 +66,10 @@ class NodeIndex:
         self._slots.clear()
         if self.memo:
             self.memo.clear()
+        if self.by_group:
+            group = self.group_of.get(name)
+            if group is not None:
+                self.by_group.pop(group, None)
         self._hist[old] -= 1
         self._hist[v] += 1
         heapq.heappush(self._buckets[v], (self._rank[name], name))

@@ -90,7 +90,13 @@ class Reclaimer:
                 return self.eligible(job) and all(r.node != avoid for r in ledger.active[job.key])
 
         over = self.over
-        heap = [(-over(p), p) for p in sorted(ledger.alloc) if p != claim.project and over(p) > 0]
+        # what ``over`` says, inlined: this runs for every reclaim search, over every project
+        share, alloc, reserved = ledger.shares.project, ledger.alloc, ledger.reserved
+        heap = [
+            (-above, p)
+            for p in ledger.project_names
+            if p != claim.project and (above := alloc[p] + reserved.get(p, 0) - share[p]) > 0
+        ]
         heapq.heapify(heap)
         return _take_until_fits(
             ledger,
@@ -221,13 +227,16 @@ def reclaim(
     rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor, spare=spare)
     # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
     # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
+    # R17: a claim that requires one domain is measured in one (its master's, or the roomiest): its own key
     c_top = rules.c_top
-    if ledger.domains.required(claim):  # R17: until it fits in one domain; fill-back returns the rest
-        return rules.until(fits(ledger, claim, count), g)
-    memo = (g, r2, c_top if c_top.startswith("dept:") else None, rules.c_top_ok, rules.floor, rules.spare)
+    required = ledger.domains.required(claim)
+    where = (ledger.home(claim),) if required else ()
+    dept = c_top if c_top.startswith("dept:") else None
+    memo = (g, r2, dept, rules.c_top_ok, rules.floor, rules.spare, *where)
     if count >= ledger.failed_reclaims.get(memo, 1 << 30):
         return None
-    taken = reclaim_with(rules, count)
+    # R17: until it fits in one domain; fill-back returns the rest
+    taken = rules.until(fits(ledger, claim, count), g) if required else reclaim_with(rules, count)
     if taken is None:
         ledger.failed_reclaims[memo] = min(count, ledger.failed_reclaims.get(memo, count))
     return taken

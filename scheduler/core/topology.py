@@ -34,6 +34,7 @@ class Domains:
 
     of: dict[str, str]
     members: dict[str, list[str]]
+    names: list[str]  # the domains, sorted
 
     @classmethod
     def build(cls, nodes: list[Node], order: list[str], *, on: bool) -> Domains:
@@ -42,18 +43,36 @@ class Domains:
         for name in order:
             if name in named:
                 members.setdefault(named[name], []).append(name)
-        return cls({n: d for d, names in members.items() for n in names}, members)
+        return cls({n: d for d, names in members.items() for n in names}, members, sorted(members))
 
     def required(self, job: Job) -> bool:
         """Whether the job must stay inside one domain (and domains exist)."""
         return bool(self.members) and job.topology == REQUIRED
 
+    def _known(self, domain: str, index: NodeIndex) -> dict[object, int]:
+        """What ``index`` keeps about ``domain`` until one of its nodes changes."""
+        known = index.by_group.get(domain)
+        if known is None:
+            if index.group_of is not self.of:
+                index.group_of = self.of
+                index.by_group.clear()
+            known = index.by_group[domain] = {}
+        return known
+
     def _fit(self, domain: str, index: NodeIndex, g: int) -> int:
-        key = ("fit", domain, g)
-        n = index.memo.get(key)
+        known = self._known(domain, index)
+        n = known.get(g)
         if n is None:
             value = index.value
-            n = index.memo[key] = sum(value[m] // g for m in self.members[domain])
+            n = known[g] = sum(value[m] // g for m in self.members[domain])
+        return n
+
+    def _spare(self, domain: str, index: NodeIndex) -> int:
+        known = self._known(domain, index)
+        n = known.get("spare")
+        if n is None:
+            value = index.value
+            n = known["spare"] = sum(value[m] for m in self.members[domain])
         return n
 
     def slots(self, job: Job, index: NodeIndex, home: str | None) -> int:
@@ -75,9 +94,9 @@ class Domains:
             return home
         g = job.gpus_per_replica
         best: tuple[int, str] | None = None
-        for d in sorted(self.members):
+        for d in self.names:
             if self._fit(d, index, g) >= count:
-                spare = sum(index.value[n] for n in self.members[d])
+                spare = self._spare(d, index)
                 if best is None or spare < best[0]:
                     best = (spare, d)
         return None if best is None else best[1]
