@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
+
+from api.cli.main import COMMAND_MODULES, COMMANDS, build
 
 SERVER_SIDE = ["fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic", "scheduler"]
 PROBE = """
@@ -63,3 +66,29 @@ def test_a_command_that_prints_json_loads_no_terminal_drawing(tmp_path: Path) ->
     probe = _probe(tmp_path, ["rich", "pygments", "click"], "list", "--json", "--url", "http://127.0.0.1:9")
     assert probe["code"] == 4
     assert probe["loaded"] == []
+
+
+def test_each_command_is_registered_by_the_module_main_names_for_it() -> None:
+    """``COMMANDS`` is how a command starts with its module alone: it must say what the modules register."""
+    for module in COMMAND_MODULES:
+        group = typer.main.get_command(build([module]))
+        assert isinstance(group, typer.core.TyperGroup)
+        assert set(group.commands) == {name for name, owner in COMMANDS.items() if owner == module}, module
+
+
+def test_a_command_loads_only_the_module_that_registers_it(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TIDE_DATA_DIR": str(tmp_path / "data")}
+    probe = (
+        "import sys\nfrom api.cli.main import main\n"
+        "sys.argv = ['tide', 'list', '--json', '--url', 'http://127.0.0.1:9']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('api.cli.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    loaded = done.stdout.rpartition("LOADED ")[2].strip()
+    assert "'api.cli.jobs'" in loaded, done.stdout + done.stderr
+    assert not any(
+        f"'api.cli.{other}'" in loaded for other in ("admin", "serve", "nodes", "config", "submit")
+    )
