@@ -10,7 +10,9 @@ The answer (``AgentOrder``) is ``launch`` when the replica's ``launch_generation
 runs: the launch's size, the replica's rank in it (members by replica index), the rendezvous port and
 run id; else, after waiting up to ``wait`` seconds for that to change (a long-poll), ``wait``. The master
 (rank 0) offers a free port in each poll; the port of the launch it is first told is recorded, and the
-other members are answered only once it is known. A job that is over, or a replica it no longer has, is a
+other members are answered only once it is known. A replica given a preemption notice
+(``ReplicaRow.noticed_at``, ``scheduler.engine.notice``) whose agent runs a launch and has not said it passed
+it on (``noticed``) is answered ``notice`` first, whether it stays or leaves. A job that is over, or a replica it no longer has, is a
 404 that says so (the agent stops); a replica that is being removed just waits for its pod's deletion.
 """
 
@@ -35,6 +37,7 @@ from scheduler.store.queries import ACTIVE
 router = APIRouter(prefix="/agent/v1", tags=["agent"])
 _REREAD_S = 0.5  # a long-poll reads the database at least this often, woken or not
 WAIT = schemas.AgentOrder(action="wait")
+NOTICE = schemas.AgentOrder(action="notice")
 
 
 @router.post("/projects/{project}/jobs/{job}/replicas/{replica_id}", response_model=schemas.AgentOrder)
@@ -116,6 +119,8 @@ def _job(session: Session, project: str, job: str) -> JobRow:
 def _answer_now(svc: Svc, replica_id: int, body: schemas.AgentPoll) -> schemas.AgentOrder | None:
     with svc.db.read() as session:
         replica = session.get(ReplicaRow, replica_id)
+        if replica is not None and _notice_due(replica, body):
+            return NOTICE
         if replica is None or not _due(replica, body):
             return None
         assert replica.launch_generation is not None
@@ -124,6 +129,10 @@ def _answer_now(svc: Svc, replica_id: int, body: schemas.AgentPoll) -> schemas.A
     with svc.db.write() as session:  # the master's first poll for this launch: record its port
         replica = session.get(ReplicaRow, replica_id)
         return None if replica is None else _order(session, replica, body)
+
+
+def _notice_due(replica: ReplicaRow, body: schemas.AgentPoll) -> bool:
+    return replica.noticed_at is not None and body.state == "running" and not body.noticed
 
 
 def _due(replica: ReplicaRow, body: schemas.AgentPoll) -> bool:
@@ -142,7 +151,10 @@ def _port(session: Session, replica: ReplicaRow) -> int | None:
 
 
 def _order(session: Session, replica: ReplicaRow, body: schemas.AgentPoll) -> schemas.AgentOrder | None:
-    """The launch ``replica`` is to start now, or None (nothing new, or its master's port is not known)."""
+    """A notice to pass on, the launch ``replica`` is to start now, or None (nothing new, or its master's
+    port is not known)."""
+    if _notice_due(replica, body):
+        return NOTICE
     if not _due(replica, body):
         return None
     generation = replica.launch_generation

@@ -44,6 +44,8 @@ class ProjectPublic:
     effective_weight: float
     min_runtime_seconds: float | None
     effective_min_runtime_seconds: float
+    preemption_notice_seconds: int | None
+    effective_preemption_notice_seconds: int
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -59,6 +61,7 @@ class DepartmentPublic:
     projects: list[str]
     created_at: datetime
     min_runtime_seconds: float
+    preemption_notice_seconds: int | None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

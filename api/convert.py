@@ -98,6 +98,8 @@ def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
         effective_weight=row.over_quota_weight if row.usage_weight is None else row.usage_weight,
         min_runtime_seconds=row.min_runtime_seconds,
         effective_min_runtime_seconds=_min_runtime(row),
+        preemption_notice_seconds=row.preemption_notice_seconds,
+        effective_preemption_notice_seconds=effective_notice(row),
     )
 
 
@@ -106,6 +108,14 @@ def _min_runtime(row: ProjectRow) -> float:
     if row.min_runtime_seconds is not None:
         return row.min_runtime_seconds
     return row.department.min_runtime_seconds if row.department else 0.0
+
+
+def effective_notice(row: ProjectRow) -> int:
+    """The preemption notice of the project's jobs: its own, else its department's, else 0 (none)."""
+    if row.preemption_notice_seconds is not None:
+        return row.preemption_notice_seconds
+    department = row.department.preemption_notice_seconds if row.department else None
+    return department or 0
 
 
 def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentPublic:
@@ -121,6 +131,7 @@ def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentP
         projects=sorted(p.name for p in row.projects),
         created_at=datetime.fromtimestamp(row.created_at, UTC),
         min_runtime_seconds=row.min_runtime_seconds,
+        preemption_notice_seconds=row.preemption_notice_seconds,
     )
 
 

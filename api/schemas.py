@@ -76,6 +76,15 @@ MIN_RUNTIME_DOC = (
     "Minimum runtime (seconds): a job started or resized less than this ago is not taken by reclaim for "
     "another project unless that project is below its guarantee."
 )
+# seconds of SIGUSR1 before the SIGTERM of a replica stopped by a reclaim or a preemption (up to a day, the
+# longest grace period); it counts inside the grace period
+Notice = Annotated[int, Field(ge=0, le=86_400)]
+NOTICE_DOC = (
+    "Preemption notice (whole seconds, 0 to 86400): a replica stopped because its GPUs are reclaimed or "
+    "preempted gets SIGUSR1 this long before its SIGTERM, to checkpoint; it counts inside the grace period "
+    "(the SIGKILL comes when it would without it; a notice longer than the grace is cut to the grace). "
+    "0: none."
+)
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
 ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed"]
 
@@ -103,6 +112,9 @@ class ProjectCreate(_In):
     min_runtime_seconds: MinRuntime | None = Field(
         None, description=MIN_RUNTIME_DOC + " Null: its department's (none without a department)."
     )
+    preemption_notice_seconds: Notice | None = Field(
+        None, description=NOTICE_DOC + " Null: its department's (none without a department)."
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> ProjectCreate:
@@ -118,6 +130,9 @@ class ProjectUpdate(_In):
     department: Name | None = None
     min_runtime_seconds: MinRuntime | None = Field(
         None, description=MIN_RUNTIME_DOC + " Null: back to its department's."
+    )
+    preemption_notice_seconds: Notice | None = Field(
+        None, description=NOTICE_DOC + " Null: back to its department's."
     )
 
     @model_validator(mode="after")
@@ -152,6 +167,10 @@ class ProjectPublic(BaseModel):
     effective_min_runtime_seconds: float = Field(
         description="The minimum runtime its jobs get: its own, else its department's, else 0 (off)."
     )
+    preemption_notice_seconds: int | None = Field(description=NOTICE_DOC + " Null: none of its own.")
+    effective_preemption_notice_seconds: int = Field(
+        description="The preemption notice its jobs get: its own, else its department's, else 0 (none)."
+    )
 
 
 class DepartmentCreate(_In):
@@ -160,6 +179,9 @@ class DepartmentCreate(_In):
     over_quota_weight: Weight = 1.0
     limit_gpus: Gpus | None = None
     min_runtime_seconds: MinRuntime = Field(0.0, description=MIN_RUNTIME_DOC + " Inherited by its projects.")
+    preemption_notice_seconds: Notice | None = Field(
+        None, description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> DepartmentCreate:
@@ -172,6 +194,7 @@ class DepartmentUpdate(_In):
     over_quota_weight: Weight | None = None
     limit_gpus: Gpus | None = None
     min_runtime_seconds: MinRuntime | None = Field(None, description=MIN_RUNTIME_DOC)
+    preemption_notice_seconds: Notice | None = Field(None, description=NOTICE_DOC + " Null: none.")
 
     @model_validator(mode="after")
     def _limit(self) -> DepartmentUpdate:
@@ -190,6 +213,9 @@ class DepartmentPublic(BaseModel):
     projects: list[str]
     created_at: datetime
     min_runtime_seconds: float = Field(description=MIN_RUNTIME_DOC + " Inherited by its projects.")
+    preemption_notice_seconds: int | None = Field(
+        description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
+    )
 
 
 def _allowed_form(value: object) -> list[int] | dict[str, int] | str:
@@ -490,12 +516,18 @@ class AgentPoll(_In):
         le=1e11,
         description="Unix time of the job's last complete checkpoint, as its training script marked it",
     )
+    noticed: bool = Field(
+        default=False,
+        description="it passed a preemption notice (SIGUSR1) to the training of the launch it runs",
+    )
 
 
 class AgentOrder(BaseModel):
-    """The service's answer: ``launch`` (start launch ``generation`` at this size and rank) or ``wait``."""
+    """The service's answer: ``launch`` (start launch ``generation`` at this size and rank), ``notice`` (pass
+    SIGUSR1 to the running launch's training: its GPUs are being reclaimed or preempted, SIGTERM follows after
+    the project's preemption notice) or ``wait``."""
 
-    action: Literal["launch", "wait"]
+    action: Literal["launch", "notice", "wait"]
     generation: int | None = None
     world_size: int | None = None
     rank: int | None = None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli import context
+from api.cli import context, notice
 from api.cli.eta_words import parse_duration, span
 from api.cli.jobs import Json, Token, Url
 from api.cli.nodes import node_table
@@ -68,11 +68,14 @@ def _projects_table(projects: list[ProjectPublic]) -> Table:
     runtime = any(p.effective_min_runtime_seconds > 0 for p in projects)
     extra: tuple[str, ...] = ("WEIGHT", "USAGE GPU-H") if usage else ()
     extra += ("MIN RUN",) if runtime else ()
+    notices = any(p.effective_preemption_notice_seconds > 0 for p in projects)
+    extra += ("NOTICE",) if notices else ()
     table = context.table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", *extra, "JOBS R/P")
     for p in projects:
         limit = "-" if p.limit_gpus is None else str(p.limit_gpus)
         figures: tuple[str, ...] = (f"{p.effective_weight:.2g}", f"{p.usage_gpu_hours:.1f}") if usage else ()
         figures += (_runtime_words(p.effective_min_runtime_seconds),) if runtime else ()
+        figures += (notice.words(p.effective_preemption_notice_seconds),) if notices else ()
         table.add_row(
             p.name,
             p.department or "-",
@@ -112,6 +115,7 @@ def project_create(
     limit: Limit = None,
     department: Dept = None,
     min_runtime: MinRuntime = None,
+    preemption_notice: notice.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -121,11 +125,13 @@ def project_create(
     """
     body = _body(name=name, deserved=deserved, weight=weight, limit=limit, department=department)
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
+    notice.add(body, preemption_notice)
     with context.session(url, token) as client:
         p = client.create_project(body)
     typer.echo(
         f"Created project {p.name}: deserved {p.deserved_gpus} GPU(s), weight {p.over_quota_weight}"
-        f"{_runtime_sentence(p.effective_min_runtime_seconds)}."
+        f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
+        f"{notice.sentence(p.effective_preemption_notice_seconds)}."
     )
 
 
@@ -142,26 +148,32 @@ def project_update(
     limit: Limit = None,
     department: Dept = None,
     min_runtime: MinRuntime = None,
+    preemption_notice: notice.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """Change a project's quota, weight, limit, department or minimum runtime (``inherit``: its department's).
+    """Change a project's quota, weight, limit, department, minimum runtime or preemption notice (``inherit``:
+    its department's).
 
     Example: tide project update team-a --deserved 4 --min-runtime 10m
     """
     body = _body(deserved=deserved, weight=weight, limit=limit, department=department)
     if min_runtime is not None:
         body["min_runtime_seconds"] = _min_runtime(min_runtime, inherit=True)
+    notice.add(body, preemption_notice, inherit=True)
     if not body:
         context.fail(
-            "nothing to change: give --deserved, --weight, --limit, --department or --min-runtime", 2
+            "nothing to change: give --deserved, --weight, --limit, --department, --min-runtime or "
+            "--preemption-notice",
+            2,
         )
     with context.session(url, token) as client:
         p = client.update_project(name, body)
     limit_text = "none" if p.limit_gpus is None else str(p.limit_gpus)
     typer.echo(
         f"Updated project {p.name}: deserved {p.deserved_gpus}, weight {p.over_quota_weight}, limit {limit_text}"
-        f"{_runtime_sentence(p.effective_min_runtime_seconds)}."
+        f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
+        f"{notice.sentence(p.effective_preemption_notice_seconds)}."
     )
 
 
@@ -190,7 +202,9 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
         context.dump_json(departments)
         return
     runtime = any(d.min_runtime_seconds > 0 for d in departments)
-    extra = ("MIN RUN",) if runtime else ()
+    notices = any(d.preemption_notice_seconds for d in departments)
+    extra: tuple[str, ...] = ("MIN RUN",) if runtime else ()
+    extra += ("NOTICE",) if notices else ()
     table = context.table("DEPARTMENT", "DESERVED", "FAIR", "ALLOC", "LIMIT", *extra, "PROJECTS")
     for d in departments:
         limit = "-" if d.limit_gpus is None else str(d.limit_gpus)
@@ -201,6 +215,7 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
             str(d.allocated_gpus),
             limit,
             *((_runtime_words(d.min_runtime_seconds),) if runtime else ()),
+            *((notice.words(d.preemption_notice_seconds),) if notices else ()),
             ",".join(d.projects),
         )
     context.console().print(table if departments else "No departments.")
@@ -214,6 +229,7 @@ def department_create(
     weight: Weight = None,
     limit: Limit = None,
     min_runtime: MinRuntime = None,
+    preemption_notice: notice.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -223,10 +239,12 @@ def department_create(
     """
     body = _body(name=name, deserved=deserved, weight=weight, limit=limit)
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
+    notice.add(body, preemption_notice)
     with context.session(url, token) as client:
         d = client.create_department(body)
     typer.echo(
-        f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s){_runtime_sentence(d.min_runtime_seconds)}."
+        f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s){_runtime_sentence(d.min_runtime_seconds)}"
+        f"{notice.sentence(d.preemption_notice_seconds)}."
     )
 
 
@@ -238,23 +256,26 @@ def department_update(
     weight: Weight = None,
     limit: Limit = None,
     min_runtime: MinRuntime = None,
+    preemption_notice: notice.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """Change a department's quota, weight, limit or minimum runtime.
+    """Change a department's quota, weight, limit, minimum runtime or preemption notice.
 
     Example: tide department update research --deserved 12 --min-runtime 10m
     """
     body = _body(deserved=deserved, weight=weight, limit=limit, min_runtime_seconds=_min_runtime(min_runtime))
+    notice.add(body, preemption_notice)
     if not body:
         context.fail(
-            "nothing to change: give --deserved, --weight, --limit or --min-runtime", context.EXIT_BAD_INPUT
+            "nothing to change: give --deserved, --weight, --limit, --min-runtime or --preemption-notice",
+            context.EXIT_BAD_INPUT,
         )
     with context.session(url, token) as client:
         d = client.update_department(name, body)
     typer.echo(
         f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}"
-        f"{_runtime_sentence(d.min_runtime_seconds)}."
+        f"{_runtime_sentence(d.min_runtime_seconds)}{notice.sentence(d.preemption_notice_seconds)}."
     )
 
 

@@ -46,12 +46,13 @@ def department_id(session: Session, name: str | None) -> int | None:
     return row.id
 
 
-NULLABLE = ("limit_gpus", "min_runtime_seconds")
+NULLABLE = ("limit_gpus", "min_runtime_seconds", "preemption_notice_seconds")
 
 
 def apply_quota_changes(row: ProjectRow | DepartmentRow, changes: dict[str, Any]) -> None:
     """A PATCH of a project or department: ``null`` means "unchanged" except for ``limit_gpus``, where it
-    means "no limit", and a project's ``min_runtime_seconds``, where it means "its department's"; a limit
+    means "no limit", a project's ``min_runtime_seconds`` and ``preemption_notice_seconds``, where it means
+    "its department's", and a department's ``preemption_notice_seconds``, where it means "none"; a limit
     below the deserved quota (as it would be after the change) is a 422."""
     deserved = changes["deserved_gpus"] if changes.get("deserved_gpus") is not None else row.deserved_gpus
     limit = changes.get("limit_gpus", row.limit_gpus)
@@ -79,6 +80,7 @@ def create_project(body: schemas.ProjectCreate, svc: Svc, caller: Caller) -> sch
             allow_over_quota=body.allow_over_quota,
             department_id=department_id(session, body.department),
             min_runtime_seconds=body.min_runtime_seconds,
+            preemption_notice_seconds=body.preemption_notice_seconds,
             fair_share_gpus=0,
             created_at=svc.engine.clock(),
         )

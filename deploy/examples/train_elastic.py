@@ -19,6 +19,10 @@ an elastic job resizable without losing work:
   the same step; rank 0 saves; then a rank that was signalled exits 0, and a rank that was not
   (a peer is leaving: torchrun's own scale-down) exits 75 so that its torchrun agent re-forms the
   group instead of taking the job as finished. No step is lost by a graceful stop.
+* **Checkpoint on a preemption notice (SIGUSR1).** A project with a preemption notice gets SIGUSR1 some
+  seconds before the SIGTERM of a reclaim or a preemption. The handler only counts it; the same per-step
+  all-reduce tells every rank that someone got one, and rank 0 saves a checkpoint at that step boundary
+  (reported as ``{"event": "checkpoint", "reason": "notice"}``), then training goes on until the SIGTERM.
 * **Output.** Rank 0 prints one JSON line per logged step: ``{"step", "world_size", "loss", "time"}``
   (``step`` = optimiser steps completed, ``time`` = Unix seconds), and ``{"event": ...}`` lines
   (``start``, ``checkpoint``, ``stop``, ``done``) that carry no ``step`` key.
@@ -49,17 +53,23 @@ EXIT_PEER_STOPPED = 75  # EX_TEMPFAIL: "run me again", as torchrun does for a fa
 
 
 class StopFlag:
-    """Set by SIGTERM/SIGINT. The handler only sets a flag: the step in flight finishes and the save
-    happens in the main loop, never inside a handler (which could interrupt a half-written file)."""
+    """Set by SIGTERM/SIGINT; ``notices`` counts SIGUSR1 (a preemption notice). The handlers only set a
+    flag or a count: the step in flight finishes and the save happens in the main loop, never inside a
+    handler (which could interrupt a half-written file)."""
 
     requested = False
+    notices = 0
 
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._handle)
+        signal.signal(signal.SIGUSR1, self._notice)
 
     def _handle(self, signum: int, frame: object) -> None:
         self.requested = True
+
+    def _notice(self, signum: int, frame: object) -> None:
+        self.notices += 1
 
 
 def parse_args() -> argparse.Namespace:
@@ -149,6 +159,7 @@ def main() -> int:
             save_checkpoint(ckpt_path, step, model, opt)
             emit({"event": "checkpoint", "saved_step": step, "reason": reason, "time": time.time()})
 
+    seen_notices = 0
     while step < args.steps:
         x, y = batch(step, rank, args, device)
         loss = nn.functional.mse_loss(ddp(x), y)
@@ -158,9 +169,11 @@ def main() -> int:
         if args.step_time:
             time.sleep(args.step_time)
         step += 1
-        # One collective per step: the summed loss, and how many ranks were asked to stop.
-        signalled = stop.requested
-        agg = torch.tensor([loss.item(), float(signalled)], device=device)
+        # One collective per step: the summed loss, how many ranks were asked to stop, and how many got a
+        # preemption notice since the last step.
+        signalled, notices = stop.requested, stop.notices
+        agg = torch.tensor([loss.item(), float(signalled), float(notices > seen_notices)], device=device)
+        seen_notices = notices
         dist.all_reduce(agg)
         stopping = agg[1].item() > 0
         if rank == 0 and (step % args.log_every == 0 or stopping or step == args.steps):
@@ -173,7 +186,9 @@ def main() -> int:
             dist.destroy_process_group()
             # Read the flag again: a signal that came after this step's agreement still means "stop".
             return 0 if stop.requested else EXIT_PEER_STOPPED
-        if step % args.ckpt_every == 0:
+        if agg[2].item() > 0:
+            checkpoint("notice")  # the SIGTERM follows the notice: the work so far is kept now
+        elif step % args.ckpt_every == 0:
             checkpoint("interval")
 
     if step % args.ckpt_every:

@@ -9,7 +9,9 @@ is marked ``status == "terminating"``; ``stop_requested_at`` records its SIGTERM
 
 - ``sync_launches``: a job resized since its launch (wanted replicas not launched beside live ones after
   a GROW; live replicas told to stop beside live wanted ones after a SHRINK) has every live wanted
-  replica marked; marked replicas get SIGTERM with the job's grace. Returns how many are restarting.
+  replica marked; marked replicas get SIGTERM with the job's grace. After a shrink that gives its leaving
+  replicas a preemption notice, the marked ones get the same notice first (``scheduler.engine.notice``).
+  Returns how many are restarting.
 - ``on_exit``: a marked replica's exit is a restart: the row is cleared to launch again (GPUs kept).
   Any replica exiting 0 on its own means the training completed (the job succeeds, not shrinks).
   A replica that exited non-zero on its own restarts the whole job from its checkpoint (a new launch),
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.engine import notice
 from scheduler.executors.base import Executor, Observation
 from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
 from scheduler.store.models import EventRow, JobRow, ReplicaRow
@@ -90,18 +93,31 @@ def sync_launches(session: Session, executor: Executor, *, now: float, grace: fl
             continue
         if _resized(job):
             _mark(job)
+            _share_notice(job)
         for replica in job.replicas:
             if replica.desired != "run" or replica.status != "terminating" or not _live(replica):
                 continue
             restarting += 1
-            if replica.stop_requested_at is None:
-                executor.stop(replica.id, job.grace_period if job.grace_period is not None else grace)
+            grace_left = notice.grace_of(job, grace)
+            if replica.stop_requested_at is None and notice.stop(executor, replica, grace_left, now):
                 replica.stop_requested_at = now
     return restarting
 
 
+def _share_notice(job: JobRow) -> None:
+    """A shrink with a preemption notice restarts the whole launch: the staying replicas get the leaving
+    ones' notice too (the training's rank 0, on the master, is the one that saves the checkpoint)."""
+    given = [r.notice_seconds for r in job.replicas if r.desired == "stop" and _live(r) and r.notice_seconds]
+    if not given:
+        return
+    for replica in job.replicas:
+        if replica.desired == "run" and replica.status == "terminating" and replica.stop_requested_at is None:
+            replica.notice_seconds = replica.notice_seconds or max(given)
+
+
 def _clear(replica: ReplicaRow) -> None:
-    """Ready to launch again: no process, same node and GPUs."""
+    """Ready to launch again: no process, same node and GPUs, no notice."""
+    notice.clear(replica)
     replica.pid = None
     replica.exit_code = None
     replica.started_at = None

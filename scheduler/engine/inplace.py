@@ -12,7 +12,8 @@ rank 0 and hosts the rendezvous). What the agents say is in ``AgentReportRow``.
 - ``sync`` moves each such job to its next launch, all in the caller's transaction (so a decision and the
   deletion of the removed replicas' pods commit together, or neither does):
   a shrink (a member is told to stop) relaunches the rest at once, in the same cycle as the removed pods'
-  deletion; a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
+  deletion (with a preemption notice, once it ran: the leaving and the staying members' agents are all
+  told to pass SIGUSR1 to their training first, ``scheduler.engine.notice``); a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
   ``WARM_TIMEOUT_S`` after its pod started), so the members keep training while the newcomers import torch;
   a job with no launch yet launches all its replicas at once.
 - A member whose training exited non-zero on its own (``exited``, the current launch) restarts the whole
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.engine import notice
 from scheduler.engine.elastic import RESTART, count_restarts
 from scheduler.executors.base import Executor
 from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
@@ -98,6 +100,7 @@ def _launch(job: JobRow, replicas: Iterable[ReplicaRow], now: float) -> int:
     for replica in replicas:
         replica.launch_generation = generation
         replica.launch_at = now
+        notice.clear(replica)
     return generation
 
 
@@ -113,6 +116,12 @@ def _relaunch(job: JobRow, reports: dict[int, AgentReportRow], *, now: float) ->
     newcomers = [r for r in wanted if r.launch_generation != current]
     leaving = [r for r in job.replicas if r.desired != "run" and r.launch_generation == current]
     ready = [r for r in newcomers if _warm(r, reports.get(r.id), now)]
+    noticed = [r.notice_seconds for r in leaving if notice.pending(r, now) and r.notice_seconds]
+    if noticed:  # the launch trains on while the leaving replicas' preemption notice runs: all get it
+        for replica in staying:
+            if replica.noticed_at is None:
+                replica.notice_seconds, replica.noticed_at = max(noticed), now
+        return len(newcomers) - len(ready)
     if leaving or (newcomers and len(ready) == len(newcomers)) or not staying:
         for replica in leaving:
             replica.launch_generation = None

@@ -42,6 +42,7 @@ from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, plan_cy
 from scheduler.core.forecast import waiting
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import over_quota
+from scheduler.engine import notice
 from scheduler.engine.env import EnvBuilder
 from scheduler.engine.eta_store import gather, store
 from scheduler.engine.eta_worker import EtaWorker
@@ -200,7 +201,14 @@ class Engine:
         over = over_quota(state) if half_life > 0 else None
         with self._write() as session:
             applied = persist_plan(
-                session, plan, now=now, usage_half_life=half_life, over_quota=over, notes=snapshot.notes
+                session,
+                plan,
+                now=now,
+                usage_half_life=half_life,
+                over_quota=over,
+                notes=snapshot.notes,
+                reaches=lambda job: notice.reaches(self.executor, job),
+                grace_period=self.settings.grace_period,
             )
         self._forecast(state, plan, now)
         with self._write() as session:

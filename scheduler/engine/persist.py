@@ -7,6 +7,11 @@ launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-
 once). EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason; a
 SHRINK's or EVICT's also carries the work the job loses (``details["lost_gpu_seconds"]``).
 
+A SHRINK or EVICT caused by a reclaim or a preemption (``notice.NOTICE_CAUSES``) of a job whose project
+(else department) sets a preemption notice gives each released replica that notice (``notice.give``, cut to
+the job's grace period) where ``reaches(job)`` says the executor can deliver it; its event's reason then says
+so ("notice: SIGUSR1 20 s before SIGTERM") and its details carry ``notice_seconds``.
+
 With a usage half-life (R14), ``over_quota`` (GPUs each project held above its quota in the snapshot, held
 since the previous cycle) brings each project's usage up to ``now`` (``scheduler.core.usage.accrue``) and
 the weight the plan used is stored with it; with none, usage is left as it is.
@@ -20,12 +25,14 @@ thousands of places in line move each cycle.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Decision, Plan
 from scheduler.core.usage import accrue
+from scheduler.engine import notice
 from scheduler.store.mapper import Notes
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import ACTIVE, active_jobs, add_event
@@ -41,8 +48,11 @@ def persist_plan(
     usage_half_life: float = 0.0,
     over_quota: dict[str, int] | None = None,
     notes: Notes | None = None,
+    reaches: Callable[[JobRow], bool] | None = None,
+    grace_period: float = 30.0,
 ) -> list[Decision]:
-    """Persist ``plan``; return the decisions applied (skipped ones are logged)."""
+    """Persist ``plan``; return the decisions applied (skipped ones are logged). ``reaches``: whether a
+    job's replicas can be given a preemption notice (None: no notices); ``grace_period``: the service's."""
     applied: list[Decision] = []
     jobs = active_jobs(session, ((d.project, d.job) for d in plan.decisions))
     for decision in plan.decisions:
@@ -52,10 +62,14 @@ def persist_plan(
                 "skipping %s of %s/%s: no longer active", decision.action, decision.project, decision.job
             )
             continue
+        reason, details = decision.reason, _lost(decision)
         if decision.action in (Action.START, Action.GROW):
             _place(session, job, decision, now)
         else:
-            _release(session, job, decision, now)
+            released = _release(session, job, decision, now)
+            given = _notice(job, decision, released, reaches, grace_period)
+            if given is not None and details is not None:
+                reason, details = f"{reason}; {given[0]}", details | {"notice_seconds": given[1]}
         add_event(
             session,
             time=now,
@@ -63,9 +77,9 @@ def persist_plan(
             project=decision.project,
             job=decision.job,
             replicas=[p.index for p in decision.replicas],
-            reason=decision.reason,
+            reason=reason,
             cause=decision.cause.value,
-            details=_lost(decision),
+            details=details,
         )
         applied.append(decision)
     _write_notes(session, plan, notes if notes is not None else _stored_notes(session))
@@ -80,6 +94,24 @@ def _lost(decision: Decision) -> dict[str, float] | None:
     if decision.action in (Action.START, Action.GROW):
         return None
     return {"lost_gpu_seconds": round(decision.lost_gpu_seconds, 1)}
+
+
+def _notice(
+    job: JobRow,
+    decision: Decision,
+    released: list[ReplicaRow],
+    reaches: Callable[[JobRow], bool] | None,
+    default_grace: float,
+) -> tuple[str, float] | None:
+    """Give the released replicas the project's preemption notice, when one applies: its words and length."""
+    if reaches is None or not released or decision.cause not in notice.NOTICE_CAUSES:
+        return None
+    asked = notice.project_notice(job.project)
+    if asked <= 0 or not reaches(job):
+        return None
+    grace = notice.grace_of(job, default_grace)
+    given = [notice.give(replica, asked, grace) for replica in released]
+    return notice.words(given[0], asked, grace), given[0]
 
 
 def _place(session: Session, job: JobRow, decision: Decision, now: float) -> None:
@@ -102,7 +134,9 @@ def _place(session: Session, job: JobRow, decision: Decision, now: float) -> Non
     job.generation += 1
 
 
-def _release(session: Session, job: JobRow, decision: Decision, now: float) -> None:
+def _release(session: Session, job: JobRow, decision: Decision, now: float) -> list[ReplicaRow]:
+    """Mark the decision's replicas to stop (delete those never launched); the ones marked."""
+    marked: list[ReplicaRow] = []
     indices = {p.index for p in decision.replicas}
     if decision.action is Action.EVICT:
         indices = {r.index for r in job.replicas if r.desired == "run"}
@@ -115,11 +149,13 @@ def _release(session: Session, job: JobRow, decision: Decision, now: float) -> N
         else:
             replica.desired = "stop"
             replica.status = "terminating"
+            marked.append(replica)
     job.last_resized_at = now
     job.generation += 1
     if not any(r.desired == "run" for r in job.replicas):
         job.status = "pending"
         job.restarts += 1 if decision.action is Action.EVICT else 0
+    return marked
 
 
 def _stored_notes(session: Session) -> Notes:

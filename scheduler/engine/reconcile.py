@@ -12,7 +12,9 @@ Contract:
   A job's newest reported checkpoint time (its master's observation) is kept on the job.
 - ``stop_unwanted`` signals replicas marked ``stop``, workers first and highest index first (R5): a job's
   master is signalled only once
-  no other replica of that job is alive (R5, the rendezvous host goes last). It returns how many are still
+  no other replica of that job is alive (R5, the rendezvous host goes last); a replica given a preemption
+  notice gets its SIGUSR1 at once, master included, and its SIGTERM when the notice ran
+  (``scheduler.engine.notice``). It returns how many are still
   stopping, so the loop can look again soon instead of a whole period later.
 - ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
 Jobs whose command is a torchrun launch restart as a whole on a resize, a failure or a stuck launch
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from scheduler.engine import elastic, inplace
+from scheduler.engine import elastic, inplace, notice
 from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
@@ -234,10 +236,10 @@ def _stop_released(session: Session, executor: Executor, *, now: float, knobs: K
         if replica.stop_requested_at is not None:
             continue
         if replica.index == 0 and alive_by_job.get(replica.job_id, 0) > 1:
+            notice.announce(executor, replica, now)  # its notice now, with its workers'
             continue  # the master goes last
-        grace = replica.job.grace_period if replica.job.grace_period is not None else knobs.grace_period
-        executor.stop(replica.id, grace)
-        replica.stop_requested_at = now
+        if notice.stop(executor, replica, notice.grace_of(replica.job, knobs.grace_period), now):
+            replica.stop_requested_at = now
     return len(stopping)
 
 

@@ -5,7 +5,8 @@ Kubernetes executor: ``TIDE_AGENT_URL``, ``TIDE_AGENT_TOKEN`` from the job's Sec
 ``TIDE_JOB``, ``TIDE_REPLICA_ID``, ``TIDE_MASTER_ADDR``) and the training command after ``--``; anything
 missing or malformed is a ``ValueError`` whose message names the variable to fix. ``Link.poll(report)``
 sends one report (``POST /agent/v1/projects/P/jobs/J/replicas/ID``, a long-poll of ``report.wait``
-seconds) and returns a ``Reply``: ``launch`` with the order, ``wait``, ``gone`` (404: the job is over or the
+seconds) and returns a ``Reply``: ``launch`` with the order, ``notice`` (pass SIGUSR1 to the launch's
+training: a preemption notice), ``wait``, ``gone`` (404: the job is over or the
 replica was removed), ``refused`` (401/403/422: a setting is wrong and retrying will not help) or
 ``unreachable`` (no answer, a 5xx or 429: try again). ``launch_env(order, settings, env)`` is what a launch
 adds to the pod's environment so that an unchanged ``torchrun`` runs exactly that launch: a fixed size,
@@ -25,7 +26,7 @@ from scheduler.executors.torchrun import torchrun_args, uses_torchrun
 from scheduler.executors.warm_agent import NODE_RANK
 
 API_SUFFIX = "/api/v1"
-Kind = Literal["launch", "wait", "gone", "refused", "unreachable"]
+Kind = Literal["launch", "notice", "wait", "gone", "refused", "unreachable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +48,14 @@ class Report:
     port: int | None
     wait: float
     checkpointed_at: float | None = None
+    noticed: bool = False  # it passed the preemption notice to the launch it runs
 
-    def what(self) -> tuple[int | None, str, int | None]:
+    def what(self) -> tuple[int | None, str, int | None, bool]:
         """What the service acts on (a newer checkpoint time can wait for the next poll)."""
-        return self.generation, self.state, self.exit_code
+        return self.generation, self.state, self.exit_code, self.noticed
 
     def body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "generation": self.generation,
             "state": self.state,
             "exit_code": self.exit_code,
@@ -61,6 +63,9 @@ class Report:
             "wait": self.wait,
             "checkpointed_at": self.checkpointed_at,
         }
+        if self.noticed:  # only then: a service that never gives notices need not know the field
+            body["noticed"] = True
+        return body
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,8 @@ def _reply(answer: httpx.Response) -> Reply:
         return Reply("unreachable", message=f"HTTP {code}: {_detail(answer)}")
     try:
         data = answer.json()
+        if data.get("action") == "notice":
+            return Reply("notice")
         if data.get("action") != "launch":
             return Reply("wait")
         order = Order(

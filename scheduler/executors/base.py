@@ -3,7 +3,9 @@
 Contract: an executor runs one process (or pod) per replica, known by the store's replica id. It never
 decides anything: ``start`` runs exactly the given argv with the given environment, ``stop`` asks a replica
 to stop (SIGTERM now, a forced kill once ``grace`` seconds have passed, enforced by later ``observe`` calls),
-``observe`` reports every replica it knows (running or exited, with the exit code), ``forget`` drops an
+``notify`` gives a replica its preemption notice (SIGUSR1 to its training processes, nothing else: the
+engine's ``scheduler.engine.notice`` sends the SIGTERM once the notice ran; an executor that cannot deliver
+one, ``preemption_notices`` false, does nothing), ``observe`` reports every replica it knows (running or exited, with the exit code), ``forget`` drops an
 exited one. ``adopt`` reloads what an earlier run of the service started, so a restarted service neither
 orphans nor duplicates a replica. Exit codes: ``>= 0`` as the process returned, ``-N`` killed by signal N,
 ``LOST_EXIT_CODE`` when the process vanished without a trace.
@@ -71,6 +73,8 @@ class Executor(Protocol):
     def observe(self) -> dict[int, Observation]: ...
 
     def start(self, spec: LaunchSpec) -> Observation: ...
+
+    def notify(self, replica_id: int) -> None: ...
 
     def stop(self, replica_id: int, grace: float) -> None: ...
 

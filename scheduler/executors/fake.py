@@ -3,7 +3,8 @@ which runs the scheduling loop at cluster scale without starting anything).
 
 Contract: behaves like the local executor as the engine sees it. ``start`` refuses a GPU already held by a
 live replica on the same node (``OverAllocationError``): tests that drive the engine hard rely on this to
-prove nothing is ever over-allocated. ``stop`` ends a replica at once (exit -15) unless ``stop_delay`` calls
+prove nothing is ever over-allocated. ``notify`` records the preemption notice (``notified``, replica ids
+in order; the observation says nothing of it). ``stop`` ends a replica at once (exit -15) unless ``stop_delay`` calls
 to ``observe`` must pass first. ``finish`` lets a test end a replica with an exit code. Every call costs
 the same whatever the number of replicas (GPUs held are indexed by node), except ``observe``, which reports
 them all.
@@ -39,6 +40,7 @@ class FakeExecutor:
         self.records: dict[int, _Record] = {}
         self.started: list[LaunchSpec] = []
         self.refused: list[str] = []
+        self.notified: list[int] = []
         self._next_pid = 1000
 
     @property
@@ -80,6 +82,13 @@ class FakeExecutor:
         held.update(spec.gpu_ids)
         self.started.append(spec)
         return observation
+
+    preemption_notices = True
+
+    def notify(self, replica_id: int) -> None:
+        record = self.records.get(replica_id)
+        if record is not None and record.observation.running:
+            self.notified.append(replica_id)
 
     def stop(self, replica_id: int, grace: float) -> None:
         record = self.records.get(replica_id)

@@ -10,6 +10,9 @@ Contract (see ``base.Executor``):
   with the API's message); an API that cannot be reached is a ``KubeApiError`` (the cycle is retried).
 - ``stop`` deletes the pod with ``gracePeriodSeconds`` = the grace (the kubelet sends SIGTERM, then
   SIGKILL once it has passed); the engine asks for workers before the master.
+- ``notify`` (a preemption notice) sends nothing: a pod that runs Tide's agent learns of it from its poll
+  (``api.agent_polls`` reads the replica's ``noticed_at``) and passes SIGUSR1 to its training; the engine
+  gives notices to such pods only (``scheduler.engine.notice.reaches``), a plain pod gets none.
 - ``observe`` answers from memory, kept current by two watches (``kube/reflector.py``): the pods labelled
   ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``).
   A replica's pod that ended reports its exit code; one that vanished reports how (``kube/status.py``).
@@ -285,6 +288,9 @@ class KubernetesExecutor:
             raise KubeApiError(f"pod {name} of an earlier replica {replica_id} is still being removed")
         log.info("pod %s already existed: adopted", name)
         return obj
+
+    def notify(self, replica_id: int) -> None:
+        """Nothing to send: the replica's agent is told by its next poll (see the module's contract)."""
 
     def stop(self, replica_id: int, grace: float) -> None:
         with self._lock:

@@ -8,7 +8,10 @@ Contract (see ``base.Executor``): ``start`` runs the replica's argv (never throu
 ``DATA/logs/PROJECT/JOB/replica-I.log``. A record per
 replica (``DATA/replicas/ID.json``: pid, its kernel start time, stop state) outlives the service: ``adopt``
 reloads them, and a pid is trusted only while ``/proc/PID/stat`` shows the same start time, so a reused pid
-is never signalled. ``stop`` sends SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed,
+is never signalled. ``notify`` (the preemption notice) sends SIGUSR1 to the replica's training processes
+only, not to its group (``procs``): the command the shim runs, or for a torchrun job the workers of its
+launcher or torchrun agent (torchrun does not forward SIGUSR1; it would end the agent). ``stop`` sends
+SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed,
 and when a replica ends, to whatever it left behind, in its group or not (``TIDE_REPLICA_UID``).
 Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping only.
 
@@ -39,6 +42,7 @@ from scheduler.core.model import Node
 from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
 from scheduler.executors.checkpoints import read_mark
+from scheduler.executors.procs import signal_generation
 from scheduler.executors.torchrun import uses_torchrun
 from scheduler.executors.torchrun_local import (
     REPLICA_UID,
@@ -213,6 +217,18 @@ class LocalExecutor:
         self._save(record)
         trace("spawned", replica=spec.index, job=spec.job)
         return self._observation(record)
+
+    preemption_notices = True
+
+    def notify(self, replica_id: int) -> None:
+        record = self._records.get(replica_id)
+        if record is None or record.exit_code is not None or record.stop_sent_at is not None:
+            return
+        if record.start_ticks is not None and _start_ticks(record.pid) != record.start_ticks:
+            return  # not the process we started
+        # shim -> command; torchrun: shim -> launcher or torchrun agent -> workers
+        reached = signal_generation(record.pid, 2 if record.torchrun else 1, signal.SIGUSR1)
+        trace("sigusr1", replica=record.index, job=record.job, processes=reached)
 
     def stop(self, replica_id: int, grace: float) -> None:
         record = self._records.get(replica_id)

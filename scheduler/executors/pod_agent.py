@@ -13,6 +13,10 @@ one once the launch formed. So the pod, its node and its GPUs stay; only the tra
 - A launch that exits 0 on its own finished the training: the agent exits 0 (the pod succeeds, and the
   service sees the job complete). One that fails is reported (``exited``); the service restarts the launch
   or fails the job, and the agent waits for its word. A failure never ends the pod by itself.
+- A ``notice`` order (a preemption notice: the replica's GPUs are reclaimed or preempted, its pod's deletion
+  or the next launch follows after the project's notice) sends SIGUSR1 to the running launch's training
+  processes, the launcher's children (``procs``; not its group: torchrun and the launcher's agent would be
+  ended by it), once per launch; its polls then say ``noticed``.
 - SIGTERM or SIGINT (the pod is being deleted) is passed to the launch; the agent exits 143 once it ended.
 - 404 (the job is over, or this replica was removed): the launch is stopped, exit 0. 401/403/422 (a wrong
   token or setting): a message saying what to fix, exit 2. No answer: retried with backoff while the launch
@@ -48,6 +52,7 @@ from scheduler.executors.agent_link import (
 )
 from scheduler.executors.checkpoints import read_mark
 from scheduler.executors.ports import free_port
+from scheduler.executors.procs import signal_generation
 from scheduler.executors.trace import trace
 from scheduler.executors.warm_pool import Launcher, WarmPool
 
@@ -104,6 +109,7 @@ class PodAgent:
         self.generation: int | None = None
         self.state = "warming"
         self.exit_code: int | None = None
+        self.noticed = False  # the running launch was given its preemption notice
         self.stop_requested = threading.Event()
         self._refilled = True
         self._reached = False
@@ -146,7 +152,7 @@ class PodAgent:
         """What this agent runs now (compared every tick with what the poll in flight reported)."""
         if self.state == "warming" and self.pool.warm():
             self.state = "warm"
-        return Report(self.generation, self.state, self.exit_code, None, self.poll_wait)
+        return Report(self.generation, self.state, self.exit_code, None, self.poll_wait, noticed=self.noticed)
 
     def _sent(self, report: Report) -> Report:
         """``report`` as a poll sends it: with a rendezvous port on offer (should this replica be the master)
@@ -160,6 +166,8 @@ class PodAgent:
         self._reached, self._failing_since, self._backoff = True, None, 0.0
         if reply.kind == "launch" and reply.order is not None:
             self._relaunch(reply.order)
+        elif reply.kind == "notice":
+            self._notice()
         elif reply.kind == "gone":
             self._say(f"the service says: {reply.message}; stopping")
             self._stop_launch()
@@ -196,11 +204,22 @@ class PodAgent:
         self.launch = self.pool.take(env, torchrun_argv(self.settings.command), Path("/dev/stdout"))
         self.launched_at = time.monotonic()
         self.generation, self.state, self.exit_code = order.generation, "running", None
+        self.noticed = False
         self._refilled = False
         self._say(
             f"launch {order.generation}: {order.world_size} replicas, rank {order.rank}, rendezvous "
             f"{self.settings.master_host}:{order.rdzv_port}"
         )
+
+    def _notice(self) -> None:
+        """Pass a preemption notice (SIGUSR1) to the running launch's training processes, once."""
+        launch = self.launch
+        if launch is None or self.noticed:
+            return
+        self.noticed = True
+        reached = signal_generation(launch.pid, 1, signal.SIGUSR1)
+        trace("agent-notice", generation=self.generation, processes=reached)
+        self._say(f"preemption notice: SIGUSR1 passed to {reached} training process(es) to checkpoint")
 
     def _watch_launch(self) -> int | None:
         """Note a launch that ended on its own; warm the next launcher once this one formed."""

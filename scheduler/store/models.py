@@ -38,6 +38,8 @@ class DepartmentRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     # R15: its projects' jobs are spared by reclaim this long after a start or resize (0: off)
     min_runtime_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # its projects' preemption notice: SIGUSR1 this long before the SIGTERM of a reclaim (NULL: none)
+    preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     projects: Mapped[list[ProjectRow]] = relationship(back_populates="department")
 
@@ -61,6 +63,8 @@ class ProjectRow(Base):
     usage_weight: Mapped[float | None] = mapped_column(Float, nullable=True)
     # R15: its own minimum runtime in seconds; NULL: its department's (none without a department)
     min_runtime_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # its own preemption notice in seconds; NULL: its department's (none without a department); 0: none
+    preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     department: Mapped[DepartmentRow | None] = relationship(back_populates="projects")
     jobs: Mapped[list[JobRow]] = relationship(back_populates="project", cascade="all, delete-orphan")
@@ -129,6 +133,10 @@ class ReplicaRow(Base):
     # in-place launches (scheduler.engine.inplace): the launch this replica's agent is to run, and since when
     launch_generation: Mapped[int | None] = mapped_column(Integer, nullable=True)
     launch_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # preemption notice (scheduler.engine.notice): seconds between SIGUSR1 and SIGTERM, set when a reclaim
+    # or preemption releases it (already cut to its grace), and when its SIGUSR1 was given
+    notice_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    noticed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     job: Mapped[JobRow] = relationship(back_populates="replicas")
 
