@@ -184,7 +184,9 @@ def test_a_real_replica_gets_sigusr1_two_seconds_before_sigterm_and_sigkill_at_t
         usr1, term = float(got["SIGUSR1"]), float(got["SIGTERM"])
         gap, kill = term - usr1, killed_at - usr1
         print(f"SIGUSR1 -> SIGTERM {gap:.2f} s, SIGUSR1 -> SIGKILL {kill:.2f} s (grace {grace:g} s)")
-        assert NOTICE <= gap < NOTICE + 0.6  # the notice, then SIGTERM (as fine as the loop looks)
+        # the notice, then SIGTERM (as fine as the loop looks); the process stamps each signal as it handles
+        # it, and the SIGUSR1's handling may come a few milliseconds after it was sent
+        assert NOTICE - 0.05 <= gap < NOTICE + 0.6
         assert grace - 0.1 <= kill < grace + 0.6  # the SIGKILL when it would have come without a notice
         reason = next(e.reason for e in loop.events("sweep") if e.kind == "evict")
         assert "notice: SIGUSR1 2 s before SIGTERM" in reason
