@@ -99,7 +99,7 @@ def save_checkpoint(path: Path, step: int, model: nn.Module, opt: torch.optim.Op
     os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one
     mark = path.with_name(PROGRESS_MARK)
     tmp = mark.with_name(f"{mark.name}.tmp.{os.getpid()}")
-    tmp.write_text(f"{time.time():.3f}\n")
+    tmp.write_text(f"{int(time.time() * 1000) / 1000:.3f}\n")  # in ms, never rounded past the checkpoint
     os.replace(tmp, mark)
 
 
