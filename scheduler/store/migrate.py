@@ -2,7 +2,8 @@
 
 Contract: ``upgrade(db)`` runs every pending Alembic migration in one transaction and returns the revision;
 a database stamped with a revision this code does not know (written by a newer Tide) raises
-``SchemaTooNewError`` before anything is touched. ``current_revision(db)`` reads the stamp.
+``SchemaTooNewError`` before anything is touched. ``migrate_to(db, revision, down=...)`` moves it to one
+revision, up or down (a rollback; each migration's tests). ``current_revision(db)`` reads the stamp.
 """
 
 from __future__ import annotations
@@ -53,11 +54,16 @@ def check_not_newer(db: Database) -> None:
         )
 
 
-def upgrade(db: Database) -> str:
-    """Migrate ``db`` to the head revision and return it."""
-    check_not_newer(db)
+def migrate_to(db: Database, revision: str, *, down: bool = False) -> None:
+    """Upgrade ``db`` to ``revision`` (or downgrade it, ``down=True``), in one transaction."""
     config = _config()
     with db.write_engine.begin() as conn:
         config.attributes["connection"] = conn
-        command.upgrade(config, "head")
+        (command.downgrade if down else command.upgrade)(config, revision)
+
+
+def upgrade(db: Database) -> str:
+    """Migrate ``db`` to the head revision and return it."""
+    check_not_newer(db)
+    migrate_to(db, "head")
     return head_revision()

@@ -7,10 +7,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
-from test_node_migration import _to
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import _config, head_revision, upgrade
+from scheduler.store.migrate import _config, head_revision, migrate_to, upgrade
 from scheduler.store.models import Base
 
 REVISION = "0006_job_eta"
@@ -25,7 +24,7 @@ JOB = (
 def test_job_eta_migration_up_down_up(db_url: str) -> None:
     db = Database(db_url)
     try:
-        _to(db, BEFORE)
+        migrate_to(db, BEFORE)
         with db.write() as session:
             session.execute(
                 text(
@@ -40,7 +39,7 @@ def test_job_eta_migration_up_down_up(db_url: str) -> None:
         assert tuple(row) == ("train", None, None, None)
         with db.write_engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        _to(db, BEFORE, down=True)
+        migrate_to(db, BEFORE, down=True)
         with db.write_engine.connect() as conn:
             columns = {c["name"] for c in inspect(conn).get_columns("jobs")}
             indexes = {i["name"] for i in inspect(conn).get_indexes("jobs")}

@@ -4,21 +4,13 @@ describe."""
 
 from __future__ import annotations
 
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import _config, current_revision, head_revision, upgrade
+from scheduler.store.migrate import current_revision, head_revision, migrate_to, upgrade
 from scheduler.store.models import Base
-
-
-def _to(db: Database, revision: str, *, down: bool = False) -> None:
-    config = _config()
-    with db.write_engine.begin() as conn:
-        config.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(config, revision)
 
 
 def _job_columns(db: Database) -> set[str]:
@@ -29,7 +21,7 @@ def _job_columns(db: Database) -> set[str]:
 def test_job_checkpoint_migration_up_down_up(db_url: str) -> None:
     db = Database(db_url)
     try:
-        _to(db, "0003_inplace_launches")
+        migrate_to(db, "0003_inplace_launches")
         with db.write() as session:
             session.execute(
                 text(
@@ -45,15 +37,15 @@ def test_job_checkpoint_migration_up_down_up(db_url: str) -> None:
                     "false, 0, 0.0, 0.0, 0, 0)"
                 )
             )
-        _to(db, "0004_job_checkpoints")
+        migrate_to(db, "0004_job_checkpoints")
         with db.read() as session:
             assert session.execute(text("SELECT name, checkpointed_at FROM jobs")).all() == [("resnet", None)]
         assert upgrade(db) == head_revision() == current_revision(db)
         with db.write_engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        _to(db, "0003_inplace_launches", down=True)
+        migrate_to(db, "0003_inplace_launches", down=True)
         assert "checkpointed_at" not in _job_columns(db)
-        _to(db, "0004_job_checkpoints")
+        migrate_to(db, "0004_job_checkpoints")
         assert "checkpointed_at" in _job_columns(db)
     finally:
         db.dispose()

@@ -4,29 +4,21 @@ exactly what the ORM rows describe."""
 
 from __future__ import annotations
 
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import _config, upgrade
+from scheduler.store.migrate import migrate_to, upgrade
 from scheduler.store.models import Base
 
 BEFORE = "0007_project_usage"
 
 
-def _to(db: Database, revision: str, *, down: bool = False) -> None:
-    config = _config()
-    with db.write_engine.begin() as conn:
-        config.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(config, revision)
-
-
 def test_min_runtime_migration_up_down_up(db_url: str) -> None:
     db = Database(db_url)
     try:
-        _to(db, BEFORE)
+        migrate_to(db, BEFORE)
         with db.write() as session:
             session.execute(text(
                 "INSERT INTO departments (id, name, deserved_gpus, over_quota_weight, fair_share_gpus, created_at) "
@@ -45,7 +37,7 @@ def test_min_runtime_migration_up_down_up(db_url: str) -> None:
             assert depts == [("research", 0.0)]
         with db.write_engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        _to(db, BEFORE, down=True)
+        migrate_to(db, BEFORE, down=True)
         with db.write_engine.connect() as conn:
             for table in ("projects", "departments"):
                 columns = {c["name"] for c in inspect(conn).get_columns(table)}

@@ -3,45 +3,30 @@ nodes (``ready``), downgrades cleanly, and leaves the schema exactly as the ORM 
 
 from __future__ import annotations
 
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import _config, current_revision, upgrade
+from scheduler.store.migrate import current_revision, head_revision, migrate_to, upgrade
 from scheduler.store.models import Base
-
-
-def _to(db: Database, revision: str, *, down: bool = False) -> None:
-    config = _config()
-    with db.write_engine.begin() as conn:
-        config.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(config, revision)
-
-
-def _head() -> str:
-    head = ScriptDirectory.from_config(_config()).get_current_head()
-    assert head is not None
-    return head
 
 
 def test_node_state_migration_up_down_up(db_url: str) -> None:
     db = Database(db_url)
     try:
-        _to(db, "0001")
+        migrate_to(db, "0001")
         with db.write() as session:
             session.execute(text("INSERT INTO nodes (name, gpus, schedulable) VALUES ('node-0', 4, true)"))
-        assert upgrade(db) == _head() == current_revision(db)
+        assert upgrade(db) == head_revision() == current_revision(db)
         with db.read() as session:
             assert session.execute(text("SELECT state, drain_grace FROM nodes")).all() == [("ready", None)]
         with db.write_engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        _to(db, "0001", down=True)
+        migrate_to(db, "0001", down=True)
         with db.write_engine.connect() as conn:
             columns = {c["name"] for c in inspect(conn).get_columns("nodes")}
         assert columns == {"name", "gpus", "schedulable"}
-        assert upgrade(db) == _head()
+        assert upgrade(db) == head_revision()
     finally:
         db.dispose()

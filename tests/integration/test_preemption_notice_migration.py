@@ -3,13 +3,12 @@ and start with no notice (null), it downgrades cleanly, and the schema is exactl
 
 from __future__ import annotations
 
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import _config, upgrade
+from scheduler.store.migrate import migrate_to, upgrade
 from scheduler.store.models import Base
 
 BEFORE = "0009_topology"
@@ -20,17 +19,10 @@ ADDED = {
 }
 
 
-def _to(db: Database, revision: str, *, down: bool = False) -> None:
-    config = _config()
-    with db.write_engine.begin() as conn:
-        config.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(config, revision)
-
-
 def test_preemption_notice_migration_up_down_up(db_url: str) -> None:
     db = Database(db_url)
     try:
-        _to(db, BEFORE)
+        migrate_to(db, BEFORE)
         with db.write() as session:
             session.execute(text(
                 "INSERT INTO departments (id, name, deserved_gpus, over_quota_weight, fair_share_gpus, created_at) "
@@ -47,7 +39,7 @@ def test_preemption_notice_migration_up_down_up(db_url: str) -> None:
                 assert [tuple(r) for r in rows] == [("a" if table == "projects" else "research", None)]
         with db.write_engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        _to(db, BEFORE, down=True)
+        migrate_to(db, BEFORE, down=True)
         with db.write_engine.connect() as conn:
             for table, added in ADDED.items():
                 columns = {c["name"] for c in inspect(conn).get_columns(table)}

@@ -6,10 +6,9 @@ from __future__ import annotations
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
-from test_min_runtime_migration import _to
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import upgrade
+from scheduler.store.migrate import migrate_to, upgrade
 from scheduler.store.models import Base
 
 BEFORE = "0008_min_runtime"
@@ -18,7 +17,7 @@ BEFORE = "0008_min_runtime"
 def test_topology_migration_up_down_up(db_url: str) -> None:
     db = Database(db_url)
     try:
-        _to(db, BEFORE)
+        migrate_to(db, BEFORE)
         with db.write() as session:
             session.execute(
                 text("INSERT INTO nodes (name, gpus, schedulable, state) VALUES ('n', 8, true, 'ready')")
@@ -38,7 +37,7 @@ def test_topology_migration_up_down_up(db_url: str) -> None:
             assert session.execute(text("SELECT name, topology FROM jobs")).all() == [("j", "preferred")]
         with db.write_engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        _to(db, BEFORE, down=True)
+        migrate_to(db, BEFORE, down=True)
         with db.write_engine.connect() as conn:
             assert "domain" not in {c["name"] for c in inspect(conn).get_columns("nodes")}
             assert "topology" not in {c["name"] for c in inspect(conn).get_columns("jobs")}
