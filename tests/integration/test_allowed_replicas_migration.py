@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 from sqlalchemy import inspect, text
-from test_node_migration import _head, _to
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import upgrade
+from scheduler.store.migrate import head_revision, migrate_to, upgrade
 
 JOB = (
     "INSERT INTO jobs (project_id, name, status, workers, min_replicas, max_replicas, gpus_per_replica, "
@@ -21,7 +20,7 @@ JOB = (
 def test_jobs_from_before_allowed_sizes_keep_every_count(db_url: str) -> None:
     db = Database(db_url)
     try:
-        _to(db, "0004_job_checkpoints")
+        migrate_to(db, "0004_job_checkpoints")
         with db.write() as session:
             session.execute(
                 text(
@@ -30,12 +29,12 @@ def test_jobs_from_before_allowed_sizes_keep_every_count(db_url: str) -> None:
                 )
             )
             session.execute(text(JOB), {"command": json.dumps(["python", "train.py"])})
-        assert upgrade(db) == _head()
+        assert upgrade(db) == head_revision()
         with db.read() as session:
             assert session.execute(text("SELECT name, allowed_replicas FROM jobs")).all() == [("old", None)]
-        _to(db, "0004_job_checkpoints", down=True)
+        migrate_to(db, "0004_job_checkpoints", down=True)
         with db.write_engine.connect() as conn:
             assert "allowed_replicas" not in {c["name"] for c in inspect(conn).get_columns("jobs")}
-        assert upgrade(db) == _head()
+        assert upgrade(db) == head_revision()
     finally:
         db.dispose()
