@@ -17,6 +17,7 @@ tuples in the snapshot. A cycle is a short numbered pipeline, least disruptive s
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from dataclasses import replace
 
 from scheduler.core import explain
@@ -136,11 +137,13 @@ def apply_plan(state: ClusterState, plan: Plan, *, now: float, instant: bool = T
     by_job: dict[tuple[str, str], list[Decision]] = {}
     for d in plan.decisions:
         by_job.setdefault((d.project, d.job), []).append(d)
-    jobs = tuple(_apply_job(job, by_job.get(job.key, []), now, instant) for job in state.jobs)
+    jobs = tuple(_apply_job(job, by_job.get(job.key, ()), now, instant) for job in state.jobs)
     return replace(state, jobs=jobs)
 
 
-def _apply_job(job: Job, decisions: list[Decision], now: float, instant: bool) -> Job:
+def _apply_job(job: Job, decisions: Sequence[Decision], now: float, instant: bool) -> Job:
+    if not decisions and not (instant and any(r.releasing for r in job.replicas)):
+        return job  # untouched: most jobs of a large snapshot (the forecast applies a plan every cycle)
     replicas = list(job.replicas)
     if instant:
         replicas = [r for r in replicas if not r.releasing]
@@ -156,8 +159,6 @@ def _apply_job(job: Job, decisions: list[Decision], now: float, instant: bool) -
             replicas = kept + gone
         else:
             replicas += [Replica(p.index, p.node, p.gpus) for p in d.replicas]
-    if not decisions and len(replicas) == len(job.replicas):
-        return job
     return replace(
         job,
         replicas=tuple(sorted(replicas, key=lambda r: (r.index, r.releasing))),

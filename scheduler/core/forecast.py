@@ -93,7 +93,8 @@ def forecast(
         return {}
     h = horizon or Horizon()
     median = _Forward(state, config, now, {k: e.p50 for k, e in left.items()}, h).until(wanted)
-    upper = _Forward(state, config, now, {k: e.p90 for k, e in left.items()}, h).until(wanted)
+    # the upper run only bounds what the median run saw start: none of them, no upper run
+    upper = _Forward(state, config, now, {k: e.p90 for k, e in left.items()}, h).until(wanted) if median else {}
     running = {j.key for j in state.jobs if j.key in wanted and any(not r.releasing for r in j.replicas)}
     out = {}
     for key in sorted(wanted):
@@ -185,8 +186,9 @@ class _Forward:
     def _apply(self, plan: Plan, t: float, stamp: float, wanted: set[Key]) -> None:
         """Apply ``plan`` (made at ``t``); what starts or grows is dated ``stamp`` (see the module docstring)."""
         self.state = apply_plan(self.state, plan, now=t)
-        jobs = {j.key: j for j in self.state.jobs}
-        for key in dict.fromkeys((d.project, d.job) for d in plan.decisions):
+        decided = dict.fromkeys((d.project, d.job) for d in plan.decisions)
+        jobs = {j.key: j for j in self.state.jobs if j.key in decided}
+        for key in decided:
             job = jobs[key]
             old, new = self.gpus.get(key, 0), sum(r.gpus for r in job.replicas)
             when = stamp if new > old else t
