@@ -94,7 +94,9 @@ def forecast(
     h = horizon or Horizon()
     median = _Forward(state, config, now, {k: e.p50 for k, e in left.items()}, h).until(wanted)
     # the upper run only bounds what the median run saw start: none of them, no upper run
-    upper = _Forward(state, config, now, {k: e.p90 for k, e in left.items()}, h).until(wanted) if median else {}
+    upper = (
+        _Forward(state, config, now, {k: e.p90 for k, e in left.items()}, h).until(wanted) if median else {}
+    )
     running = {j.key for j in state.jobs if j.key in wanted and any(not r.releasing for r in j.replicas)}
     out = {}
     for key in sorted(wanted):
