@@ -83,6 +83,8 @@ def _own_first(
     # a training job's preemption never drops its own project below its guarantee (what a reclaim spared)
     keep = 0 if claim.interactive else min(ledger.shares.guarantee[p], ledger.claimed(p))
     placeable = fits(ledger, claim, count)
+    # R17: a running job that must stay in its master's domain is helped only by GPUs freed there
+    home = ledger.home(claim) if ledger.domains.required(claim) else None
     mark = ledger.checkpoint()
     skipped: set[JobKey] = set()
 
@@ -99,7 +101,7 @@ def _own_first(
     reason = f"preempted for higher-priority job {p}/{claim.name} of the same project"
     while not placed():
         # any unit helps bring the project within its share; after that only units where a replica fits
-        unit = order.next_unit(ledger, p, eligible, fits=g if within() else 0)
+        unit = order.next_unit(ledger, p, eligible, fits=g if within() else 0, within=home)
         if unit is None:
             break
         if ledger.claimed(p) - unit.gpus + need < keep:

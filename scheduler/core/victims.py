@@ -126,24 +126,28 @@ class VictimOrder:
         eligible: Callable[[Job], bool],
         fits: int = 0,
         most: int = 1 << 30,
+        within: str | None = None,
     ) -> Unit | None:
         """The next unit of ``project`` in R5 order; a job started or grown this cycle is not a victim.
 
         ``fits``: skip units with no replica on a node of at least that many GPUs (they cannot help a
         claimant whose replicas need that much). ``most``: skip whole jobs holding more GPUs than that.
+        ``within``: with ``fits``, count only nodes of that R17 domain (a claimant that must fit in it).
         """
+        of = ledger.domains.of
         for tier in self._tiers.get(project, ()):
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
                 if extra and not job.allowed_replicas and ledger.capacity(act[-1].node) >= fits:
-                    return Unit(key, (act[-1],), False)
-                if extra and job.allowed_replicas and (step := _step_down(ledger, job, act, fits)):
+                    if not (fits and within is not None and of.get(act[-1].node) != within):
+                        return Unit(key, (act[-1],), False)
+                if extra and job.allowed_replicas and (step := _step_down(ledger, job, act, fits, within)):
                     return step
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 whole = act and key not in ledger.started and eligible(job)
-                if whole and any(ledger.capacity(r.node) >= fits for r in act) and _gpus(act) <= most:
+                if whole and _helps(ledger, act, fits, within) and _gpus(act) <= most:
                     return Unit(key, tuple(act), True)
         return None
 
@@ -219,14 +223,25 @@ def searches(
     return out
 
 
-def _step_down(ledger: Ledger, job: Job, act: list[Replica], fits: int) -> Unit | None:
+def _step_down(
+    ledger: Ledger, job: Job, act: list[Replica], fits: int, within: str | None = None
+) -> Unit | None:
     """R16: a job with allowed sizes gives up its extras one allowed count at a time (8 -> 4, not 8 -> 7);
-    ``None`` when none of them is on a node of at least ``fits`` GPUs."""
+    ``None`` when none of them is on a node of at least ``fits`` GPUs (in domain ``within``, if given)."""
     lower = sizes.shrink_to(job, len(act))
-    tail = tuple(act[lower:])
-    if not any(ledger.capacity(r.node) >= fits for r in tail):
+    tail = act[lower:]
+    if not _helps(ledger, tail, fits, within):
         return None
-    return Unit(job.key, tail, False)
+    return Unit(job.key, tuple(tail), False)
+
+
+def _helps(ledger: Ledger, replicas: list[Replica], fits: int, within: str | None) -> bool:
+    """Whether one of ``replicas`` is on a node of at least ``fits`` GPUs (in domain ``within``, if given
+    and ``fits`` is)."""
+    if fits and within is not None:
+        of = ledger.domains.of
+        return any(ledger.capacity(r.node) >= fits and of.get(r.node) == within for r in replicas)
+    return any(ledger.capacity(r.node) >= fits for r in replicas)
 
 
 def _name(job: Job) -> str:

@@ -155,3 +155,25 @@ def test_a_preemption_that_holds_the_rest_of_the_quota_leaves_small_jobs_waiting
     assert [(r.job, r.node, r.gpus) for r in plan.reservations] == [("high", "n0", 4)]
     note = plan.note("p0", "one")
     assert note is not None and "may not go over its quota: 8 + 1 > 8 GPUs" in note.reason
+
+
+def test_a_job_that_requires_its_rack_grows_by_preempting_its_projects_lower_priority_extra_in_that_rack() -> None:
+    """R10 with R17: a high-priority job held to rack a grows by taking its project's low-priority extra in
+    rack a. Taking one in rack b first (R5 order: it is newer) frees nothing it can use and leaves the
+    project too close to its guarantee for the extra in rack a: only GPUs freed in its rack are tried."""
+    nodes = (Node("a1", 2, domain="rack-a"), Node("b1", 2, domain="rack-b"), Node("c1", 2, domain="rack-c"))
+    c = Cluster(nodes).project("p", 6)
+    c.state = replace(
+        c.state,
+        jobs=(
+            Job("p", "tight", 1, 2, priority=10, topology="required", replicas=(Replica(0, "a1", 1),)),
+            Job("p", "older", 1, 2, submitted_at=0.0, replicas=(Replica(0, "b1", 1), Replica(1, "a1", 1))),
+            Job("p", "newer", 1, 2, submitted_at=1.0, replicas=(Replica(0, "c1", 1), Replica(1, "b1", 1))),
+        ),
+    )
+    c.now = 10.0
+    plan = c.cycle()
+    assert c.decisions(plan) == [("shrink", "p", "older", [1])]  # the GPU it frees is held for "tight"
+    assert "preempted for higher-priority job p/tight" in plan.decisions[0].reason
+    assert ("grow", "p", "tight", [1]) in c.decisions(c.cycle())  # ("older" may take rack c's idle GPU)
+    assert sorted(r.node for r in c.job("p", "tight").active) == ["a1", "a1"]
