@@ -124,6 +124,7 @@ class VictimOrder:
         ledger: Ledger,
         project: str,
         eligible: Callable[[Job], bool],
+        *,
         fits: int = 0,
         most: int = 1 << 30,
         within: str | None = None,
@@ -134,14 +135,12 @@ class VictimOrder:
         claimant whose replicas need that much). ``most``: skip whole jobs holding more GPUs than that.
         ``within``: with ``fits``, count only nodes of that R17 domain (a claimant that must fit in it).
         """
-        of = ledger.domains.of
         for tier in self._tiers.get(project, ()):
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
-                if extra and not job.allowed_replicas and ledger.capacity(act[-1].node) >= fits:
-                    if not (fits and within is not None and of.get(act[-1].node) != within):
-                        return Unit(key, (act[-1],), False)
+                if extra and not job.allowed_replicas and _helps(ledger, act[-1:], fits, within):
+                    return Unit(key, (act[-1],), False)
                 if extra and job.allowed_replicas and (step := _step_down(ledger, job, act, fits, within)):
                     return step
             for key in tier:

@@ -157,7 +157,9 @@ def test_a_preemption_that_holds_the_rest_of_the_quota_leaves_small_jobs_waiting
     assert note is not None and "may not go over its quota: 8 + 1 > 8 GPUs" in note.reason
 
 
-def test_a_job_that_requires_its_rack_grows_by_preempting_its_projects_lower_priority_extra_in_that_rack() -> None:
+def test_a_job_that_requires_its_rack_grows_by_preempting_its_projects_lower_priority_extra_in_that_rack() -> (
+    None
+):
     """R10 with R17: a high-priority job held to rack a grows by taking its project's low-priority extra in
     rack a. Taking one in rack b first (R5 order: it is newer) frees nothing it can use and leaves the
     project too close to its guarantee for the extra in rack a: only GPUs freed in its rack are tried."""
