@@ -132,7 +132,9 @@ def test_shrink_and_grow_relaunch_in_place(service: RunningService) -> None:
     answer = _poll(service, "a", ids[3], generation=g3, state="exited", exit_code=1)
     assert answer.json()["action"] == "wait"  # its own order comes once the engine restarted the launch
     # (an agent keeps saying "exited" until then; the polls below say "running", so wait for the restart)
-    wait_for(lambda: any(e.kind == "restart" for e in client.events(project="a")), what="the launch's restart")
+    wait_for(
+        lambda: any(e.kind == "restart" for e in client.events(project="a")), what="the launch's restart"
+    )
     fourth = _launch_all(service, "a", g3, 4)
     assert {o["world_size"] for o in fourth.values()} == {4}
     restarts = [e for e in client.events(project="a") if e.kind == "restart"]
