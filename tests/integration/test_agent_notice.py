@@ -92,7 +92,7 @@ def test_every_agent_of_a_shrunk_job_is_told_first_and_the_relaunch_waits_for_th
         assert launched is not None and launched.launch_at is not None
         waited = launched.launch_at - shrink.time.timestamp()
     print(f"relaunch {waited:.2f} s after the shrink and its notice")
-    assert NOTICE <= waited < NOTICE + 1.0
+    assert NOTICE <= waited < NOTICE + 2.0  # as fine as the loop looks, on a loaded machine
     assert {(o["world_size"], o["generation"] > g1) for o in second.values()} == {(2, True)}
     g2 = second[0]["generation"]
     assert _poll(service, "a", ids[0], generation=g2, state="running").json()["action"] == "wait"

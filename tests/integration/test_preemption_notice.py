@@ -186,8 +186,8 @@ def test_a_real_replica_gets_sigusr1_two_seconds_before_sigterm_and_sigkill_at_t
         print(f"SIGUSR1 -> SIGTERM {gap:.2f} s, SIGUSR1 -> SIGKILL {kill:.2f} s (grace {grace:g} s)")
         # the notice, then SIGTERM (as fine as the loop looks); the process stamps each signal as it handles
         # it, and the SIGUSR1's handling may come a few milliseconds after it was sent
-        assert NOTICE - 0.05 <= gap < NOTICE + 0.6
-        assert grace - 0.1 <= kill < grace + 0.6  # the SIGKILL when it would have come without a notice
+        assert NOTICE - 0.05 <= gap < NOTICE + 1.5
+        assert grace - 0.1 <= kill < grace + 1.5  # the SIGKILL when it would have come without a notice
         reason = next(e.reason for e in loop.events("sweep") if e.kind == "evict")
         assert "notice: SIGUSR1 2 s before SIGTERM" in reason
         wait_for(lambda: (loop.engine.tick(), loop.replicas("owner")[0].status == "running")[1], what="b")
