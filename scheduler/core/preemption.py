@@ -90,13 +90,7 @@ class Reclaimer:
                 return self.eligible(job) and all(r.node != avoid for r in ledger.active[job.key])
 
         over = self.over
-        # what ``over`` says, inlined: this runs for every reclaim search, over every project
-        share, alloc, reserved = ledger.shares.project, ledger.alloc, ledger.reserved
-        heap = [
-            (-above, p)
-            for p in ledger.project_names
-            if p != claim.project and (above := alloc[p] + reserved.get(p, 0) - share[p]) > 0
-        ]
+        heap = [(-above, p) for p in ledger.project_names if p != claim.project and (above := over(p)) > 0]
         heapq.heapify(heap)
         return _take_until_fits(
             ledger,

@@ -1,6 +1,6 @@
 """Write a ``Plan`` to the store: wanted placements, released replicas, events, reasons and shares.
 
-Contract: ``persist_plan(session, plan, now=...)`` runs inside the cycle's one write transaction. The
+Contract: ``persist_plan(session, plan, now=..., notes=...)`` runs inside the cycle's one write transaction. The
 decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
 meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. START/GROW insert ``ReplicaRow``s that the engine
 launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-launched one is deleted at
@@ -17,7 +17,7 @@ since the previous cycle) brings each project's usage up to ``now`` (``scheduler
 the weight the plan used is stored with it; with none, usage is left as it is.
 
 Jobs' reasons and places in line (R13) are compared with ``notes``, what the snapshot the plan was made
-from read (``scheduler.store.mapper.load_snapshot``; read here when not given), and only the changed ones are
+from read (``scheduler.store.mapper.load_snapshot``), and only the changed ones are
 written, in one batched statement, to jobs still active: a cluster with thousands of waiting jobs sees
 thousands of places in line move each cycle.
 """
@@ -46,8 +46,8 @@ def persist_plan(
     *,
     now: float,
     usage_half_life: float = 0.0,
+    notes: Notes,
     over_quota: dict[str, int] | None = None,
-    notes: Notes | None = None,
     reaches: Callable[[JobRow], bool] | None = None,
     grace_period: float = 30.0,
 ) -> list[Decision]:
@@ -82,7 +82,7 @@ def persist_plan(
             details=details,
         )
         applied.append(decision)
-    _write_notes(session, plan, notes if notes is not None else _stored_notes(session))
+    _write_notes(session, plan, notes)
     _write_shares(session, plan)
     if usage_half_life > 0:
         _write_usage(session, plan, now, usage_half_life, over_quota or {})
@@ -156,19 +156,6 @@ def _release(session: Session, job: JobRow, decision: Decision, now: float) -> l
         job.status = "pending"
         job.restarts += 1 if decision.action is Action.EVICT else 0
     return marked
-
-
-def _stored_notes(session: Session) -> Notes:
-    notes = Notes({}, {})
-    rows = session.execute(
-        select(JobRow.id, ProjectRow.name, JobRow.name, JobRow.pending_reason, JobRow.queue_position)
-        .join(ProjectRow, JobRow.project_id == ProjectRow.id)
-        .where(JobRow.status.in_(ACTIVE))
-    )
-    for job_id, project, name, reason, position in rows:
-        notes.ids[(project, name)] = job_id
-        notes.stored[job_id] = (reason, position)
-    return notes
 
 
 _NOTE_UPDATE = (

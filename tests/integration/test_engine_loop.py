@@ -22,7 +22,7 @@ from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store.db import Database
-from scheduler.store.mapper import load_snapshot, load_state
+from scheduler.store.mapper import load_snapshot
 from scheduler.store.migrate import upgrade
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import job_by_name
@@ -216,14 +216,15 @@ def test_a_job_cancelled_while_the_cycle_planned_gets_no_replicas(harness: Harne
     harness.submit("a", "kept", 1, 1)
     harness.submit("a", "deleted", 1, 1)
     with harness.db.read() as session:
-        plan = plan_cycle(load_state(session), Config(settle_seconds=0), now=harness.clock)
+        snapshot = load_snapshot(session)
+    plan = plan_cycle(snapshot.state, Config(settle_seconds=0), now=harness.clock)
     assert sorted(d.job for d in plan.decisions) == ["deleted", "kept"]
     with harness.db.write() as session:
         job = job_by_name(session, "a", "deleted")
         assert job is not None
         job.status = "cancelled"
     with harness.db.write() as session:
-        applied = persist_plan(session, plan, now=harness.clock)
+        applied = persist_plan(session, plan, now=harness.clock, notes=snapshot.notes)
     assert [d.job for d in applied] == ["kept"]
     assert harness.job("a", "deleted").replicas == [] and len(harness.job("a", "kept").replicas) == 1
     assert harness.events() == [("start", "kept")]
