@@ -70,7 +70,8 @@ class Claims:
     # whether the plan explains waiting jobs (R13 notes); if not, outcomes that only notes read are not kept
     explain: bool = True
     # starts that failed: tried again after the owed phase and after the borrowing phase if a later claim
-    # released GPUs of their own project (a preemption inside it may have made room under its share or limit)
+    # released GPUs of their own project or department (a preemption inside it may have made room under its
+    # share or limit)
     owed_phase: bool = True  # whether failed starts are kept for another turn (not in the last one)
     retry: list[tuple[Job, int]] = field(default_factory=list)  # with how many releases the ledger had then
 
@@ -176,18 +177,26 @@ def _serve_borrowers(
 
 
 def _retry_failed_starts(ledger: Ledger, claims: Claims, borrowers: dict[str, deque[Job]]) -> None:
-    """Starts that failed before a later claim released GPUs of their project get another turn, ahead of its
-    borrowers (they keep their place in its line): e.g. a higher-priority training job that found its project
-    at its fair share, before the project's interactive job preempted a big low-priority job."""
+    """Starts that failed before a later claim released GPUs of their project, or of their department (its
+    limit counts them all), get another turn, ahead of its borrowers (they keep their place in its line):
+    e.g. a higher-priority training job that found its project at its fair share, before the project's
+    interactive job preempted a big low-priority job; or a job that found its department at its limit, before
+    another project of that department preempted its own low-priority job."""
     released_last: dict[str, int] = {}  # project -> position of its newest release this cycle
-    for position, key in enumerate(ledger.released):
-        released_last[key[0]] = position
+    top_last: dict[str, int] = {}  # the same for its department (ledger.top_key)
+    for position, project in enumerate(ledger.release_log):  # a job released twice counts twice
+        released_last[project] = top_last[ledger.top_key(project)] = position
     again: dict[str, list[Job]] = {}
+    later: list[tuple[Job, int]] = []  # nothing freed for them yet: a release in the next phase may
     for job, seen in claims.retry:
-        freed = released_last.get(job.project, -1) >= seen
-        if freed and not ledger.active[job.key] and job.key not in ledger.released:
+        if ledger.active[job.key] or job.key in ledger.released:
+            continue
+        newest = max(released_last.get(job.project, -1), top_last.get(ledger.top_key(job.project), -1))
+        if newest >= seen:
             again.setdefault(job.project, []).append(job)
-    claims.retry.clear()
+        else:
+            later.append((job, seen))
+    claims.retry[:] = later
     if not again:
         return
     keys = {job.key for jobs in again.values() for job in jobs}
@@ -301,7 +310,7 @@ def _record_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], r
 
 def _may_retry(ledger: Ledger, claims: Claims, job: Job) -> None:
     if claims.owed_phase:
-        claims.retry.append((job, len(ledger.released)))
+        claims.retry.append((job, len(ledger.release_log)))
 
 
 def _same_pending(ledger: Ledger, job: Job, other: Job) -> bool:

@@ -42,7 +42,7 @@ def blocked_by_caps(ledger: Ledger, job: Job, need: int, *, freed: int = 0) -> s
     if need <= ledger.room(job, freed):
         return None
     p = ledger.projects[job.project]
-    held = ledger.alloc[p.name] - freed
+    held = ledger.claimed(p.name) - freed
     if p.limit_gpus is not None and held + need > p.limit_gpus:
         return f"project {p.name} is at its limit: {held} + {need} GPUs > limit {p.limit_gpus}"
     if job.interactive and ledger.interactive[p.name] + need > p.deserved_gpus:

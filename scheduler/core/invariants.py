@@ -19,6 +19,7 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
     return [
         *_nodes_not_over_allocated(after),
         *_limits_kept(state, after),
+        *_caps_kept_with_holds(state, plan, after, config),
         *_interactive_rules(state, plan, after),
         *_master_last(state, plan),
         *_gangs_whole(after),
@@ -62,6 +63,34 @@ def _limits_kept(before: ClusterState, after: ClusterState) -> list[str]:
         for p in before.projects
         if p.limit_gpus is not None and alloc[p.name] > max(p.limit_gpus, fixed[p.name])
     ]
+
+
+def _caps_kept_with_holds(before: ClusterState, plan: Plan, after: ClusterState, config: Config) -> list[str]:
+    """R11 and quotas without borrowing, for what a plan gives: a project (and its department) that the plan
+    starts, grows or firmly holds GPUs for stays within its limit, and within its quota when it may not
+    borrow, counting the firm holds (they start there next cycle; decision 3)."""
+    held = _alloc(after)
+    given: set[str] = {d.project for d in plan.decisions if d.action in (Action.START, Action.GROW)}
+    for r in plan.reservations:
+        if r.firm:
+            held[r.project] += r.gpus
+            given.add(r.project)
+    out: list[str] = []
+    for p in before.projects:
+        if p.name not in given:
+            continue
+        if p.limit_gpus is not None and held[p.name] > p.limit_gpus:
+            out.append(f"project {p.name} is given GPUs up to {held[p.name]}, above its limit {p.limit_gpus}")
+        if (not p.allow_over_quota or not config.borrowing) and held[p.name] > p.deserved_gpus:
+            out.append(
+                f"project {p.name} is given GPUs up to {held[p.name]}, above its quota {p.deserved_gpus}"
+            )
+    for d in before.departments:
+        members = [p.name for p in before.projects if p.department == d.name]
+        total = sum(held[m] for m in members)
+        if d.limit_gpus is not None and given.intersection(members) and total > d.limit_gpus:
+            out.append(f"department {d.name} is given GPUs up to {total}, above its limit {d.limit_gpus}")
+    return out
 
 
 def _interactive_rules(before: ClusterState, plan: Plan, after: ClusterState) -> list[str]:
@@ -309,9 +338,14 @@ def _gang(job: Job, config: Config) -> int:
 def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) -> list[str]:
     """R7: reclaim takes only from projects above their fair share, for projects below theirs. A victim is
     measured by what it holds plus what the plan starts or firmly holds for it (its own claims this cycle,
-    served before the reclaim; decision 3)."""
+    served before the reclaim; decision 3); a claimant by what it holds less what it gave up itself in this
+    plan (R10: it preempted its own lower-priority jobs first, and reclaims only the rest; decision 29)."""
     shares = fair_shares(before, config)
     alloc = _alloc(before)
+    own = dict(alloc)
+    for d in plan.decisions:
+        if d.cause == Cause.PREEMPT:
+            own[d.project] -= d.gpus
     firm: dict[str, int] = {}
     for r in plan.reservations:
         if r.firm:
@@ -326,7 +360,7 @@ def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) 
         if alloc[d.project] + firm.get(d.project, 0) <= shares.project[d.project]:
             out.append(f"reclaim took from {d.project}, which is not above its fair share")
         claimant = d.for_job[0]
-        if alloc[claimant] >= shares.project[claimant]:
+        if own[claimant] >= shares.project[claimant]:
             out.append(f"reclaim for {claimant}, which is not below its fair share")
     return out
 

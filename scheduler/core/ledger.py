@@ -53,6 +53,7 @@ class Ledger:
     interactive: dict[str, int] = field(default_factory=dict)
     dept_interactive: dict[str, int] = field(default_factory=dict)
     released: dict[JobKey, Release] = field(default_factory=dict)
+    release_log: list[str] = field(default_factory=list)  # the project of each release this cycle, in order
     started: dict[JobKey, list[Placement]] = field(default_factory=dict)
     reservations: list[Reservation] = field(default_factory=list)
     reserved: dict[str, int] = field(default_factory=dict)
@@ -184,9 +185,10 @@ class Ledger:
 
     def room(self, job: Job, freed: int = 0) -> int:
         """GPUs the job's project may still take: limits (R11), quota without borrowing, R3 for interactive.
+        GPUs firmly reserved for it this cycle count as held (``claimed``: they start there next cycle).
         ``freed``: as if its project held that many GPUs fewer (training GPUs it could preempt: R10)."""
         p = self.projects[job.project]
-        alloc = self.alloc[p.name] - freed
+        alloc = self.claimed(p.name) - freed
         caps = []
         if p.limit_gpus is not None:
             caps.append(p.limit_gpus - alloc)
@@ -196,7 +198,7 @@ class Ledger:
             caps.append(p.deserved_gpus - self.interactive[p.name])
         dept = self.departments.get(p.department or "")
         if dept is not None:
-            top_alloc = self.top_alloc[self.top_key(p.name)] - freed
+            top_alloc = self.top_claimed(self.top_key(p.name)) - freed
             if dept.limit_gpus is not None:
                 caps.append(dept.limit_gpus - top_alloc)
             if not self.config.borrowing:
@@ -314,12 +316,14 @@ class Ledger:
         else:
             rel.replicas.extend(replicas)
             rel.whole = whole
+        self.release_log.append(key[0])
         for r in replicas:
             self._set(r.node, 0, r.gpus)
         self._count(job, -sum(r.gpus for r in replicas))
 
         def undo() -> None:
             self.active[key] = before
+            self.release_log.pop()
             if rel is None:
                 del self.released[key]
             else:

@@ -398,6 +398,48 @@ def test_interactive_jobs_stay_inside_their_departments_quota() -> None:
     assert note is not None and "department d has no room left" in note.reason
 
 
+def test_a_preemption_inside_a_capped_department_makes_room_for_its_other_project_in_the_same_cycle() -> None:
+    """Found by the property test: department d is at its limit of 4, all of it y's low-priority job. x's
+    job waits for room in d; then y's high-priority job preempts y's own (R10) and takes 1 GPU. The 3 GPUs of
+    room that frees in d serve x in the same cycle (R4), not a cycle later."""
+    d = Department("d", deserved_gpus=0, limit_gpus=4)
+    c = Cluster((Node("n0", 1), Node("n1", 1), Node("n2", 4)), departments=(d,))
+    c.project("x", 0, department="d").project("y", 0, department="d")
+    c.state = replace(
+        c.state, jobs=(Job("y", "low", 1, 1, gpus_per_replica=4, replicas=(Replica(0, "n2", 4),)),)
+    )
+    c.now = 6.0
+    c.submit("x", "one").submit("y", "high", priority=1)
+    plan = c.cycle()  # asserts every invariant
+    assert sorted(c.decisions(plan)) == [
+        ("evict", "y", "low", [0]),
+        ("start", "x", "one", [0]),
+        ("start", "y", "high", [0]),
+    ]
+    assert plan.note("x", "one") is None
+
+
+def test_a_start_at_its_projects_limit_gets_its_turn_after_a_second_preemption_of_the_same_job() -> None:
+    """Found by the property test: p (limit 8) runs a 4 x 2-GPU job; its higher-priority job starts by taking
+    one replica of it, a 1-GPU job starts, another finds p at its limit; then the high job's growth takes the
+    rest of the gang (a second release of the same job). The room that frees serves the waiting job in the same
+    cycle (R4): each release counts, not only each released job."""
+    c = Cluster((Node("n0", 1), Node("n1", 4), Node("n2", 8))).project(
+        "p", 0, over_quota_weight=0.0, limit_gpus=8
+    )
+    gang = Job("p", "gang", 3, 4, 2, priority=1, last_resized_at=6.0,
+               replicas=(Replica(0, "n1", 2), Replica(1, "n1", 2), Replica(2, "n2", 2), Replica(3, "n2", 2)))  # fmt: skip
+    c.state = replace(c.state, jobs=(gang,))
+    c.submit("p", "one").submit("p", "two")
+    c.now = 7.0
+    c.submit("p", "high", max=2, priority=2)
+    plan = c.cycle()  # asserts every invariant
+    assert sorted(c.decisions(plan)) == [
+        ("evict", "p", "gang", [3, 2, 1, 0]), ("start", "p", "high", [0, 1]), ("start", "p", "one", [0]),
+        ("start", "p", "two", [0]),
+    ]  # fmt: skip
+
+
 def test_static_partitioning_caps_departments_at_their_quota_too() -> None:
     d = Department("d", deserved_gpus=2)
     config = Config(settle_seconds=0, borrowing=False)
