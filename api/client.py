@@ -5,8 +5,7 @@ with the fields of ``api.schemas``' models); a non-2xx answer raises ``TideAPIEr
 and the server's message; a 2xx answer that is not what the API documents raises ``ValueError``. Bodies
 are plain mappings (the JSON the API documents). Pass ``http`` to reuse a client (e.g. one
 over ``api.testing.ASGIBridge``); otherwise one is built for ``base_url``, which may be the server's root
-or its API root as ``tide serve`` prints it (``.../api/v1``, see ``api_root``). ``local_server()`` finds
-the URL and admin token of a ``tide serve`` on this machine from its data directory.
+or its API root as ``tide serve`` prints it (``.../api/v1``, see ``api.paths.api_root``).
 
 Light on purpose: the CLI imports this on every command, so it imports httpx and the standard library and
 nothing of the server (no pydantic, FastAPI or SQLAlchemy; an import-linter contract in pyproject.toml
@@ -15,10 +14,8 @@ holds it to that).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -35,11 +32,10 @@ from api.client_types import (
     parse,
     parse_list,
 )
-from api.paths import ADMIN_TOKEN_FILE, SERVER_FILE, default_data_dir
+from api.paths import API_PREFIX, api_root
 
 Answer = TypeVar("Answer")
 Body = Mapping[str, Any]
-API_PREFIX = "/api/v1"
 
 
 class TideAPIError(Exception):
@@ -49,23 +45,6 @@ class TideAPIError(Exception):
         super().__init__(f"{status_code}: {detail}")
         self.status_code = status_code
         self.detail = detail
-
-
-def api_root(url: str) -> str:
-    """The server's root URL: ``http://h:8000/api/v1/`` (what ``tide serve`` prints) becomes ``http://h:8000``."""
-    return url.strip().rstrip("/").removesuffix(API_PREFIX).rstrip("/")
-
-
-def local_server(data_dir: Path | None = None) -> tuple[str, str | None]:
-    """(url, admin token) of the local server, from ``DATA/server.json`` and ``DATA/admin-token``."""
-    data_dir = data_dir or default_data_dir()
-    url = "http://127.0.0.1:8000"
-    with_server = data_dir / SERVER_FILE
-    if with_server.is_file():
-        url = str(json.loads(with_server.read_text()).get("url", url))
-    token_file = data_dir / ADMIN_TOKEN_FILE
-    token = token_file.read_text().strip() if token_file.is_file() else None
-    return url, token
 
 
 def warning_text(header: str) -> str:

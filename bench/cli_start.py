@@ -6,7 +6,9 @@ other work spreads evenly over every row:
 
 - ``python -c pass``: the interpreter of each ``tide`` compared (its floor);
 - ``tide --help``, ``tide version``: no server involved;
-- ``tide list --json``: the 100 jobs from that server (``TIDE_URL``/``TIDE_TOKEN``);
+- ``tide list --json``: the 100 jobs from that server (``TIDE_URL``/``TIDE_TOKEN``); ``tide version`` and
+  this one take the quick path (``api.cli.quick``: the standard library alone);
+- ``tide list``: the same jobs drawn as a table (typer, httpx and rich: the full CLI's start);
 - the request ``tide list`` makes (``GET /api/v1/jobs`` on a fresh connection), timed in this process:
   the server's part of it.
 
@@ -43,7 +45,12 @@ ADMIN = "bench-admin-token-" + "x" * 32
 JOBS = 100
 TARGET_S = 0.25
 TARGET_RATIO = 2.5
-COMMANDS = {"tide --help": ["--help"], "tide version": ["version"], "tide list --json": ["list", "--json"]}
+COMMANDS = {
+    "tide --help": ["--help"],
+    "tide version": ["version"],
+    "tide list --json": ["list", "--json"],
+    "tide list": ["list"],
+}
 
 
 @contextmanager

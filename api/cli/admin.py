@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.cli import context, notice
+from api.cli import context, notice, target
 from api.cli.eta_words import parse_duration, span
 from api.cli.jobs import Json, Token, Url
 from api.cli.nodes import node_table
@@ -49,7 +49,7 @@ def _min_runtime(text: str | None, *, inherit: bool = False) -> float | None:
     try:
         return parse_duration(text)
     except ValueError as e:
-        context.fail(f"--min-runtime {e}", context.EXIT_BAD_INPUT)
+        context.fail(f"--min-runtime {e}", target.EXIT_BAD_INPUT)
 
 
 def _runtime_words(seconds: float | None) -> str:
@@ -269,7 +269,7 @@ def department_update(
     if not body:
         context.fail(
             "nothing to change: give --deserved, --weight, --limit, --min-runtime or --preemption-notice",
-            context.EXIT_BAD_INPUT,
+            target.EXIT_BAD_INPUT,
         )
     with context.session(url, token) as client:
         d = client.update_department(name, body)

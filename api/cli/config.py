@@ -1,7 +1,7 @@
 """``tide login URL --token T`` and ``tide config project NAME|show``: the CLI's config file (0600).
 
-Contract: values are stored in ``api.cli.context.config_path()``; flags and ``TIDE_*`` variables still win
-over them (see ``context.resolve``). ``login`` checks the server answers before saving.
+Contract: values are stored in ``api.cli.target.config_path()``; flags and ``TIDE_*`` variables still win
+over them (see ``target.resolve``). ``login`` checks the server answers before saving.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from api.cli import context
-from api.client import api_root
+from api.cli import context, target
+from api.paths import api_root
 
 config_app = typer.Typer(help="The CLI's saved settings (default project).", no_args_is_help=True)
 
@@ -29,7 +29,7 @@ def login(
     if check:
         with context.session(url, token) as client:
             client.projects()
-    path = context.save_config({"url": api_root(url), "token": token})
+    path = target.save_config({"url": api_root(url), "token": token})
     typer.echo(f"Logged in to {url}; saved in {path}.")
 
 
@@ -39,7 +39,7 @@ def set_project(name: Annotated[str, typer.Argument(help="Project used when -p i
 
     Example: tide config project team-a
     """
-    path = context.save_config({"project": name})
+    path = target.save_config({"project": name})
     typer.echo(f"Default project: {name} (saved in {path}).")
 
 
@@ -49,10 +49,10 @@ def show() -> None:
 
     Example: tide config show
     """
-    data = context.load_config()
+    data = target.load_config()
     if data.get("token"):
         data["token"] = str(data["token"])[:8] + "..."
-    typer.echo(f"# {context.config_path()}")
+    typer.echo(f"# {target.config_path()}")
     typer.echo(json.dumps(data, indent=2))
 
 

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from api import replica_sizes
-from api.cli import context
+from api.cli import context, quick, target
 from api.cli.eta_words import eta_cell, eta_sentence, parse_duration, span
 from api.client import TideClient
 from api.client_types import JobPublic
@@ -45,7 +45,7 @@ def _env(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            context.fail(f"-e expects KEY=VALUE, got {pair!r}", context.EXIT_BAD_INPUT)
+            context.fail(f"-e expects KEY=VALUE, got {pair!r}", target.EXIT_BAD_INPUT)
         env[key] = value
     return env
 
@@ -95,9 +95,9 @@ def submit_pytorch(
     Example: tide submit-dist pytorch --name train -p team-a --workers 3 --min-replicas 2 -g 1 -- python train.py
     """
     if not name:
-        context.fail("--name is required", context.EXIT_BAD_INPUT)
+        context.fail("--name is required", target.EXIT_BAD_INPUT)
     if not args:
-        context.fail("give the command after --, e.g. `-- python train.py`", context.EXIT_BAD_INPUT)
+        context.fail("give the command after --, e.g. `-- python train.py`", target.EXIT_BAD_INPUT)
     chosen = context.default_project(project)
     body: dict[str, object] = {"name": name, "gpus_per_replica": gpu, "command": args}
     body |= {"env": _env(environment or []), "interactive": interactive, "priority": priority}
@@ -112,18 +112,18 @@ def submit_pytorch(
             body[key] = value
     if topology is not None:
         if topology not in ("preferred", "required"):
-            context.fail(f"--topology {topology!r}: give preferred or required", context.EXIT_BAD_INPUT)
+            context.fail(f"--topology {topology!r}: give preferred or required", target.EXIT_BAD_INPUT)
         body["topology"] = topology
     if allowed_replicas is not None:
         try:
             body["allowed_replicas"] = replica_sizes.cli_spec(allowed_replicas)
         except ValueError as error:
-            context.fail(str(error), context.EXIT_BAD_INPUT)
+            context.fail(str(error), target.EXIT_BAD_INPUT)
     if expected_duration is not None:
         try:
             body["expected_duration"] = parse_duration(expected_duration)
         except ValueError as error:
-            context.fail(f"--expected-duration: {error}", context.EXIT_BAD_INPUT)
+            context.fail(f"--expected-duration: {error}", target.EXIT_BAD_INPUT)
     with context.session(url, token) as client:
         job, warnings = client.submit_warned(chosen, body)
     for warning in warnings:
@@ -161,7 +161,7 @@ def _wait_running(job: JobPublic, seconds: float, url: str | None, token: str | 
     return job
 
 
-STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
+STATUSES = quick.STATUSES
 LIST_LIMIT = 50
 
 
@@ -176,7 +176,7 @@ def list_jobs(
         typer.Option(
             "--limit",
             min=0,
-            max=10_000,
+            max=quick.LIST_MAX,
             help=f"At most this many jobs; 0 for all (default: {LIST_LIMIT} in a table, all with --json).",
         ),
     ] = None,
@@ -190,12 +190,12 @@ def list_jobs(
     Example: tide list -p team-a --status pending --limit 20
     """
     if status is not None and status not in STATUSES:
-        context.fail(f"--status must be one of {', '.join(STATUSES)}; got {status!r}", context.EXIT_BAD_INPUT)
+        context.fail(f"--status must be one of {', '.join(STATUSES)}; got {status!r}", target.EXIT_BAD_INPUT)
     if limit is None:  # a script reading --json gets every job unless it asks for a page
         limit = 0 if as_json else LIST_LIMIT
     with context.session(url, token) as client:
         jobs, total = client.jobs_page(project, status, limit=limit or None, offset=offset)
-    note = _shown(len(jobs), total, offset) if len(jobs) < total else None
+    note = quick.shown(len(jobs), total, offset) if len(jobs) < total else None
     if as_json:
         context.dump_json(jobs)
         if note:
@@ -223,23 +223,16 @@ def list_jobs(
         context.console().print(note)
 
 
-def _shown(count: int, total: int, offset: int) -> str:
-    """The closing line of a list cut short: what it showed, and how to see the rest."""
-    where = f" (from {offset + 1:,})" if offset else ""
-    more = f", --offset {offset + count} for the next" if offset + count < total else ""
-    return f"showing {count:,} of {total:,} jobs{where}; --limit 0 for all{more}"
-
-
 def find_job(client: TideClient, name: str, project: str | None) -> JobPublic:
     """The job called ``name`` (active first, else the newest); exits 3 with suggestions when none."""
-    chosen = project or context.load_config().get("project")
+    chosen = project or target.load_config().get("project")
     jobs = client.jobs(str(chosen) if chosen else None)
     matches = [job for job in jobs if job.name == name]
     if not matches:
         close = difflib.get_close_matches(name, sorted({job.name for job in jobs}), n=3)
         where = f" in project {chosen}" if chosen else ""
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        context.fail(f"no job {name!r}{where}{hint}", context.EXIT_NOT_FOUND)
+        context.fail(f"no job {name!r}{where}{hint}", target.EXIT_NOT_FOUND)
     matches.sort(key=lambda job: (job.status in ("pending", "running"), job.created_at), reverse=True)
     return client.job(matches[0].project, matches[0].name)
 

@@ -5,9 +5,11 @@ commands with a ``register(app)`` function; ``COMMANDS`` says which module regis
 (a test checks it against what the modules register). A new group is a new module under ``api/cli/``, one
 line in each, without touching the others.
 
-Every command starts fast (``tide list`` in about 0.12 s; bench/cli_start.py measures it), because importing
-this module imports only typer, and a command loads only the module that registers it: typer builds its
-command tree from every registered function's signature at each start (~25 ms for all of them). ``tide``
+Every command starts fast (bench/cli_start.py measures it). ``tide version`` and ``tide list --json``, which
+scripts call in loops, are answered by ``api.cli.quick`` with the standard library alone when it can (else
+it says so, and the full CLI runs the same command line). For the rest, importing this module imports
+nothing more, ``build`` imports typer, and a command loads only the module that registers it: typer builds
+its command tree from every registered function's signature at each start (~25 ms for all of them). ``tide``
 alone, ``--help``, shell completion and a name no module registers load them all, so help, completion and
 "No such command" read as before. ``app`` (for tests driving the whole CLI) is the app with every command.
 
@@ -25,8 +27,12 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import typer
+from api.cli import quick
+
+if TYPE_CHECKING:
+    import typer
 
 COMMAND_MODULES = ("serve", "config", "jobs", "submit", "admin", "nodes", "simulate", "agent", "version")
 COMMANDS = {
@@ -57,6 +63,8 @@ def _root() -> None:
 
 def build(modules: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
     """The app with the commands of ``modules`` (all of them by default)."""
+    import typer  # noqa: PLC0415 - the quick path (``api.cli.quick``) answers its commands without it
+
     built = typer.Typer(
         name="tide",
         help="Tide: quota-aware elastic GPU scheduling for distributed PyTorch jobs.",
@@ -79,6 +87,9 @@ def modules_for(argv: Sequence[str]) -> tuple[str, ...]:
 
 
 def main() -> None:
+    code = quick.run(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     build(modules_for(sys.argv[1:]))()
 
 

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli import context
+from api.cli import context, target
 from api.cli.eta_words import parse_duration, span
 
 Option = Annotated[
@@ -39,9 +39,9 @@ def seconds(text: str | None, *, inherit: bool = False) -> int | object | None:
     try:
         value = parse_duration(text)
     except ValueError as e:
-        context.fail(f"--preemption-notice {e}", context.EXIT_BAD_INPUT)
+        context.fail(f"--preemption-notice {e}", target.EXIT_BAD_INPUT)
     if value != int(value):
-        context.fail(f"--preemption-notice {text!r}: give whole seconds", context.EXIT_BAD_INPUT)
+        context.fail(f"--preemption-notice {text!r}: give whole seconds", target.EXIT_BAD_INPUT)
     return int(value)
 
 

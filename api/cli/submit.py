@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli import context
+from api.cli import context, target
 from api.cli.jobs import Token, Url, report_submitted
 
 
@@ -52,7 +52,7 @@ def _read(filename: Path) -> bytes:
     try:
         return sys.stdin.buffer.read() if str(filename) == "-" else filename.read_bytes()
     except OSError as error:
-        context.fail(f"cannot read {filename}: {error.strerror or error}", context.EXIT_BAD_INPUT)
+        context.fail(f"cannot read {filename}: {error.strerror or error}", target.EXIT_BAD_INPUT)
 
 
 def _namespace(manifest: bytes) -> str | None:

@@ -21,7 +21,7 @@ from servicekit import ADMIN, settings_for, wait_for
 from typer.testing import CliRunner
 
 from api.app import create_app
-from api.cli import admin, context, jobs
+from api.cli import admin, context, jobs, target
 from api.cli.main import app
 from api.client import TideClient
 from api.testing import ASGIBridge, local_client
@@ -253,21 +253,21 @@ def test_server_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("TIDE_DATA_DIR", str(data))
     for name in ("TIDE_URL", "TIDE_TOKEN"):
         monkeypatch.delenv(name, raising=False)
-    local = context.resolve(None, None)
+    local = target.resolve(None, None)
     assert (local.url, local.token) == ("http://127.0.0.1:9", "local-admin")
     (data / "server.json").write_text("{half")
-    assert context.resolve(None, None) == context.Target(
+    assert target.resolve(None, None) == target.Target(
         "http://127.0.0.1:8000", None, f"the local server's data dir {data}"
     )
-    context.save_config({"url": "http://cfg:1", "token": "cfg-token"})
-    assert context.resolve(None, None).token == "cfg-token"
+    target.save_config({"url": "http://cfg:1", "token": "cfg-token"})
+    assert target.resolve(None, None).token == "cfg-token"
     monkeypatch.setenv("TIDE_URL", "http://env:2")
     monkeypatch.setenv("TIDE_TOKEN", "env-token")
-    assert (context.resolve(None, None).url, context.resolve(None, None).token) == (
+    assert (target.resolve(None, None).url, target.resolve(None, None).token) == (
         "http://env:2",
         "env-token",
     )
-    assert context.resolve("http://flag:3", "flag-token") == context.Target(
+    assert target.resolve("http://flag:3", "flag-token") == target.Target(
         "http://flag:3", "flag-token", "--url"
     )
 

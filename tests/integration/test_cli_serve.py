@@ -18,7 +18,8 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from api.cli.main import app
-from api.client import TideClient, local_server
+from api.client import TideClient
+from api.paths import local_server
 from scheduler.store.db import Database, sqlite_url
 from scheduler.store.migrate import upgrade
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 from servicekit import alive, answers, free_port, kill_leftovers, running_pids, serve_process, wait_for
 
-from api.client import TideClient, local_server
+from api.client import TideClient
+from api.paths import local_server
 
 
 def _engine(pid: int) -> int | None:

@@ -24,7 +24,8 @@ import httpx
 import pytest
 from servicekit import answers, free_port, kill_leftovers, serve_process, wait_for
 
-from api.client import TideAPIError, TideClient, local_server
+from api.client import TideAPIError, TideClient
+from api.paths import local_server
 
 
 def _keep_writing(url: str, token: str | None, stop: threading.Event) -> None:

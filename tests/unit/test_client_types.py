@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from api import client_types, schemas
-from api.client import api_root
 from api.client_types import JobPublic, NodePublic, parse, parse_list
+from api.paths import api_root
 
 ANSWERS = [
     name
