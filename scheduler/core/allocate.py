@@ -393,10 +393,12 @@ def _consolidate(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, c
     """Last resort for a claim owed its guarantee (R2): move small replicas to make whole nodes, onto the GPUs
     available now, else also reclaiming (R5-R7) on the node being freed and for the moved replicas, when what
     projects above their fair share hold is scattered in small replicas on nodes shared with others."""
+    g = job.gpus_per_replica
     if ledger.committed(job.project) >= ledger.shares.guarantee[job.project] or ledger.domains.required(job):
         return False  # (a job held to one domain: consolidation frees nodes, not domains; R17)
+    if ledger.room(job) < count * g:
+        return False  # its caps (limit, quota, department) would keep it from the node made whole
     moves = consolidate(ledger, job, count)
-    g = job.gpus_per_replica
     if moves is None and g > 1 and ledger.config.reclaim and not lost_to_reclaim(ledger, job.project):
         moves = consolidate(ledger, job, count, rules=Reclaimer(ledger, order, job, count, r2=True))
     if moves is None:

@@ -168,7 +168,8 @@ def running_below_max(ledger: Ledger, job: Job) -> str:
         until = (job.last_resized_at or 0.0) + ledger.config.settle_seconds
         return f"{head}; settling after a resize until t={until:g}"
     if ledger.room(job) < job.gpus_per_replica:
-        return f"{head}; project {p} has no room under its limit or quota"
+        capped = blocked_by_caps(ledger, job, job.gpus_per_replica)  # its limit, quota or department's
+        return f"{head}; {capped or f'project {p} has no room under its limit or quota'}"
     if job.allowed_replicas:  # R16: it grows a whole step at a time
         step = sizes.grow_at_least(job, act, 1)
         head = f"{head} ({sizes.describe(job)}); grows by {step} at once"

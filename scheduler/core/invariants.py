@@ -190,7 +190,7 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
         idle[r.node] -= r.gpus
         alloc[r.project] += r.gpus
     projects = {p.name: p for p in after.projects}
-    depts = _dept_room(after, config)
+    depts = _dept_room(after, config, held=alloc)
     domains = _domain_of(after, config)
     resized = {(d.project, d.job) for d in plan.decisions} | {(r.project, r.job) for r in plan.reservations}
     out: list[str] = []
@@ -233,9 +233,10 @@ def _room(limit: int | None, deserved: int, may_borrow: bool, alloc: int) -> int
     return min(caps) if caps else 1 << 30
 
 
-def _dept_room(state: ClusterState, config: Config) -> dict[str, int]:
-    """GPUs each capped department (a limit, or no borrowing) may still take."""
-    alloc = _alloc(state)
+def _dept_room(state: ClusterState, config: Config, held: dict[str, int] | None = None) -> dict[str, int]:
+    """GPUs each capped department (a limit, or no borrowing) may still take, its projects holding ``held``
+    (else what they run)."""
+    alloc = _alloc(state) if held is None else held
     room: dict[str, int] = {}
     for d in state.departments:
         caps = [d.limit_gpus] if d.limit_gpus is not None else []

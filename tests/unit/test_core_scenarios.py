@@ -81,7 +81,10 @@ def test_limit_is_never_exceeded_even_with_idle_gpus() -> None:
     c.run(3)
     assert c.alloc("a") == 3
     note = c.plans[-1].note("a", "big")
-    assert note is not None and "no room under its limit" in note.reason
+    assert (
+        note is not None
+        and note.reason == "running 3 of max 8 replicas; project a is at its limit: 3 + 1 GPUs > limit 3"
+    )
 
 
 def test_lowered_limit_shrinks_the_project_back_under_it() -> None:
@@ -438,6 +441,30 @@ def test_a_start_at_its_projects_limit_gets_its_turn_after_a_second_preemption_o
         ("evict", "p", "gang", [3, 2, 1, 0]), ("start", "p", "high", [0, 1]), ("start", "p", "one", [0]),
         ("start", "p", "two", [0]),
     ]  # fmt: skip
+
+
+def test_no_node_is_made_whole_for_growth_its_department_has_no_room_for() -> None:
+    """Found by the property test: p is below its guarantee but its department is at its limit of 3. Its
+    high-priority job's growth used to hold a GPU on n1 for a node made whole (R2's consolidation), which the
+    limit would never let it use; now nothing is held and the note names the department's limit."""
+    d = Department("d", deserved_gpus=0, limit_gpus=3)
+    c = Cluster((Node("n0", 1), Node("n1", 4)), departments=(d,))
+    c.project("p", 4, over_quota_weight=0.0, allow_over_quota=False, department="d")
+    c.state = replace(
+        c.state,
+        jobs=(
+            Job("p", "pair", 2, 2, replicas=(Replica(0, "n1", 1), Replica(1, "n1", 1)), last_resized_at=37.0),
+            Job("p", "one", 1, 1),
+            Job("p", "high", 1, 2, priority=1, replicas=(Replica(0, "n0", 1),), last_resized_at=37.0),
+        ),
+    )
+    c.now = 38.0
+    plan = c.cycle()  # asserts every invariant, the department's limit with holds among them
+    assert plan.decisions == () and plan.reservations == ()
+    note = plan.note("p", "high")
+    assert note is not None and note.reason == (
+        "running 1 of max 2 replicas; department d has no room left for 1 GPU (its limit, or its interactive quota)"
+    )
 
 
 def test_static_partitioning_caps_departments_at_their_quota_too() -> None:
