@@ -214,9 +214,22 @@ def _serve(
     if not ledger.active[job.key]:
         _serve_start(ledger, order, claims, job, head_of_line, queue=queue)
         if ledger.config.elastic and 0 < len(ledger.active[job.key]) < job.max_replicas:
-            queue.append(job)  # now running: its growth towards fair share is a later claim
+            _queue_growth(queue, job)
     else:
         _serve_growth(ledger, order, claims, job)
+
+
+def _queue_growth(queue: deque[Job], job: Job) -> None:
+    """A job that just started claims its growth towards fair share later, after the starts of its priority
+    but ahead of every lower-priority job still in line (the line's order, ``_queues``). Put at the very back,
+    its growth came after lower-priority starts that took the room it was owed, and then preempted (R10) a job
+    of a priority between the two that those starts could have spared."""
+    behind = 0
+    while behind < len(queue) and queue[-1 - behind].priority < job.priority:
+        behind += 1
+    queue.rotate(behind)
+    queue.append(job)
+    queue.rotate(-behind)
 
 
 def _owed(ledger: Ledger, job: Job) -> bool:

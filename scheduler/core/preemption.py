@@ -150,7 +150,8 @@ class Reclaimer:
         for key in ledger.on_node(node):
             job, act = ledger.jobs[key], ledger.active[key]
             if (
-                not act
+                key[0] == self.claim.project  # its own jobs give way by priority only (R10), as in ``until``
+                or not act
                 or not job.preemptible
                 or key in ledger.started
                 or not self.eligible(job)

@@ -422,11 +422,14 @@ def test_a_preemption_inside_a_capped_department_makes_room_for_its_other_projec
     assert plan.note("x", "one") is None
 
 
-def test_a_start_at_its_projects_limit_gets_its_turn_after_a_second_preemption_of_the_same_job() -> None:
-    """Found by the property test: p (limit 8) runs a 4 x 2-GPU job; its higher-priority job starts by taking
-    one replica of it, a 1-GPU job starts, another finds p at its limit; then the high job's growth takes the
-    rest of the gang (a second release of the same job). The room that frees serves the waiting job in the same
-    cycle (R4): each release counts, not only each released job."""
+def test_a_higher_priority_jobs_growth_comes_before_lower_priority_starts_so_it_shrinks_instead_of_evicting() -> (
+    None
+):
+    """Found by the property test (R10): p (limit 8) runs a 4 x 2-GPU job (priority 1); a priority-2 job (1..2
+    x 1 GPU) arrives beside two priority-0 jobs. It starts by taking one replica of the gang (its limit); its
+    growth then takes the GPU that replica frees beyond its start. Its growth used to wait behind the
+    priority-0 starts, which took that GPU, and then evicted the rest of the gang (6 GPUs for 1), only for
+    the priority-0 jobs to start on them and be preempted by the gang the next cycle."""
     c = Cluster((Node("n0", 1), Node("n1", 4), Node("n2", 8))).project(
         "p", 0, over_quota_weight=0.0, limit_gpus=8
     )
@@ -437,10 +440,16 @@ def test_a_start_at_its_projects_limit_gets_its_turn_after_a_second_preemption_o
     c.now = 7.0
     c.submit("p", "high", max=2, priority=2)
     plan = c.cycle()  # asserts every invariant
-    assert sorted(c.decisions(plan)) == [
-        ("evict", "p", "gang", [3, 2, 1, 0]), ("start", "p", "high", [0, 1]), ("start", "p", "one", [0]),
-        ("start", "p", "two", [0]),
-    ]  # fmt: skip
+    assert sorted(c.decisions(plan)) == [("shrink", "p", "gang", [3]), ("start", "p", "high", [0, 1])]
+    note = plan.note("p", "one")
+    assert note is not None and "project p is at its limit: 8 + 1 GPUs > limit 8" in note.reason
+    c.run(2)
+    assert sorted((j.name, len(j.active)) for j in c.state.jobs) == [
+        ("gang", 3),
+        ("high", 2),
+        ("one", 0),
+        ("two", 0),
+    ]
 
 
 def test_no_node_is_made_whole_for_growth_its_department_has_no_room_for() -> None:
@@ -464,6 +473,32 @@ def test_no_node_is_made_whole_for_growth_its_department_has_no_room_for() -> No
     note = plan.note("p", "high")
     assert note is not None and note.reason == (
         "running 1 of max 2 replicas; department d has no room left for 1 GPU (its limit, or its interactive quota)"
+    )
+
+
+def test_a_node_is_never_made_whole_by_reclaiming_from_the_claimants_own_project() -> None:
+    """Found by the property test: guarantees oversubscribe the cluster, so p3 is below its guarantee (8) but
+    above its fair share (6 of 5). Its priority-1 job's growth may not make n0 whole by "reclaiming" p3's own
+    4-GPU job: a project's own jobs give way by priority only (R10), never as reclaim victims (R7)."""
+    c = Cluster((Node("n0", 8),))
+    for name, deserved in (("p0", 2), ("p2", 2), ("p3", 8)):
+        c.project(name, deserved, over_quota_weight=0.0, allow_over_quota=False)
+    c.state = replace(
+        c.state,
+        jobs=(
+            Job("p0", "j0", 1, 1, replicas=(Replica(0, "n0", 1),), last_resized_at=0.0),
+            Job("p3", "j7", 1, 1, 4, replicas=(Replica(0, "n0", 4),), last_resized_at=0.0),
+            Job("p3", "j8", 1, 2, 2, priority=1, replicas=(Replica(0, "n0", 2),), last_resized_at=0.0),
+        ),
+    )
+    c.submit("p2", "j6", min=2)
+    c.now = 6.0
+    c.submit("p0", "j1").submit("p0", "j2")
+    plan = c.cycle()  # asserts every invariant
+    assert c.decisions(plan) == [("start", "p0", "j1", [0])]
+    note = plan.note("p3", "j8")
+    assert note is not None and note.reason.startswith(
+        "running 1 of max 2 replicas; grows when GPUs are idle"
     )
 
 
