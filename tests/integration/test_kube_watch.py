@@ -9,6 +9,7 @@ removed nodes are reflected in the inventory, and through the engine in ``GET /c
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -102,8 +103,18 @@ def test_410_gone_lists_again_and_sees_what_happened_meanwhile(
     assert len(lists) == 2 and "resourceVersion" not in lists[-1].query
 
     api.fail("GET", "/pods$", 410, watch=True, reason="Expired")  # the other way a server says it
-    api.drop_watches()
-    wait_for(lambda: executor.pod_watch.relists == 2, what="a relist after an HTTP 410")
+    dropped = [0.0]
+
+    def relisted() -> bool:
+        # a watch that was opening just as the fault was set escapes the drop: cut it again until one meets it
+        if executor.pod_watch is not None and executor.pod_watch.relists == 2:
+            return True
+        if time.monotonic() - dropped[0] > 0.5:
+            api.drop_watches()
+            dropped[0] = time.monotonic()
+        return False
+
+    wait_for(relisted, what="a relist after an HTTP 410")
     third = launch(executor, 3, 0, 2)
     wait_for(
         lambda: executor.observe()[3].running and api.pod(NAMESPACE, third)["status"]["phase"] == "Running"
