@@ -77,19 +77,18 @@ def _caps_kept_with_holds(before: ClusterState, plan: Plan, after: ClusterState,
             given.add(r.project)
     out: list[str] = []
     for p in before.projects:
-        if p.name not in given:
-            continue
-        if p.limit_gpus is not None and held[p.name] > p.limit_gpus:
-            out.append(f"project {p.name} is given GPUs up to {held[p.name]}, above its limit {p.limit_gpus}")
-        if (not p.allow_over_quota or not config.borrowing) and held[p.name] > p.deserved_gpus:
-            out.append(
-                f"project {p.name} is given GPUs up to {held[p.name]}, above its quota {p.deserved_gpus}"
+        may_borrow = p.allow_over_quota and config.borrowing
+        if p.name in given and _room(p.limit_gpus, p.deserved_gpus, may_borrow, held[p.name]) < 0:
+            caps = (
+                f"limit {p.limit_gpus}, quota {p.deserved_gpus}{'' if may_borrow else ' without borrowing'}"
             )
-    for d in before.departments:
-        members = [p.name for p in before.projects if p.department == d.name]
-        total = sum(held[m] for m in members)
-        if d.limit_gpus is not None and given.intersection(members) and total > d.limit_gpus:
-            out.append(f"department {d.name} is given GPUs up to {total}, above its limit {d.limit_gpus}")
+            out.append(f"project {p.name} is given GPUs up to {held[p.name]}, above its caps ({caps})")
+    dept_of = {p.name: p.department for p in before.projects}
+    for dept, room in _dept_room(after, config, held=held).items():
+        if room < 0 and any(dept_of[name] == dept for name in given):
+            out.append(
+                f"department {dept} is given {-room} GPUs above its limit (or its quota, without borrowing)"
+            )
     return out
 
 
@@ -343,10 +342,7 @@ def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) 
     plan (R10: it preempted its own lower-priority jobs first, and reclaims only the rest; decision 29)."""
     shares = fair_shares(before, config)
     alloc = _alloc(before)
-    own = dict(alloc)
-    for d in plan.decisions:
-        if d.cause == Cause.PREEMPT:
-            own[d.project] -= d.gpus
+    own = _less_own_preemptions(alloc, plan)
     firm: dict[str, int] = {}
     for r in plan.reservations:
         if r.firm:
@@ -366,6 +362,15 @@ def _reclaim_never_ping_pongs(before: ClusterState, plan: Plan, config: Config) 
     return out
 
 
+def _less_own_preemptions(alloc: dict[str, int], plan: Plan) -> dict[str, int]:
+    """What each project holds less what it gave up itself in ``plan`` (R10: preemptions inside a project)."""
+    out = dict(alloc)
+    for d in plan.decisions:
+        if d.cause == Cause.PREEMPT:
+            out[d.project] -= d.gpus
+    return out
+
+
 def _min_runtime_kept(before: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
     """R15: no job inside its minimum runtime is taken for another project (reclaim, or a move to make a whole
     node) unless that project was below its guarantee (counting what it gave up itself in this plan)."""
@@ -374,10 +379,7 @@ def _min_runtime_kept(before: ClusterState, plan: Plan, config: Config, now: flo
     young = minruntime.young(before.jobs, projects, departments, now)
     if not young:
         return []
-    shares, alloc = fair_shares(before, config), _alloc(before)
-    for d in plan.decisions:
-        if d.cause == Cause.PREEMPT:
-            alloc[d.project] -= d.gpus
+    shares, alloc = fair_shares(before, config), _less_own_preemptions(_alloc(before), plan)
     return [
         f"{d.project}/{d.job} was taken for {d.for_job[0]} inside its minimum runtime, and project "
         f"{d.for_job[0]} was not below its guarantee"
