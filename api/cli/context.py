@@ -2,7 +2,7 @@
 
 Contract: ``session()`` yields a ``TideClient`` for the server ``api.cli.target.resolve`` picks and turns
 every failure into a message a person understands and an exit code scripts can rely on
-(``api.cli.target.EXIT_*``, re-exported here); no traceback escapes. Tests replace the client with
+(``api.cli.target.EXIT_*``); no traceback escapes. Tests replace the client with
 ``use_client_factory`` (an ``ASGIBridge``-backed one). rich is imported only by ``console()`` and
 ``table()``: a command that prints JSON never loads it.
 """

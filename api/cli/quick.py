@@ -112,7 +112,7 @@ def _number(value: str, most: int | None) -> int | None:
 
 
 def _list_json(options: dict[str, object]) -> int | None:
-    server = target.resolve(_text(options.get("url")), _text(options.get("token")))
+    server = target.resolve(target.text(options.get("url")), target.text(options.get("token")))
     url = urlsplit(server.url)
     if url.scheme != "http" or not url.hostname or url.query or url.fragment or url.username or url.password:
         return None  # https (certificates), odd URLs: the full CLI's
@@ -173,10 +173,6 @@ def _has(job: object, fields: Sequence[str]) -> bool:
     return fields is REPLICA_FIELDS or (
         isinstance(replicas, list) and all(_has(r, REPLICA_FIELDS) for r in replicas)
     )
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def _write(stream: TextIO, line: str) -> None:

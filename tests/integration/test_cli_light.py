@@ -28,20 +28,22 @@ try:
     main()
 except SystemExit as end:
     code = end.code
-loaded = sorted({name.split(".")[0] for name in sys.modules} & watched)
+loaded = sorted({name.split(".")[0] for name, module in sys.modules.items() if module} & watched)
 sys.__stdout__.write("\\nPROBE " + json.dumps({"code": code, "loaded": loaded}) + "\\n")
 """
 
 
 def _probe(tmp_path: Path, watched: list[str], *args: str) -> dict[str, object]:
+    """Run ``tide ARGS`` in a fresh process: its exit code, which of ``watched`` it loaded (a module kept out
+    by a ``None`` entry is not loaded) and what it printed (``out``)."""
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TIDE_DATA_DIR": str(tmp_path / "data")}
     env.pop("TIDE_URL", None)
     command = [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(watched)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
-    line = done.stdout.rpartition("PROBE ")[2]
+    out, _, line = done.stdout.rpartition("\nPROBE ")
     assert line, done.stdout + done.stderr
     result: dict[str, object] = json.loads(line)
-    return result
+    return result | {"out": out}
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, fields
@@ -19,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from servicekit import ADMIN, RunningService, settings_for, wait_for
+from test_cli_light import _probe
 from typer.testing import CliRunner
 
 from api.cli import quick
@@ -235,20 +233,10 @@ def test_the_fields_it_checks_are_those_every_job_answer_has() -> None:
     assert required(ReplicaPublic) == quick.REPLICA_FIELDS
 
 
-def test_the_tide_command_answers_through_the_quick_path_without_typer_or_httpx(env: RunningService) -> None:
-    probe = (
-        "import sys\nfrom api.cli.main import main\nsys.argv = ['tide', *sys.argv[1:]]\n"
-        "try:\n    main()\nexcept SystemExit as end:\n    code = end.code\n"
-        "loaded = sorted({m.split('.')[0] for m, v in sys.modules.items() if v} & {'typer', 'click', 'httpx', 'rich'})\n"
-        "sys.stderr.write(f'PROBE {code} {loaded}\\n')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe, "list", "--json", "-p", "team-b"],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.stderr.strip().endswith("PROBE 0 []"), done.stderr
-    assert [job["name"] for job in json.loads(done.stdout)] == ["three", "later"]
+def test_the_tide_command_answers_through_the_quick_path_without_typer_or_httpx(
+    env: RunningService, tmp_path: Path
+) -> None:
+    args = ("list", "--json", "-p", "team-b", "--url", env.url, "--token", ADMIN)
+    probe = _probe(tmp_path, ["typer", "click", "httpx", "rich"], *args)
+    assert (probe["code"], probe["loaded"]) == (0, [])
+    assert [job["name"] for job in json.loads(str(probe["out"]))] == ["three", "later"]
