@@ -9,6 +9,10 @@ not fade away.
     python bench/cycle.py                      # the table, all sizes
     python bench/cycle.py --gpus 10240 --json  # one JSON object
     python bench/cycle.py --gpus 10240 --all-rules   # R14, R15, R16 and R17 on (see --help)
+    python bench/cycle.py --gpus 2048 --gpus 10240 --all-rules --cycles 12 --hash   # plans' fingerprint
+
+``--hash`` prints, per size, a SHA-256 over every cycle's decisions and notes (their ``repr``): a refactor or
+a speed-up of the core that must not change what it decides is checked by running it before and after.
 
 Rules that are off by default can be turned on: ``--usage-half-life`` (R14: every project starts with some
 usage above quota), ``--min-runtime`` (R15: every project; the jobs placed at the start ran 100 s before
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import math
 import random
@@ -131,6 +136,7 @@ def measure(gpus: int, cycles: int, seed: int = 1, rules: Rules | None = None) -
     cpu: list[float] = []
     ref: list[float] = []
     decisions = 0
+    digest = hashlib.sha256()
     pending_gpus = sum(j.min_replicas * j.gpus_per_replica for j in state.jobs if not j.active)
     for step in range(cycles):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -139,6 +145,7 @@ def measure(gpus: int, cycles: int, seed: int = 1, rules: Rules | None = None) -
         cpu.append((time.process_time() - c0) * 1000)
         ref.append(reference_pass(state))
         decisions += len(plan.decisions)
+        digest.update(repr((plan.decisions, plan.notes)).encode())
         state = churn(apply_plan(state, plan, now=float(step)), rng, step, rules)
     times.sort()
     return {
@@ -153,6 +160,7 @@ def measure(gpus: int, cycles: int, seed: int = 1, rules: Rules | None = None) -
         "p95_ms": round(times[min(len(times) - 1, int(0.95 * len(times)))], 2),
         "cpu_p50_ms": round(statistics.median(cpu), 2),
         "ref_p50_ms": round(statistics.median(ref), 2),
+        "plans_sha256": digest.hexdigest(),
     }
 
 
@@ -182,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, action="append", help="cluster size (repeatable); default: all sizes")
     ap.add_argument("--cycles", type=int, default=20, help="measured cycles per size (default 20)")
     ap.add_argument("--json", action="store_true", help="print one JSON object per size")
+    ap.add_argument(
+        "--hash", action="store_true", help="print the SHA-256 of every cycle's decisions and notes"
+    )
     ap.add_argument("--usage-half-life", type=float, default=0.0, help="R14: seconds (0: off)")
     ap.add_argument("--min-runtime", type=float, default=0.0, help="R15: seconds for every project (0: off)")
     ap.add_argument("--allowed-sizes", action="store_true", help="R16: elastic jobs at powers of two only")
@@ -194,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.all_rules:
         rules = Rules(3600.0, 300.0, True, 16)
     rows = [measure(g, args.cycles, rules=rules) for g in (args.gpus or SIZES)]
+    if args.hash:
+        for row in rows:
+            print(f"{row['gpus']:>7} GPUs, {row['cycles']} cycles, {rules}: {row['plans_sha256']}")
+        return 0
     if args.json:
         for row in rows:
             print(json.dumps(row))
