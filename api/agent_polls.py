@@ -31,8 +31,8 @@ from api.auth import bearer, hash_token
 from api.deps import Svc
 from scheduler.engine.inplace import members
 from scheduler.executors.torchrun import run_id_for
+from scheduler.statuses import ACTIVE
 from scheduler.store.models import AgentReportRow, JobRow, ProjectRow, ReplicaRow
-from scheduler.store.queries import ACTIVE
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"])
 _REREAD_S = 0.5  # a long-poll reads the database at least this often, woken or not

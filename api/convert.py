@@ -18,10 +18,9 @@ from fastapi import Response
 from pydantic import BaseModel, TypeAdapter
 
 from api import schemas
+from scheduler.statuses import ACTIVE
 from scheduler.store.models import DepartmentRow, EventRow, NodeRow, ProjectRow, TokenRow
 from scheduler.store.queries import Slot
-
-ACTIVE = ("pending", "running")
 
 
 @dataclass

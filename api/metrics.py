@@ -31,12 +31,12 @@ from sqlalchemy.orm import Session, selectinload
 from api.convert import Figures, Totals
 from api.engine_link import EngineHandle, EngineUnavailable
 from scheduler.engine.metrics import EngineMetrics
+from scheduler.statuses import JobStatus
 from scheduler.store.db import Database
 from scheduler.store.models import JobRow, NodeRow, ProjectRow
 from scheduler.store.queries import project_figures
 
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-JOB_STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 PROJECT_GAUGES = {
     "deserved": "GPUs the project is guaranteed (its quota).",
     "fair_share": "GPUs the project is entitled to right now (R1), as of the last cycle.",
@@ -162,8 +162,8 @@ def _jobs(session: Session, names: dict[int, str]) -> Metric:
         )
     }
     for project_id, name in sorted(names.items(), key=lambda item: item[1]):
-        for status in JOB_STATUSES:
-            jobs.add_metric([name, status], counts.get((project_id, status), 0))
+        for status in JobStatus:
+            jobs.add_metric([name, status.value], counts.get((project_id, status), 0))
     return jobs
 
 

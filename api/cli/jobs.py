@@ -20,6 +20,7 @@ from api.cli import context, quick, target
 from api.cli.eta_words import eta_cell, eta_sentence, parse_duration, span
 from api.client import TideClient
 from api.client_types import JobPublic
+from scheduler.statuses import JobStatus
 
 Url = Annotated[str | None, typer.Option("--url", help="Server URL (else TIDE_URL, config, local server).")]
 Token = Annotated[str | None, typer.Option("--token", help="Bearer token (else TIDE_TOKEN, config).")]
@@ -161,7 +162,7 @@ def _wait_running(job: JobPublic, seconds: float, url: str | None, token: str | 
     return job
 
 
-STATUSES = quick.STATUSES
+STATUSES = tuple(status.value for status in JobStatus)
 LIST_LIMIT = 50
 
 

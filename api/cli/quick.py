@@ -28,7 +28,6 @@ from urllib.parse import urlencode, urlsplit
 from api.cli import target
 from api.paths import API_PREFIX
 
-STATUSES = ("pending", "running", "succeeded", "failed", "cancelled")
 LIST_MAX = 10_000  # the most ``--limit`` takes
 TIMEOUT_S = 30  # as the full CLI's client
 PROXY_VARIABLES = (
@@ -45,11 +44,19 @@ JOB_FIELDS = (
 )  # fmt: skip
 REPLICA_FIELDS = ("index", "role", "status", "node", "gpus", "gpu_ids", "pid", "started_at", "exit_code")
 
+
+def _job_status(value: str) -> str | None:
+    """``value`` if it names a job status (the statuses are imported only when ``--status`` is given)."""
+    from scheduler.statuses import JobStatus  # noqa: PLC0415 - ``version`` and a plain ``list`` skip the enums
+
+    return value if value in tuple(JobStatus) else None
+
+
 # list's options that take a value: option -> (name, check); a check returns None for a value typer rejects
 _LIST_OPTIONS: dict[str, tuple[str, Callable[[str], object]]] = {
     "-p": ("project", str),
     "--project": ("project", str),
-    "--status": ("status", lambda v: v if v in STATUSES else None),
+    "--status": ("status", _job_status),
     "--limit": ("limit", lambda v: _number(v, LIST_MAX)),
     "--offset": ("offset", lambda v: _number(v, None)),
     "--url": ("url", str),

@@ -39,9 +39,10 @@ from api.engine_link import EngineUnavailable
 from api.routes.projects import get_project
 from api.settings import Settings
 from scheduler.core.explain import beyond_cluster
-from scheduler.engine.reconcile import stop_job_replicas
+from scheduler.statuses import ACTIVE, JobStatus
+from scheduler.store import lifecycle
 from scheduler.store.models import JobRow, NodeRow
-from scheduler.store.queries import ACTIVE, add_event, count_jobs, job_by_name, job_views
+from scheduler.store.queries import count_jobs, job_by_name, job_views
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
     return JobRow(
         project_id=project_id,
         name=body.name,
-        status="pending",
+        status=JobStatus.PENDING,
         workers=body.workers,
         min_replicas=body.min_replicas,
         max_replicas=body.max_replicas,
@@ -250,12 +251,8 @@ def delete_job(project: str, name: str, svc: Svc, caller: Caller) -> schemas.Job
         require_project_writer(caller, project)
         job = job_by_name(session, project, name, lock=True) or job
         if job.status in ACTIVE:
-            now = svc.engine.clock()
             who = "an admin" if caller.is_admin else "a project token"
-            job.status, job.finished_at, job.message = "cancelled", now, f"deleted by {who}"
-            job.pending_reason = job.queue_position = None
-            stop_job_replicas(session, job)
-            add_event(session, time=now, kind="cancel", project=project, job=name, reason=f"deleted by {who}")
+            lifecycle.cancel_job(session, job, now=svc.engine.clock(), reason=f"deleted by {who}")
         session.flush()
         public = convert.job_public(job, project)
     svc.engine.trigger()

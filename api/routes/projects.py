@@ -15,8 +15,9 @@ from sqlalchemy.orm import Session, selectinload
 from api import convert, schemas
 from api.auth import require_admin
 from api.deps import Caller, Svc
+from scheduler.statuses import ACTIVE
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow
-from scheduler.store.queries import ACTIVE, project_by_name, project_figures
+from scheduler.store.queries import project_by_name, project_figures
 
 router = APIRouter(prefix="/projects", tags=["projects"])
 

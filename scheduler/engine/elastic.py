@@ -4,8 +4,8 @@ Contract (docs/elastic-resize.md). A job whose command is a torchrun launch (``u
 executor with ``coordinated_restarts`` (the local one) runs as a series of launches, each a fresh
 rendezvous of exactly the job's size (the executor sets ``PET_NNODES=N:N`` from ``TIDE_NUM_REPLICAS`` and
 a run id and port per ``TIDE_GENERATION``). Replica rows outlive launches: the master keeps its node and
-GPUs throughout. A replica whose process must end before the next launch stays ``desired == "run"`` and
-is marked ``status == "terminating"``; ``stop_requested_at`` records its SIGTERM.
+GPUs throughout. A replica whose process must end before the next launch stays wanted (``run``) and is
+marked ``terminating``; ``stop_requested_at`` records its SIGTERM.
 
 - ``sync_launches``: a job resized since its launch (wanted replicas not launched beside live ones after
   a GROW; live replicas told to stop beside live wanted ones after a SHRINK) has every live wanted
@@ -35,8 +35,10 @@ from sqlalchemy.orm import Session, selectinload
 from scheduler.engine import notice
 from scheduler.executors.base import Executor, Observation
 from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
+from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
+from scheduler.store import lifecycle
 from scheduler.store.models import EventRow, JobRow, ReplicaRow
-from scheduler.store.queries import ACTIVE, add_event
+from scheduler.store.queries import add_event
 
 RESTART = "restart"
 FailJob = Callable[[Session, JobRow, str, float], None]
@@ -64,19 +66,23 @@ def _mark(job: JobRow) -> int:
     """Mark every live wanted replica of ``job`` to end before the next launch."""
     marked = 0
     for replica in job.replicas:
-        if replica.desired == "run" and _live(replica) and replica.status != "terminating":
-            replica.status = "terminating"
+        if (
+            replica.desired == ReplicaDesired.RUN
+            and _live(replica)
+            and replica.status != ReplicaStatus.TERMINATING
+        ):
+            lifecycle.mark_restarting(replica)
             marked += 1
     return marked
 
 
 def _resized(job: JobRow) -> bool:
-    wanted = [r for r in job.replicas if r.desired == "run"]
-    running = [r for r in wanted if _live(r) and r.status != "terminating"]
+    wanted = [r for r in job.replicas if r.desired == ReplicaDesired.RUN]
+    running = [r for r in wanted if _live(r) and r.status != ReplicaStatus.TERMINATING]
     if not running:
         return False
     grown = any(r.pid is None for r in wanted)
-    shrunk = any(r.desired == "stop" and _live(r) for r in job.replicas)
+    shrunk = any(r.desired == ReplicaDesired.STOP and _live(r) for r in job.replicas)
     return grown or shrunk
 
 
@@ -95,7 +101,11 @@ def sync_launches(session: Session, executor: Executor, *, now: float, grace: fl
             _mark(job)
             _share_notice(job)
         for replica in job.replicas:
-            if replica.desired != "run" or replica.status != "terminating" or not _live(replica):
+            if (
+                replica.desired != ReplicaDesired.RUN
+                or replica.status != ReplicaStatus.TERMINATING
+                or not _live(replica)
+            ):
                 continue
             restarting += 1
             grace_left = notice.grace_of(job, grace)
@@ -107,22 +117,26 @@ def sync_launches(session: Session, executor: Executor, *, now: float, grace: fl
 def _share_notice(job: JobRow) -> None:
     """A shrink with a preemption notice restarts the whole launch: the staying replicas get the leaving
     ones' notice too (the training's rank 0, on the master, is the one that saves the checkpoint)."""
-    given = [r.notice_seconds for r in job.replicas if r.desired == "stop" and _live(r) and r.notice_seconds]
+    given = [
+        r.notice_seconds
+        for r in job.replicas
+        if r.desired == ReplicaDesired.STOP and _live(r) and r.notice_seconds
+    ]
     if not given:
         return
     for replica in job.replicas:
-        if replica.desired == "run" and replica.status == "terminating" and replica.stop_requested_at is None:
+        if (
+            replica.desired == ReplicaDesired.RUN
+            and replica.status == ReplicaStatus.TERMINATING
+            and replica.stop_requested_at is None
+        ):
             replica.notice_seconds = replica.notice_seconds or max(given)
 
 
 def _clear(replica: ReplicaRow) -> None:
     """Ready to launch again: no process, same node and GPUs, no notice."""
     notice.clear(replica)
-    replica.pid = None
-    replica.exit_code = None
-    replica.started_at = None
-    replica.stop_requested_at = None
-    replica.status = "starting"
+    lifecycle.relaunchable(replica)
 
 
 def count_restarts(session: Session, job: JobRow, cause: str, since: float) -> int:
@@ -140,7 +154,7 @@ def _restart_job(session: Session, job: JobRow, *, now: float, cause: str, reaso
     """End the current launch of ``job`` and launch it again at the same size (from its checkpoint)."""
     _mark(job)
     job.generation += 1
-    replicas = sorted(r.index for r in job.replicas if r.desired == "run")
+    replicas = sorted(r.index for r in job.replicas if r.desired == ReplicaDesired.RUN)
     add_event(
         session, time=now, kind=RESTART, project=job.project.name, job=job.name,
         replicas=replicas, reason=reason, cause=cause,
@@ -152,7 +166,7 @@ def on_exit(
 ) -> ExitOutcome:
     """Fold the exit of a wanted replica of an active job; ``what`` describes it for a person."""
     job = replica.job
-    if replica.status == "terminating" and replica.desired == "run":
+    if replica.status == ReplicaStatus.TERMINATING and replica.desired == ReplicaDesired.RUN:
         _clear(replica)
         return ExitOutcome(handled=True)
     if not coordinated(executor, job):
@@ -189,11 +203,15 @@ def check_launches(
         return
     rows = session.scalars(
         select(ReplicaRow)
-        .where(ReplicaRow.id.in_(stuck), ReplicaRow.desired == "run", ReplicaRow.started_at < now - timeout)
+        .where(
+            ReplicaRow.id.in_(stuck),
+            ReplicaRow.desired == ReplicaDesired.RUN,
+            ReplicaRow.started_at < now - timeout,
+        )
         .options(selectinload(ReplicaRow.job).selectinload(JobRow.replicas))
     ).all()
     for job in {r.job.id: r.job for r in rows if r.job.status in ACTIVE}.values():
-        size = sum(1 for r in job.replicas if r.desired == "run")
+        size = sum(1 for r in job.replicas if r.desired == ReplicaDesired.RUN)
         what = f"the launch at {size} replicas did not start its workers within {timeout:g} s"
         since = job.last_resized_at if job.last_resized_at is not None else job.created_at
         if count_restarts(session, job, "timeout", since) >= 1:

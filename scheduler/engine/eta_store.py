@@ -21,12 +21,15 @@ from scheduler.core.estimate import Estimate, Estimator, Finished
 from scheduler.core.forecast import Horizon
 from scheduler.core.model import ClusterState, Config
 from scheduler.engine.eta import EtaTask, Key
+from scheduler.statuses import ACTIVE, JobStatus
 from scheduler.store.models import JobRow, ProjectRow
-from scheduler.store.queries import ACTIVE
 
 HISTORY_DAYS = 14.0
 HISTORY_JOBS = 5000
-RAN = ("succeeded", "failed")  # a cancelled job's run time says nothing about how long such jobs run
+RAN = (
+    JobStatus.SUCCEEDED,
+    JobStatus.FAILED,
+)  # a cancelled job's run time says nothing about how long such jobs run
 
 
 def history(session: Session, *, now: float) -> Estimator:

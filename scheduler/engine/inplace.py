@@ -36,8 +36,9 @@ from scheduler.engine import notice
 from scheduler.engine.elastic import RESTART, count_restarts
 from scheduler.executors.base import Executor
 from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
+from scheduler.statuses import ACTIVE, ReplicaDesired
 from scheduler.store.models import AgentReportRow, JobRow, ReplicaRow
-from scheduler.store.queries import ACTIVE, add_event
+from scheduler.store.queries import add_event
 
 WARM_TIMEOUT_S = 60.0  # a newcomer whose launcher is not warm by then is admitted anyway (it starts cold)
 READY_STATES = ("warm", "running", "stopped", "exited")  # the agent is up and has a warm launcher
@@ -68,7 +69,9 @@ def current_launch(replicas: Iterable[ReplicaRow]) -> int | None:
 
 def members(job: JobRow, generation: int) -> list[ReplicaRow]:
     """The wanted replicas of launch ``generation``, by rank (replica index)."""
-    chosen = [r for r in job.replicas if r.desired == "run" and r.launch_generation == generation]
+    chosen = [
+        r for r in job.replicas if r.desired == ReplicaDesired.RUN and r.launch_generation == generation
+    ]
     return sorted(chosen, key=lambda r: r.index)
 
 
@@ -106,7 +109,7 @@ def _launch(job: JobRow, replicas: Iterable[ReplicaRow], now: float) -> int:
 
 def _relaunch(job: JobRow, reports: dict[int, AgentReportRow], *, now: float) -> int:
     current = current_launch(job.replicas)
-    wanted = [r for r in job.replicas if r.desired == "run"]
+    wanted = [r for r in job.replicas if r.desired == ReplicaDesired.RUN]
     if not wanted:
         return 0
     if current is None:
@@ -114,7 +117,7 @@ def _relaunch(job: JobRow, reports: dict[int, AgentReportRow], *, now: float) ->
         return 0
     staying = [r for r in wanted if r.launch_generation == current]
     newcomers = [r for r in wanted if r.launch_generation != current]
-    leaving = [r for r in job.replicas if r.desired != "run" and r.launch_generation == current]
+    leaving = [r for r in job.replicas if r.desired != ReplicaDesired.RUN and r.launch_generation == current]
     ready = [r for r in newcomers if _warm(r, reports.get(r.id), now)]
     noticed = [r.notice_seconds for r in leaving if notice.pending(r, now) and r.notice_seconds]
     if noticed:  # the launch trains on while the leaving replicas' preemption notice runs: all get it

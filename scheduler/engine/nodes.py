@@ -8,9 +8,10 @@ Contract:
   drained or lost node stays unschedulable until it is set ``ready`` again; cordoning one leaves it as it
   is (it is already out of service). Returns the row, or None for an unknown node.
 - ``release_taken_nodes(session, executor, now=..., knobs=...)`` runs every cycle in the leader: each
-  replica still wanted on a drained or lost node is released. An elastic job that keeps ``min_replicas``
-  and its master elsewhere shrinks (those replicas only); any other job is evicted whole, back to
-  ``pending``, and starts again from its checkpoint where a gang fits (R8), like an eviction by the core.
+  replica still wanted on a drained or lost node is released (``scheduler.store.lifecycle.release``). An
+  elastic job that keeps ``min_replicas`` and its master elsewhere shrinks (those replicas only); any other
+  job is evicted whole, back to ``pending``, and starts again from its checkpoint where a gang fits (R8),
+  like an eviction by the core (the rule: ``scheduler.core.taken_nodes``).
   Replicas on the node are signalled at once with the node's grace (0 for a lost node: SIGKILL); the
   job's other replicas are left to ``reconcile.stop_unwanted`` (master last). Each release is an event
   (``shrink`` or ``evict``, cause ``node``) whose reason names the node. Since the replicas are marked
@@ -26,11 +27,13 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from scheduler.core.plan import Action, Cause
-from scheduler.engine.reconcile import Knobs, stop_job_replicas
+from scheduler.core.plan import Cause
+from scheduler.core.taken_nodes import on_taken_nodes
+from scheduler.engine.reconcile import Knobs
 from scheduler.executors.base import Executor
+from scheduler.statuses import ACTIVE, ReplicaDesired
+from scheduler.store import lifecycle
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
-from scheduler.store.queries import ACTIVE, add_event
 
 log = logging.getLogger(__name__)
 NODE_STATES = ("ready", "cordoned", "drained", "lost")
@@ -64,7 +67,9 @@ def release_taken_nodes(session: Session, executor: Executor, *, now: float, kno
     on_taken = session.scalars(
         select(ReplicaRow)
         .join(ReplicaRow.job)
-        .where(ReplicaRow.node.in_(taken), ReplicaRow.desired == "run", JobRow.status.in_(ACTIVE))
+        .where(
+            ReplicaRow.node.in_(taken), ReplicaRow.desired == ReplicaDesired.RUN, JobRow.status.in_(ACTIVE)
+        )
         .options(selectinload(ReplicaRow.job).selectinload(JobRow.replicas))
         .options(selectinload(ReplicaRow.job).selectinload(JobRow.project))
     ).all()
@@ -85,47 +90,33 @@ def _release_job(
     now: float,
     knobs: Knobs,
 ) -> None:
+    """Shrink or evict the job of ``gone`` (as ``scheduler.core.taken_nodes`` decides); stop ``gone`` now."""
     job = gone[0].job
-    kept = [r for r in job.replicas if r.desired == "run" and r.node not in taken]
-    nodes = sorted({r.node for r in gone})
-    what = " and ".join(f"node {n} was {taken[n].state}" for n in nodes)
-    whole = len(kept) < job.min_replicas or any(r.index == 0 for r in gone)
-    indices = sorted(r.index for r in (gone + kept if whole else gone))
-    for replica in gone:
-        _take_away(session, executor, replica, taken[replica.node], now=now, knobs=knobs)
-    if whole:
+    kept = [r.index for r in job.replicas if r.desired == ReplicaDesired.RUN and r.node not in taken]
+    what = " and ".join(f"node {n} was {taken[n].state}" for n in sorted({r.node for r in gone}))
+    loss = on_taken_nodes(job.min_replicas, [r.index for r in gone], kept)
+    if loss.evict:
         reason = f"{what}: the job restarts from its checkpoint on other nodes when its gang fits"
-        stop_job_replicas(session, job)
-        job.status = "pending"
-        job.restarts += 1
-        job.pending_reason = reason
     else:
         reason = f"{what}: the job goes on with {len(kept)} replica(s) and grows again when GPUs are free"
-    job.last_resized_at = now
-    job.generation += 1
-    action = Action.EVICT if whole else Action.SHRINK
-    add_event(
+    marked = lifecycle.release(
         session,
-        time=now,
-        kind=action.value,
-        project=job.project.name,
-        job=job.name,
-        replicas=indices,
+        job,
+        loss.indices,
+        evict=loss.evict,
+        now=now,
+        cause=Cause.NODE,
         reason=reason,
-        cause=Cause.NODE.value,
+        pending_reason=reason if loss.evict else None,
     )
+    stopping = set(marked)
+    for replica in gone:
+        if replica in stopping:
+            _stop_now(executor, replica, taken[replica.node], now=now, knobs=knobs)
 
 
-def _take_away(
-    session: Session, executor: Executor, replica: ReplicaRow, node: NodeRow, *, now: float, knobs: Knobs
-) -> None:
-    """Stop ``replica`` now with its node's grace; one never launched is simply forgotten."""
-    if replica.pid is None:
-        replica.job.replicas.remove(replica)
-        session.delete(replica)
-        return
-    replica.desired = "stop"
-    replica.status = "terminating"
+def _stop_now(executor: Executor, replica: ReplicaRow, node: NodeRow, *, now: float, knobs: Knobs) -> None:
+    """Signal ``replica`` (marked to stop) now, with its node's grace, else its job's, else the service's."""
     grace = node.drain_grace
     if grace is None:
         grace = replica.job.grace_period if replica.job.grace_period is not None else knobs.grace_period

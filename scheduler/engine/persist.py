@@ -2,9 +2,10 @@
 
 Contract: ``persist_plan(session, plan, now=..., notes=...)`` runs inside the cycle's one write transaction. The
 decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
-meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. START/GROW insert ``ReplicaRow``s that the engine
+meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. Each decision goes through
+its job's transition in ``scheduler.store.lifecycle``: START/GROW insert ``ReplicaRow``s that the engine
 launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-launched one is deleted at
-once). EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason; a
+once), and EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason; a
 SHRINK's or EVICT's also carries the work the job loses (``details["lost_gpu_seconds"]``).
 
 A SHRINK or EVICT caused by a reclaim or a preemption (``notice.NOTICE_CAUSES``) of a job whose project
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm import Session
@@ -33,9 +36,11 @@ from sqlalchemy.orm import Session
 from scheduler.core.plan import Action, Decision, Plan
 from scheduler.core.usage import accrue
 from scheduler.engine import notice
+from scheduler.statuses import ACTIVE
+from scheduler.store import lifecycle
 from scheduler.store.mapper import Notes
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
-from scheduler.store.queries import ACTIVE, active_jobs, add_event
+from scheduler.store.queries import active_jobs
 
 log = logging.getLogger(__name__)
 
@@ -62,25 +67,7 @@ def persist_plan(
                 "skipping %s of %s/%s: no longer active", decision.action, decision.project, decision.job
             )
             continue
-        reason, details = decision.reason, _lost(decision)
-        if decision.action in (Action.START, Action.GROW):
-            _place(session, job, decision, now)
-        else:
-            released = _release(session, job, decision, now)
-            given = _notice(job, decision, released, reaches, grace_period)
-            if given is not None and details is not None:
-                reason, details = f"{reason}; {given[0]}", details | {"notice_seconds": given[1]}
-        add_event(
-            session,
-            time=now,
-            kind=decision.action.value,
-            project=decision.project,
-            job=decision.job,
-            replicas=[p.index for p in decision.replicas],
-            reason=reason,
-            cause=decision.cause.value,
-            details=details,
-        )
+        _apply(session, job, decision, now=now, reaches=reaches, grace_period=grace_period)
         applied.append(decision)
     _write_notes(session, plan, notes)
     _write_shares(session, plan)
@@ -89,10 +76,37 @@ def persist_plan(
     return applied
 
 
-def _lost(decision: Decision) -> dict[str, float] | None:
-    """A shrink's or an eviction's cost, GPU-seconds since the job's last checkpoint or restart."""
+def _apply(
+    session: Session,
+    job: JobRow,
+    decision: Decision,
+    *,
+    now: float,
+    reaches: Callable[[JobRow], bool] | None,
+    grace_period: float,
+) -> None:
+    """Take ``decision`` through its job's transition (``scheduler.store.lifecycle``), which writes its event."""
     if decision.action in (Action.START, Action.GROW):
-        return None
+        grow = decision.action is Action.GROW
+        lifecycle.start(
+            session, job, decision.replicas, grow=grow, now=now, cause=decision.cause, reason=decision.reason
+        )
+        return
+    lifecycle.release(
+        session,
+        job,
+        [p.index for p in decision.replicas],
+        evict=decision.action is Action.EVICT,
+        now=now,
+        cause=decision.cause,
+        reason=decision.reason,
+        details=_lost(decision),
+        notify=partial(_notice, job, decision, reaches=reaches, default_grace=grace_period),
+    )
+
+
+def _lost(decision: Decision) -> dict[str, Any]:
+    """A shrink's or an eviction's cost, GPU-seconds since the job's last checkpoint or restart."""
     return {"lost_gpu_seconds": round(decision.lost_gpu_seconds, 1)}
 
 
@@ -112,50 +126,6 @@ def _notice(
     grace = notice.grace_of(job, default_grace)
     given = [notice.give(replica, asked, grace) for replica in released]
     return notice.words(given[0], asked, grace), given[0]
-
-
-def _place(session: Session, job: JobRow, decision: Decision, now: float) -> None:
-    for placement in decision.replicas:
-        session.add(
-            ReplicaRow(
-                job=job,
-                index=placement.index,
-                node=placement.node,
-                gpus=placement.gpus,
-                desired="run",
-                status="starting",
-                created_at=now,
-            )
-        )
-    job.status = "running"
-    if job.started_at is None:
-        job.started_at = now
-    job.last_resized_at = now
-    job.generation += 1
-
-
-def _release(session: Session, job: JobRow, decision: Decision, now: float) -> list[ReplicaRow]:
-    """Mark the decision's replicas to stop (delete those never launched); the ones marked."""
-    marked: list[ReplicaRow] = []
-    indices = {p.index for p in decision.replicas}
-    if decision.action is Action.EVICT:
-        indices = {r.index for r in job.replicas if r.desired == "run"}
-    for replica in list(job.replicas):
-        if replica.desired != "run" or replica.index not in indices:
-            continue
-        if replica.pid is None:
-            job.replicas.remove(replica)
-            session.delete(replica)
-        else:
-            replica.desired = "stop"
-            replica.status = "terminating"
-            marked.append(replica)
-    job.last_resized_at = now
-    job.generation += 1
-    if not any(r.desired == "run" for r in job.replicas):
-        job.status = "pending"
-        job.restarts += 1 if decision.action is Action.EVICT else 0
-    return marked
 
 
 _NOTE_UPDATE = (

@@ -33,14 +33,16 @@ import signal
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.engine import elastic, inplace, notice
 from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
+from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
+from scheduler.store import lifecycle
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
-from scheduler.store.queries import ACTIVE, LIVE, add_event, held_gpu_ids
+from scheduler.store.queries import LIVE, held_gpu_ids
 
 log = logging.getLogger(__name__)
 
@@ -55,23 +57,16 @@ class Knobs:
     launch_timeout: float = 60.0  # torchrun jobs: seconds for a launch to start its workers
 
 
-def _final_status(exit_code: int, requested_stop: bool) -> str:
-    """A replica stopped on request did what it was asked, whatever its code (torchrun exits 1 on SIGTERM)."""
-    return "succeeded" if exit_code == 0 or requested_stop else "failed"
-
-
 def record_observations(
     session: Session, executor: Executor, seen: Mapping[int, Observation], *, now: float, knobs: Knobs
 ) -> set[int]:
     """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed."""
     record_checkpoints(session, seen)
     live: dict[int, str] = dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
-    started = [rid for rid, status in live.items() if status == "starting" and _running(seen.get(rid))]
-    if started:
-        session.execute(
-            update(ReplicaRow).where(ReplicaRow.id.in_(started)).values(status="running"),
-            execution_options={"synchronize_session": False},
-        )
+    lifecycle.mark_running(
+        session,
+        [rid for rid, status in live.items() if status == ReplicaStatus.STARTING and _running(seen.get(rid))],
+    )
     gone = [rid for rid in live if not _running(seen.get(rid))]
     for replica in _with_jobs(session, gone):
         obs = seen.get(replica.id)
@@ -145,7 +140,7 @@ def _replica_exited(
     detail: str | None = None,
 ) -> None:
     job = replica.job
-    requested = replica.desired == "stop"
+    requested = replica.desired == ReplicaDesired.STOP
     executor.forget(replica.id)
     what = f"replica {replica.index} {describe_exit(code)}" + (f" ({detail})" if detail else "")
     outcome = elastic.ExitOutcome(handled=False)
@@ -153,21 +148,18 @@ def _replica_exited(
         outcome = elastic.on_exit(session, executor, replica, code, now=now, what=what)
         if outcome.handled:
             return
-    replica.exit_code = code
-    replica.status = _final_status(code, requested)
-    if requested:
-        if job.status in ACTIVE:
-            job.replicas.remove(replica)
-            session.delete(replica)
-        return
-    replica.desired = "done"
-    if job.status not in ACTIVE:
+    lifecycle.exited(session, replica, code)
+    if requested or job.status not in ACTIVE:
         return
     if code != 0:
         reason = f"{what} {outcome.note}" if outcome.note else what
-        _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
-    elif replica.index == 0 or outcome.finished or not any(r.desired == "run" for r in job.replicas):
-        _finish_job(session, job, "succeeded", now=now, reason="the job completed", kind="finish")
+        fail_job(session, job, reason, now)
+    elif (
+        replica.index == 0
+        or outcome.finished
+        or not any(r.desired == ReplicaDesired.RUN for r in job.replicas)
+    ):
+        lifecycle.finish_job(session, job, JobStatus.SUCCEEDED, now=now, reason="the job completed")
 
 
 def describe_exit(code: int) -> str:
@@ -183,31 +175,9 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}{hint}"
 
 
-def _finish_job(session: Session, job: JobRow, status: str, *, now: float, reason: str, kind: str) -> None:
-    job.status = status
-    job.finished_at = now
-    job.message = reason
-    job.pending_reason = None
-    job.queue_position = None
-    stop_job_replicas(session, job)
-    add_event(session, time=now, kind=kind, project=job.project.name, job=job.name, reason=reason)
-
-
 def fail_job(session: Session, job: JobRow, reason: str, now: float) -> None:
-    _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
-
-
-def stop_job_replicas(session: Session, job: JobRow) -> None:
-    """Mark every wanted replica of ``job`` to stop; forget those never launched."""
-    for replica in list(job.replicas):
-        if replica.desired != "run":
-            continue
-        if replica.pid is None:
-            job.replicas.remove(replica)
-            session.delete(replica)
-        else:
-            replica.desired = "stop"
-            replica.status = "terminating"
+    """Fail ``job`` for ``reason`` (``elastic`` and ``inplace`` are handed this, as their ``FailJob``)."""
+    lifecycle.finish_job(session, job, JobStatus.FAILED, now=now, reason=reason)
 
 
 def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
@@ -220,7 +190,7 @@ def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Kn
 def _stop_released(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
     stopping = session.scalars(
         select(ReplicaRow)
-        .where(ReplicaRow.desired == "stop", *LIVE)
+        .where(ReplicaRow.desired == ReplicaDesired.STOP, *LIVE)
         .options(selectinload(ReplicaRow.job))
         .order_by(ReplicaRow.job_id, ReplicaRow.index.desc())  # R5: highest index first
     ).all()
@@ -250,7 +220,7 @@ def launch_waiting(
     waiting = session.scalars(
         select(ReplicaRow)
         .join(ReplicaRow.job)
-        .where(ReplicaRow.desired == "run", ReplicaRow.pid.is_(None), JobRow.status.in_(ACTIVE))
+        .where(ReplicaRow.desired == ReplicaDesired.RUN, ReplicaRow.pid.is_(None), JobRow.status.in_(ACTIVE))
         .options(
             selectinload(ReplicaRow.job).selectinload(JobRow.project),
             # each launch reads its job's replicas (the master's address): loaded here, not one query each
@@ -265,7 +235,11 @@ def launch_waiting(
     launched = 0
     whole = _whole_launches(waiting, executor, sizes, held)
     for replica in waiting:
-        if replica.job.status not in ACTIVE or replica.desired != "run" or replica.id in lingering:
+        if (
+            replica.job.status not in ACTIVE
+            or replica.desired != ReplicaDesired.RUN
+            or replica.id in lingering
+        ):
             continue  # its job failed to launch an earlier replica this round, or its old process lingers
         if elastic.coordinated(executor, replica.job) and replica.job.id not in whole:
             continue
@@ -300,7 +274,8 @@ def _whole_launches(
             continue
         trial = {node: set(ids) for node, ids in taken.items()}
         fits = True
-        for replica in sorted((r for r in job.replicas if r.desired == "run"), key=lambda r: r.index):
+        wanted = (r for r in job.replicas if r.desired == ReplicaDesired.RUN)
+        for replica in sorted(wanted, key=lambda r: r.index):
             gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), trial.get(replica.node, set()))
             if gpu_ids is None:
                 fits = False
@@ -342,18 +317,14 @@ def _launch(
         log.warning("cannot start replica %s of %s/%s: %s", replica.index, spec.project, job.name, error)
         if knobs.on_executor_error is not None:
             knobs.on_executor_error("start")
-        reason = f"replica {replica.index} could not start: {error}"
-        _finish_job(session, job, "failed", now=now, reason=reason, kind="fail")
+        fail_job(session, job, f"replica {replica.index} could not start: {error}", now)
         return False
-    replica.pid = obs.pid
-    replica.gpu_ids = list(gpu_ids)
-    replica.started_at = now
-    replica.status = "running" if obs.running else "starting"
+    lifecycle.launched(replica, pid=obs.pid, gpu_ids=gpu_ids, now=now, running=obs.running)
     return True
 
 
 def _context(job: JobRow, replica: ReplicaRow, gpu_ids: tuple[int, ...]) -> ReplicaContext:
-    wanted = [r for r in job.replicas if r.desired == "run"]
+    wanted = [r for r in job.replicas if r.desired == ReplicaDesired.RUN]
     master = next((r for r in wanted if r.index == 0), replica)
     return ReplicaContext(
         project=job.project.name,

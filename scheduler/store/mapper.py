@@ -20,8 +20,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from scheduler.core.model import ClusterState, Department, Job, Node, Project, Replica
+from scheduler.statuses import ACTIVE, ReplicaDesired
 from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow
-from scheduler.store.queries import ACTIVE
 
 
 def department_from_row(row: DepartmentRow) -> Department:
@@ -112,16 +112,22 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
         .where(JobRow.status.in_(ACTIVE))
         .where(
-            (ReplicaRow.desired.in_(("run", "done")))
-            | ((ReplicaRow.desired == "stop") & ReplicaRow.pid.is_not(None) & ReplicaRow.exit_code.is_(None))
+            (ReplicaRow.desired.in_((ReplicaDesired.RUN, ReplicaDesired.DONE)))
+            | (
+                (ReplicaRow.desired == ReplicaDesired.STOP)
+                & ReplicaRow.pid.is_not(None)
+                & ReplicaRow.exit_code.is_(None)
+            )
         )
     )
     completing: set[int] = set()  # jobs one of whose replicas finished its work
     for job_id, index, node, gpus, desired in session.execute(held):
-        if desired == "done":
+        if desired == ReplicaDesired.DONE:
             completing.add(job_id)
         else:
-            replicas.setdefault(job_id, []).append(Replica(index, node, gpus, releasing=desired != "run"))
+            replicas.setdefault(job_id, []).append(
+                Replica(index, node, gpus, releasing=desired != ReplicaDesired.RUN)
+            )
     query = (
         select(
             JobRow.id,

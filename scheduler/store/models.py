@@ -8,7 +8,8 @@ a new migration (never edit one that landed).
 A ``ReplicaRow`` is a *wanted placement* first: the engine inserts it when the core decides START/GROW and
 launches the process once its node has room (``pid`` is set then). ``desired`` says what the engine wants:
 ``run``, ``stop`` (shrink/evict/cancel: signal it, delete the row once it exited, unless its job finished),
-or ``done`` (it exited on its own; kept for the job's history).
+or ``done`` (it exited on its own; kept for the job's history). Statuses and ``desired`` are strings holding
+the words of ``scheduler.statuses``; only ``scheduler.store.lifecycle`` changes them once a row exists.
 
 A ``NodeRow`` carries two opinions: ``schedulable`` is the executor's (Kubernetes cordon, NotReady, a node
 gone), ``state`` an admin's (``scheduler.engine.nodes``); the core places onto a node only when both agree.
@@ -20,6 +21,8 @@ from typing import Any
 
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from scheduler.statuses import ReplicaDesired, ReplicaStatus
 
 
 class Base(DeclarativeBase):
@@ -123,8 +126,8 @@ class ReplicaRow(Base):
     node: Mapped[str] = mapped_column(String(253))
     gpus: Mapped[int] = mapped_column(Integer)
     gpu_ids: Mapped[list[int] | None] = mapped_column(JSON, nullable=True)
-    desired: Mapped[str] = mapped_column(String(8), default="run")
-    status: Mapped[str] = mapped_column(String(16), default="starting")
+    desired: Mapped[str] = mapped_column(String(8), default=ReplicaDesired.RUN)
+    status: Mapped[str] = mapped_column(String(16), default=ReplicaStatus.STARTING)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import Select, func, select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.statuses import ACTIVE, ReplicaDesired
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
 
-ACTIVE = ("pending", "running")
 # A replica whose process was launched and has not been seen exiting.
 LIVE = (ReplicaRow.pid.is_not(None), ReplicaRow.exit_code.is_(None))
 
@@ -90,7 +90,7 @@ def project_figures(
     held = (
         select(JobRow.project_id, func.sum(ReplicaRow.gpus))
         .join(ReplicaRow, ReplicaRow.job_id == JobRow.id)
-        .where(JobRow.status.in_(ACTIVE), ReplicaRow.desired == "run")
+        .where(JobRow.status.in_(ACTIVE), ReplicaRow.desired == ReplicaDesired.RUN)
         .group_by(JobRow.project_id)
     )
     if project_id is not None:
@@ -123,7 +123,7 @@ def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot
         query = query.where(ReplicaRow.node == node)
     slots: dict[str, list[Slot]] = defaultdict(list)
     for name, project, job, index, gpu_ids, desired in session.execute(query):
-        slots[name].append((project, job, index, list(gpu_ids or ()), desired != "run"))
+        slots[name].append((project, job, index, list(gpu_ids or ()), desired != ReplicaDesired.RUN))
     return slots
 
 

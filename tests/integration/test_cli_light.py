@@ -19,26 +19,28 @@ import typer
 from api.cli.main import COMMAND_MODULES, COMMANDS, build
 
 SERVER_SIDE = ["fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic", "scheduler"]
+# standard library only, shared by the service and the CLI (the words of statuses): not the server's
+SHARED = ["scheduler", "scheduler.statuses"]
 PROBE = """
 import json, sys
-args, watched = json.loads(sys.argv[1]), set(json.loads(sys.argv[2]))
+args, watched, shared = json.loads(sys.argv[1]), set(json.loads(sys.argv[2])), set(json.loads(sys.argv[3]))
 from api.cli.main import main
 sys.argv = ["tide", *args]
 try:
     main()
 except SystemExit as end:
     code = end.code
-loaded = sorted({name.split(".")[0] for name, module in sys.modules.items() if module} & watched)
+loaded = sorted({name.split(".")[0] for name, module in sys.modules.items() if module and name not in shared} & watched)
 sys.__stdout__.write("\\nPROBE " + json.dumps({"code": code, "loaded": loaded}) + "\\n")
 """
 
 
 def _probe(tmp_path: Path, watched: list[str], *args: str) -> dict[str, object]:
     """Run ``tide ARGS`` in a fresh process: its exit code, which of ``watched`` it loaded (a module kept out
-    by a ``None`` entry is not loaded) and what it printed (``out``)."""
+    by a ``None`` entry is not loaded, a ``SHARED`` one does not count) and what it printed (``out``)."""
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TIDE_DATA_DIR": str(tmp_path / "data")}
     env.pop("TIDE_URL", None)
-    command = [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(watched)]
+    command = [sys.executable, "-c", PROBE, json.dumps(args), json.dumps(watched), json.dumps(SHARED)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     out, _, line = done.stdout.rpartition("\nPROBE ")
     assert line, done.stdout + done.stderr
@@ -50,6 +52,8 @@ def _probe(tmp_path: Path, watched: list[str], *args: str) -> dict[str, object]:
     "args",
     [
         ["list", "--json", "--url", "http://127.0.0.1:9"],  # unreachable: exit 4, after the client ran
+        ["list", "--json", "--status", "running", "--url", "http://127.0.0.1:9"],
+        ["list", "--url", "http://127.0.0.1:9"],  # a table: the full CLI
         ["describe", "job", "x", "--url", "http://127.0.0.1:9"],
         ["version"],
         ["--help"],

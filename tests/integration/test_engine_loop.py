@@ -18,9 +18,9 @@ from scheduler.core import Config, Node
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.engine.persist import persist_plan
-from scheduler.engine.reconcile import stop_job_replicas
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.fake import FakeExecutor
+from scheduler.store import lifecycle
 from scheduler.store.db import Database
 from scheduler.store.mapper import load_snapshot
 from scheduler.store.migrate import upgrade
@@ -135,8 +135,7 @@ def test_the_master_is_stopped_last(harness: Harness) -> None:
     with harness.db.write() as session:
         job = job_by_name(session, "a", "train", lock=True)
         assert job is not None
-        job.status = "cancelled"
-        stop_job_replicas(session, job)
+        lifecycle.cancel_job(session, job, now=harness.clock, reason="deleted by an admin")
     harness.cycle()
     assert harness.stopping("train") == [1, 2]  # workers first
     harness.cycle(3)

@@ -1,0 +1,210 @@
+"""Every change of a job's or a replica's status: one function per transition, the only writer of them.
+
+Contract: functions take the rows (and, where they add or delete rows or write events, the open ``Session``)
+and neither commit nor roll back; the caller holds the job locked. A job's transition sets its status,
+resets what depends on it (its replicas, its generation, its reason to wait and place in line) and writes
+its event, the same whichever path asked for it (the plan, a taken node, an exit, a delete):
+
+- ``start``: wanted placements become replicas (``run``, ``starting``: the engine launches them once their
+  GPUs are free); the job is ``running``, its first start and last resize are ``now``, its generation moves
+  on. Event ``start`` or ``grow``.
+- ``release``: replicas stop (``mark_stopping``): the ones named, or every wanted one for an eviction; the
+  job's last resize is ``now`` and its generation moves on; a job left with no wanted replica is ``pending``
+  again (an eviction counts a restart). Event ``shrink`` or ``evict`` naming the replicas given.
+- ``finish_job``: ``succeeded`` (event ``finish``), ``failed`` (``fail``) or ``cancelled`` (``cancel``,
+  ``cancel_job``), for good: ``finished_at``, the reason as its message, no reason to wait nor place in line,
+  and every wanted replica stopping.
+
+A replica's own transitions write no event (its job's transition, or its exit, is what a person reads):
+``mark_stopping`` (told to stop for good), ``mark_running`` (seen running), ``launched`` (its process
+started), ``mark_restarting`` (still wanted, but its process ends before its job's next launch),
+``relaunchable`` (that process is gone: ready to launch again) and ``exited`` (its process ended).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from scheduler.core.plan import Action, Cause, Placement
+from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
+from scheduler.store.models import JobRow, ReplicaRow
+from scheduler.store.queries import add_event
+
+# given the replicas a release marked: the words and length of the preemption notice they got, if any
+Notify = Callable[[list[ReplicaRow]], tuple[str, float] | None]
+_FINISH_KINDS = {JobStatus.SUCCEEDED: "finish", JobStatus.FAILED: "fail", JobStatus.CANCELLED: "cancel"}
+
+
+def start(
+    session: Session,
+    job: JobRow,
+    placements: Sequence[Placement],
+    *,
+    grow: bool,
+    now: float,
+    cause: Cause,
+    reason: str,
+) -> None:
+    """Start ``job`` (or grow it) with the replicas ``placements`` (see the module's contract)."""
+    for placement in placements:
+        session.add(
+            ReplicaRow(
+                job=job,
+                index=placement.index,
+                node=placement.node,
+                gpus=placement.gpus,
+                desired=ReplicaDesired.RUN,
+                status=ReplicaStatus.STARTING,
+                created_at=now,
+            )
+        )
+    job.status = JobStatus.RUNNING
+    if job.started_at is None:
+        job.started_at = now
+    job.last_resized_at = now
+    job.generation += 1
+    action = Action.GROW if grow else Action.START
+    _event(session, job, action, now=now, replicas=[p.index for p in placements], reason=reason, cause=cause)
+
+
+def release(
+    session: Session,
+    job: JobRow,
+    indices: Sequence[int],
+    *,
+    evict: bool,
+    now: float,
+    cause: Cause,
+    reason: str,
+    details: dict[str, Any] | None = None,
+    notify: Notify | None = None,
+    pending_reason: str | None = None,
+) -> list[ReplicaRow]:
+    """Shrink ``job`` by the replicas ``indices``, or ``evict`` it whole; return the replicas marked to stop.
+
+    ``notify`` may give those a preemption notice: its words join the event's reason and its length the
+    event's ``details`` (``notice_seconds``). ``pending_reason``: the job's reason to wait, when the release
+    sends it back to ``pending`` and the caller knows it ahead of the next cycle's notes."""
+    chosen = set(indices)
+    marked: list[ReplicaRow] = []
+    for replica in [r for r in job.replicas if r.desired == ReplicaDesired.RUN]:
+        if (evict or replica.index in chosen) and mark_stopping(session, replica):
+            marked.append(replica)
+    job.last_resized_at = now
+    job.generation += 1
+    if not any(r.desired == ReplicaDesired.RUN for r in job.replicas):
+        job.status = JobStatus.PENDING
+        job.restarts += 1 if evict else 0
+        if pending_reason is not None:
+            job.pending_reason = pending_reason
+    given = notify(marked) if notify is not None else None
+    if given is not None and details is not None:
+        reason, details = f"{reason}; {given[0]}", details | {"notice_seconds": given[1]}
+    action = Action.EVICT if evict else Action.SHRINK
+    _event(session, job, action, now=now, replicas=indices, reason=reason, cause=cause, details=details)
+    return marked
+
+
+def finish_job(session: Session, job: JobRow, status: JobStatus, *, now: float, reason: str) -> None:
+    """End ``job`` for good with ``status`` (succeeded, failed or cancelled) and why."""
+    job.status = status
+    job.finished_at = now
+    job.message = reason
+    job.pending_reason = None
+    job.queue_position = None
+    for replica in [r for r in job.replicas if r.desired == ReplicaDesired.RUN]:
+        mark_stopping(session, replica)
+    add_event(
+        session, time=now, kind=_FINISH_KINDS[status], project=job.project.name, job=job.name, reason=reason
+    )
+
+
+def cancel_job(session: Session, job: JobRow, *, now: float, reason: str) -> None:
+    """Cancel ``job`` (a delete): its replicas stop, master last, and it never starts again."""
+    finish_job(session, job, JobStatus.CANCELLED, now=now, reason=reason)
+
+
+def mark_stopping(session: Session, replica: ReplicaRow) -> bool:
+    """Tell ``replica`` to stop for good; one never launched is forgotten at once. Whether it was marked."""
+    if replica.pid is None:
+        replica.job.replicas.remove(replica)
+        session.delete(replica)
+        return False
+    replica.desired = ReplicaDesired.STOP
+    replica.status = ReplicaStatus.TERMINATING
+    return True
+
+
+def mark_running(session: Session, ids: Collection[int]) -> None:
+    """The replicas ``ids``, starting until now, were seen running (one statement, no rows loaded)."""
+    if ids:
+        session.execute(
+            update(ReplicaRow).where(ReplicaRow.id.in_(ids)).values(status=ReplicaStatus.RUNNING),
+            execution_options={"synchronize_session": False},
+        )
+
+
+def launched(
+    replica: ReplicaRow, *, pid: int | None, gpu_ids: Iterable[int], now: float, running: bool
+) -> None:
+    """``replica``'s process started on ``gpu_ids`` (``running``: already seen running)."""
+    replica.pid = pid
+    replica.gpu_ids = list(gpu_ids)
+    replica.started_at = now
+    replica.status = ReplicaStatus.RUNNING if running else ReplicaStatus.STARTING
+
+
+def mark_restarting(replica: ReplicaRow) -> None:
+    """``replica`` stays wanted, but its process ends before its job's next launch."""
+    replica.status = ReplicaStatus.TERMINATING
+
+
+def relaunchable(replica: ReplicaRow) -> None:
+    """``replica``'s process is gone and it launches again, on the same node and GPUs."""
+    replica.pid = None
+    replica.exit_code = None
+    replica.started_at = None
+    replica.stop_requested_at = None
+    replica.status = ReplicaStatus.STARTING
+
+
+def exited(session: Session, replica: ReplicaRow, code: int) -> None:
+    """``replica``'s process ended with ``code``. One told to stop did what it was asked, whatever its code
+    (torchrun exits 1 on SIGTERM), and is forgotten while its job is active (kept, as its history, once the
+    job finished); one that ended on its own is ``done``, kept for its job's history."""
+    requested = replica.desired == ReplicaDesired.STOP
+    replica.exit_code = code
+    replica.status = ReplicaStatus.SUCCEEDED if code == 0 or requested else ReplicaStatus.FAILED
+    if not requested:
+        replica.desired = ReplicaDesired.DONE
+    elif replica.job.status in ACTIVE:
+        replica.job.replicas.remove(replica)
+        session.delete(replica)
+
+
+def _event(
+    session: Session,
+    job: JobRow,
+    action: Action,
+    *,
+    now: float,
+    replicas: Sequence[int],
+    reason: str,
+    cause: Cause,
+    details: dict[str, Any] | None = None,
+) -> None:
+    add_event(
+        session,
+        time=now,
+        kind=action.value,
+        project=job.project.name,
+        job=job.name,
+        replicas=replicas,
+        reason=reason,
+        cause=cause.value,
+        details=details,
+    )
