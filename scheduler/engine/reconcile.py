@@ -24,6 +24,8 @@ pods run Tide's agent they relaunch in place instead (``scheduler.engine.inplace
 ``launch_waiting`` gives the job its agent token before its first pod).
 Executor calls happen inside the caller's transaction, so a launch is recorded with the decision that
 asked for it; if the commit fails, the next observation finds the unrecorded process and kills it (above).
+Every change of a status (launched, seen running, exited, a job finished or failed) goes through
+``scheduler.store.lifecycle``, which writes the job's event.
 """
 
 from __future__ import annotations
