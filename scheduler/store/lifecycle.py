@@ -102,8 +102,8 @@ def release(
         if pending_reason is not None:
             job.pending_reason = pending_reason
     given = notify(marked) if notify is not None else None
-    if given is not None and details is not None:
-        reason, details = f"{reason}; {given[0]}", details | {"notice_seconds": given[1]}
+    if given is not None:
+        reason, details = f"{reason}; {given[0]}", (details or {}) | {"notice_seconds": given[1]}
     action = Action.EVICT if evict else Action.SHRINK
     _event(session, job, action, now=now, replicas=indices, reason=reason, cause=cause, details=details)
     return marked
