@@ -53,7 +53,7 @@ class ExitOutcome:
 
 
 def coordinated(executor: Executor, job: JobRow) -> bool:
-    return bool(getattr(executor, "coordinated_restarts", False)) and uses_torchrun(job.command)
+    return executor.capabilities.coordinated_restarts and uses_torchrun(job.command)
 
 
 def _live(replica: ReplicaRow) -> bool:
@@ -82,7 +82,7 @@ def _resized(job: JobRow) -> bool:
 
 def sync_launches(session: Session, executor: Executor, *, now: float, grace: float) -> int:
     """Mark the replicas of resized jobs, signal every marked one; how many are still restarting."""
-    if not getattr(executor, "coordinated_restarts", False):
+    if not executor.capabilities.coordinated_restarts:
         return 0
     jobs = session.scalars(
         select(JobRow).where(JobRow.status.in_(ACTIVE)).options(selectinload(JobRow.replicas))

@@ -41,9 +41,10 @@ def project_notice(project: ProjectRow) -> int:
 
 
 def reaches(executor: Executor, job: JobRow) -> bool:
-    if getattr(executor, "preemption_notices", False):
+    capabilities = executor.capabilities
+    if capabilities.preemption_notices:
         return True
-    return bool(getattr(executor, "inplace_restarts", False)) and uses_torchrun(job.command)  # its agent
+    return capabilities.inplace_restarts and uses_torchrun(job.command)  # its agent
 
 
 def give(replica: ReplicaRow, notice: float, grace: float) -> float:

@@ -20,7 +20,7 @@ fixed-size launch (``torchrun_local``), and its observations say whether its wor
 Every replica of a plain ``torchrun ARGS`` job runs in a launcher (``warm_pool``: an idle, pre-warmed one,
 else one started for it), which plays torchrun's agent when it can (``warm_agent``) and hands over to
 torchrun otherwise; so all replicas of a launch take the same path.
-The executor supports the engine's coordinated restart (``coordinated_restarts``): a replica id may be
+The executor supports the engine's coordinated restart (``capabilities.coordinated_restarts``): a replica id may be
 started again once its earlier process was observed to exit and was forgotten.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from scheduler.core.model import Node
 from scheduler.executors import shim
-from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.base import LOST_EXIT_CODE, Capabilities, ExecutorError, LaunchSpec, Observation
 from scheduler.executors.checkpoints import read_mark
 from scheduler.executors.procs import signal_generation
 from scheduler.executors.torchrun import uses_torchrun
@@ -143,7 +143,7 @@ def _kill_marked(marker: str) -> None:
 class LocalExecutor:
     """Replicas as process groups on this machine; state under ``data_dir``."""
 
-    coordinated_restarts = True
+    capabilities = Capabilities(coordinated_restarts=True, preemption_notices=True)
 
     def __init__(self, data_dir: Path, nodes: tuple[Node, ...], *, real_gpus: bool = False) -> None:
         self._nodes = nodes
@@ -218,8 +218,6 @@ class LocalExecutor:
         trace("spawned", replica=spec.index, job=spec.job)
         return self._observation(record)
 
-    preemption_notices = True
-
     def notify(self, replica_id: int) -> None:
         record = self._records.get(replica_id)
         if record is None or record.exit_code is not None or record.stop_sent_at is not None:
@@ -266,6 +264,9 @@ class LocalExecutor:
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-tail:]) if tail > 0 else ""
         return text
+
+    def put_agent_token(self, project: str, job: str, token: str) -> None:
+        """Local replicas run no agent that polls the service."""
 
     def _spawn(self, spec: LaunchSpec) -> _Started:
         """Start the replica: a warm launcher from the pool when one fits, else the shim running its argv."""
