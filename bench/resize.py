@@ -22,13 +22,13 @@ Strategies (each is a ``Job``: ``start(n)``, ``prepare(n)`` outside the timed wi
 
 * ``coordinated``: Tide's resize. SIGTERM every agent (the script checkpoints and exits 0), wait for them to
   exit, start the new set as a fresh rendezvous of exactly N (``--nnodes=N:N``, new run id, new port),
-  configured by ``scheduler.executors.torchrun.replica_env``.
+  configured by ``scheduler.elastic.environment.torchrun_env``.
 * ``coordinated-warm``: the same, with agents taken from a pool of processes that already imported
   ``torch.distributed.run`` (an executor-side optimisation; the pool is refilled outside the timed window).
 * ``coordinated-fork``: the same, with pre-started launchers that also fork the workers from a preloaded,
   single-threaded fork server, so no process in the timed window imports torch (``WARM_FORK_AGENT``).
 * ``native-tuned``: torchrun's own membership change (SIGTERM the highest-index agents to shrink, start new
-  agents to grow; ``--nnodes=2:4``) with the settings of ``replica_env`` (keep-alive 1 s x 3, last call 3 s,
+  agents to grow; ``--nnodes=2:4``) with the settings of ``torchrun_env`` (keep-alive 1 s x 3, last call 3 s,
   own worker store).
 * ``native-default``: the same with torchrun's defaults (only the rendezvous address, ids and restarts).
 * ``tide``: resizes driven through Tide itself: a ``tide serve`` (local executor, 4 virtual GPUs of 1 node
@@ -62,13 +62,9 @@ from typing import IO, Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from scheduler.elastic.environment import RendezvousTuning, ReplicaLaunch, torchrun_env  # noqa: E402
+from scheduler.elastic.launch import run_id_for  # noqa: E402
 from scheduler.executors.ports import free_port  # noqa: E402
-from scheduler.executors.torchrun import (  # noqa: E402
-    RendezvousTuning,
-    ReplicaLaunch,
-    replica_env,
-    run_id_for,
-)
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 BIG, SMALL = 4, 2
@@ -356,7 +352,7 @@ class Coordinated(TorchrunJob):
             rdzv_host="127.0.0.1", rdzv_port=port, min_nodes=n, max_nodes=n, checkpoint_dir=str(self.ckpt),
             local_addr="127.0.0.1", tuning=self.tuning,
         )  # fmt: skip
-        return replica_env(launch)
+        return torchrun_env(launch)
 
     def start(self, n: int) -> None:
         self.generation += 1
@@ -446,7 +442,7 @@ class Native(TorchrunJob):
             rdzv_port=self.port, min_nodes=SMALL, max_nodes=BIG, checkpoint_dir=str(self.ckpt),
             local_addr="127.0.0.1", max_restarts=100,  # each shrink costs the survivors a restart
         )  # fmt: skip
-        return replica_env(launch)
+        return torchrun_env(launch)
 
     def start(self, n: int) -> None:
         self.generation += 1

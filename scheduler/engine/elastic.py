@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
 from scheduler.engine import notice
 from scheduler.executors.base import Executor, Observation
-from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
 from scheduler.store.models import EventRow, JobRow, ReplicaRow
 from scheduler.store.queries import ACTIVE, add_event
 

@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
 from scheduler.engine import notice
 from scheduler.engine.elastic import RESTART, count_restarts
 from scheduler.executors.base import Executor
-from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
 from scheduler.store.models import AgentReportRow, JobRow, ReplicaRow
 from scheduler.store.queries import ACTIVE, add_event
 

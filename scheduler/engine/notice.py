@@ -24,8 +24,8 @@ Every time comes from the caller (``now``); the timing is as fine as the loop, w
 from __future__ import annotations
 
 from scheduler.core.plan import Cause
+from scheduler.elastic.torchrun_argv import uses_torchrun
 from scheduler.executors.base import Executor
-from scheduler.executors.torchrun import uses_torchrun
 from scheduler.store.models import JobRow, ProjectRow, ReplicaRow
 
 NOTICE_CAUSES = frozenset({Cause.RECLAIM, Cause.PREEMPT, Cause.CONSOLIDATE})

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic.environment import EnvBuilder, ReplicaContext, replica_env
 from scheduler.engine import elastic, inplace, notice
-from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
 from scheduler.store.queries import ACTIVE, LIVE, add_event, held_gpu_ids

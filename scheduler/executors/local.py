@@ -15,13 +15,13 @@ SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed,
 and when a replica ends, to whatever it left behind, in its group or not (``TIDE_REPLICA_UID``).
 Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping only.
 
-A job whose command is a torchrun launch (``torchrun.uses_torchrun``) gets the ``PET_*`` environment of a
-fixed-size launch (``torchrun_local``), and its observations say whether its workers started (``ready``).
+A job whose command is a torchrun launch (``scheduler.elastic.torchrun_argv.uses_torchrun``) gets the
+``PET_*`` environment of a fixed-size launch (``torchrun_local``), and its observations say whether its workers started (``ready``).
 Every replica of a plain ``torchrun ARGS`` job runs in a launcher (``warm_pool``: an idle, pre-warmed one,
 else one started for it), which plays torchrun's agent when it can (``warm_agent``) and hands over to
 torchrun otherwise; so all replicas of a launch take the same path.
-The executor supports the engine's coordinated restart (``capabilities.coordinated_restarts``): a replica id may be
-started again once its earlier process was observed to exit and was forgotten.
+The executor supports the engine's coordinated restart (``capabilities.coordinated_restarts``): a replica
+id may be started again once its earlier process was observed to exit and was forgotten.
 """
 
 from __future__ import annotations
@@ -39,18 +39,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scheduler.core.model import Node
+from scheduler.elastic.torchrun_argv import argv_for, uses_torchrun
 from scheduler.executors import shim
 from scheduler.executors.base import LOST_EXIT_CODE, Capabilities, ExecutorError, LaunchSpec, Observation
 from scheduler.executors.checkpoints import read_mark
 from scheduler.executors.procs import signal_generation
-from scheduler.executors.torchrun import uses_torchrun
-from scheduler.executors.torchrun_local import (
-    REPLICA_UID,
-    TorchrunLaunches,
-    argv_for,
-    checkpoint_dir,
-    with_workers,
-)
+from scheduler.executors.torchrun_local import REPLICA_UID, TorchrunLaunches, checkpoint_dir, with_workers
 from scheduler.executors.trace import trace
 from scheduler.executors.warm_pool import WarmPool, eligible
 

@@ -41,6 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from scheduler.elastic.torchrun_argv import torchrun_argv
 from scheduler.executors.agent_link import (
     AgentSettings,
     Link,
@@ -48,7 +49,6 @@ from scheduler.executors.agent_link import (
     Reply,
     Report,
     launch_env,
-    torchrun_argv,
 )
 from scheduler.executors.checkpoints import read_mark
 from scheduler.executors.ports import free_port

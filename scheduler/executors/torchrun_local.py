@@ -1,43 +1,38 @@
 """torchrun replicas on this machine: the ``PET_*`` settings of each launch, and whether its workers started.
 
 Contract: the local executor uses ``TorchrunLaunches`` for a job whose command is a torchrun launch
-(``torchrun.uses_torchrun``). Every launch of such a job is a fresh rendezvous of exactly the job's current
-size (docs/elastic-resize.md, "coordinated restart"): ``env_for(spec, data_dir)`` returns the replica's
-environment for launch ``TIDE_GENERATION`` at size ``TIDE_NUM_REPLICAS`` (both set by the engine):
-``PET_NNODES=N:N``, run id per generation, a port allocated once per (project, job, generation) on
-127.0.0.1 (every virtual node is this machine), ``PET_MAX_RESTARTS=0`` (Tide counts failures across
-launches, so a resize never spends one), the agent's shutdown timeout below the executor's grace, and the
-checkpoint directory ``DATA/checkpoints/PROJECT/JOB-ID`` (unless an ``EnvBuilder`` set ``TIDE_CHECKPOINT_DIR``).
-Other variables the job set itself win. ``argv_for`` runs ``torchrun`` from beside the service's Python when
-none is on ``PATH``. ``with_workers(uids)`` returns the replica uids that have a worker process: torchrun
-starts workers only once the rendezvous completed, so that is when a launch has formed. Workers are found
-in ``/proc`` by the ``TIDE_REPLICA_UID`` they inherit and the ``TORCHELASTIC_RUN_ID`` torchrun gives them.
+(``scheduler.elastic.torchrun_argv.uses_torchrun``). Every launch of such a job is a fresh rendezvous of
+exactly the job's current size (docs/elastic-resize.md, "coordinated restart"): ``env_for(spec, data_dir)``
+returns the replica's environment for launch ``TIDE_GENERATION`` at size ``TIDE_NUM_REPLICAS`` (both set by
+the engine; built by ``scheduler.elastic.environment``): ``PET_NNODES=N:N``, run id per generation, a port
+allocated once per (project, job, generation) on 127.0.0.1 (every virtual node is this machine),
+``PET_MAX_RESTARTS=0`` (Tide counts failures across launches, so a resize never spends one), the agent's
+shutdown timeout below the executor's grace, and the checkpoint directory ``DATA/checkpoints/PROJECT/JOB-ID``
+(unless an ``EnvBuilder`` set ``TIDE_CHECKPOINT_DIR``). Other variables the job set itself win.
+``with_workers(uids)`` returns the replica uids that have a worker process: torchrun starts workers only once
+the rendezvous completed, so that is when a launch has formed. Workers are found in ``/proc`` by the
+``TIDE_REPLICA_UID`` they inherit and the ``TORCHELASTIC_RUN_ID`` torchrun gives them.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 
+from scheduler.elastic.environment import (
+    Placement,
+    fixed_size_launch,
+    generation_of,
+    torchrun_env,
+    with_job_env,
+)
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.ports import free_port
-from scheduler.executors.torchrun import (
-    RendezvousTuning,
-    ReplicaLaunch,
-    nproc_for,
-    replica_env,
-    run_id_for,
-    shutdown_timeout,
-)
 
 HOST = "127.0.0.1"
 REPLICA_UID = "TIDE_REPLICA_UID"
-# What a launch must be for Tide's resize to work: these are Tide's, whatever the job's env says.
-_FORCED = ("PET_NNODES", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_RDZV_CONF", "PET_MAX_RESTARTS")
 
 
 class TorchrunLaunches:
@@ -56,30 +51,19 @@ class TorchrunLaunches:
         return known[1]
 
     def env_for(self, spec: LaunchSpec, data_dir: Path) -> dict[str, str]:
-        job_env = spec.env
-        size = max(int(job_env.get("TIDE_NUM_REPLICAS", "1")), spec.index + 1)
-        generation = int(job_env.get("TIDE_GENERATION", "0"))
-        grace = spec.grace if spec.grace is not None else self.default_grace
-        checkpoints = checkpoint_dir(spec, data_dir)
-        launch = ReplicaLaunch(
-            job=spec.job,
+        place = Placement(
             project=spec.project,
-            replica_index=spec.index,
-            run_id=run_id_for(spec.project, spec.job, generation),
-            rdzv_host=HOST,
-            rdzv_port=self.port(spec.project, spec.job, generation),
-            min_nodes=size,
-            max_nodes=size,
-            checkpoint_dir=checkpoints,
-            nproc_per_node=nproc_for(len(spec.gpu_ids)),
+            job=spec.job,
+            index=spec.index,
+            gpus=len(spec.gpu_ids),
+            host=HOST,
+            port=self.port(spec.project, spec.job, generation_of(spec.env)),
+            checkpoint_dir=checkpoint_dir(spec, data_dir),
+            grace=spec.grace if spec.grace is not None else self.default_grace,
             max_restarts=0,
             local_addr=HOST,
-            tuning=RendezvousTuning(shutdown_timeout_s=shutdown_timeout(grace)),
         )
-        ours = replica_env(launch)
-        merged = {**ours, **job_env}
-        merged.update({k: ours[k] for k in _FORCED})
-        return merged
+        return with_job_env(torchrun_env(fixed_size_launch(place, spec.env)), spec.env, forced=True)
 
 
 def checkpoint_dir(spec: LaunchSpec, data_dir: Path) -> str:
@@ -88,15 +72,6 @@ def checkpoint_dir(spec: LaunchSpec, data_dir: Path) -> str:
     return spec.env.get("TIDE_CHECKPOINT_DIR") or str(
         data_dir / "checkpoints" / spec.project / f"{spec.job}-{job_id}"
     )
-
-
-def argv_for(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """``torchrun`` from ``PATH``, else the one installed beside the service's Python."""
-    if argv and argv[0] == "torchrun" and shutil.which("torchrun") is None:
-        beside = Path(sys.executable).parent / "torchrun"
-        if beside.is_file():
-            return (str(beside), *argv[1:])
-    return argv
 
 
 def with_workers(uids: Iterable[str]) -> set[str]:
