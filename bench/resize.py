@@ -62,9 +62,9 @@ from typing import IO, Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from scheduler.elastic.agent.ports import free_port  # noqa: E402
 from scheduler.elastic.environment import RendezvousTuning, ReplicaLaunch, torchrun_env  # noqa: E402
 from scheduler.elastic.launch import run_id_for  # noqa: E402
-from scheduler.executors.ports import free_port  # noqa: E402
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 BIG, SMALL = 4, 2
@@ -99,7 +99,7 @@ except SignalException:
 # entrypoint, start method "forkserver") from a fork server started, single-threaded, before the agent
 # starts any thread, with this file preloaded. Forking the agent itself ("fork") deadlocked: its
 # keep-alive thread may hold a store lock at fork time (seen: a worker hung in teardown, 1 run in 5).
-# It is a module (``tide_warm_launcher``, written next to the job) because the fork server preloads
+# It is a module (``tide_fork_launcher``, written next to the job) because the fork server preloads
 # modules by name and ``script`` must be importable there; Python 3.11's forkserver does not preload
 # ``__main__`` (it never receives the main path). The training script runs unchanged, via runpy.
 WARM_FORK_AGENT = """
@@ -382,8 +382,8 @@ class CoordinatedWarm(Coordinated):
         super().__init__(name, cfg)
         self.pool: list[tuple[Agent, Path]] = []
         if fork_workers:
-            (self.root / "tide_warm_launcher.py").write_text(WARM_FORK_AGENT)
-            self.cmd = [sys.executable, "-c", "import tide_warm_launcher as m; m.main()"]
+            (self.root / "tide_fork_launcher.py").write_text(WARM_FORK_AGENT)
+            self.cmd = [sys.executable, "-c", "import tide_fork_launcher as m; m.main()"]
         else:
             self.cmd = [sys.executable, "-c", WARM_AGENT]
 

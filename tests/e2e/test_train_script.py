@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.elastic.agent.ports import free_port
 from scheduler.elastic.environment import RendezvousTuning, ReplicaLaunch, torchrun_env
 from scheduler.elastic.launch import run_id_for
-from scheduler.executors.ports import free_port
 
 pytest.importorskip("torch")
 

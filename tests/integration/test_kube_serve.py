@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 
 from api.cli.main import app
 from api.client import TideClient
+from scheduler.elastic.agent.ports import free_port
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube import names
-from scheduler.executors.ports import free_port
 
 TOKEN = "kube-serve-test-token"
 

@@ -12,7 +12,7 @@ Service's name. When the engine set no torchrun settings, the torchrun defaults 
 ``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID``, and an agent's shutdown timeout
 inside the pod's grace period (the agent, not the kubelet's SIGKILL, ends the workers). Values are escaped so Kubernetes
 never expands a ``$(...)`` in them. With an ``agent_url``, a torchrun job's pod runs Tide's agent
-(``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.executors.pod_agent``) and gets
+(``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.elastic.agent.pod``) and gets
 ``TIDE_AGENT_URL``, ``TIDE_REPLICA_ID`` and ``TIDE_AGENT_TOKEN`` from the job's Secret (``secret_body``).
 """
 

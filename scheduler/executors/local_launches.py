@@ -1,4 +1,4 @@
-"""torchrun replicas on this machine: the ``PET_*`` settings of each launch, and whether its workers started.
+"""The local executor's torchrun launches: each replica's ``PET_*`` settings, one rendezvous port per launch.
 
 Contract: the local executor uses ``TorchrunLaunches`` for a job whose command is a torchrun launch
 (``scheduler.elastic.torchrun_argv.uses_torchrun``). Every launch of such a job is a fresh rendezvous of
@@ -8,19 +8,16 @@ the engine; built by ``scheduler.elastic.environment``): ``PET_NNODES=N:N``, run
 allocated once per (project, job, generation) on 127.0.0.1 (every virtual node is this machine),
 ``PET_MAX_RESTARTS=0`` (Tide counts failures across launches, so a resize never spends one), the agent's
 shutdown timeout below the executor's grace, and the checkpoint directory ``DATA/checkpoints/PROJECT/JOB-ID``
-(unless an ``EnvBuilder`` set ``TIDE_CHECKPOINT_DIR``). Other variables the job set itself win.
-``with_workers(uids)`` returns the replica uids that have a worker process: torchrun starts workers only once
-the rendezvous completed, so that is when a launch has formed. Workers are found in ``/proc`` by the
-``TIDE_REPLICA_UID`` they inherit and the ``TORCHELASTIC_RUN_ID`` torchrun gives them.
+(``checkpoint_dir``, unless an ``EnvBuilder`` set ``TIDE_CHECKPOINT_DIR``). Other variables the job set
+itself win. Whether a launch formed (its workers started) is read from ``/proc`` by
+``scheduler.elastic.agent.procs.with_workers``.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
-from contextlib import suppress
 from pathlib import Path
 
+from scheduler.elastic.agent.ports import free_port
 from scheduler.elastic.environment import (
     Placement,
     fixed_size_launch,
@@ -29,10 +26,8 @@ from scheduler.elastic.environment import (
     with_job_env,
 )
 from scheduler.executors.base import LaunchSpec
-from scheduler.executors.ports import free_port
 
 HOST = "127.0.0.1"
-REPLICA_UID = "TIDE_REPLICA_UID"
 
 
 class TorchrunLaunches:
@@ -72,20 +67,3 @@ def checkpoint_dir(spec: LaunchSpec, data_dir: Path) -> str:
     return spec.env.get("TIDE_CHECKPOINT_DIR") or str(
         data_dir / "checkpoints" / spec.project / f"{spec.job}-{job_id}"
     )
-
-
-def with_workers(uids: Iterable[str]) -> set[str]:
-    """The replica uids (``TIDE_REPLICA_UID`` values) of which a torchrun worker process exists now."""
-    wanted = {f"{REPLICA_UID}={uid}".encode(): uid for uid in uids}
-    found: set[str] = set()
-    if not wanted:
-        return found
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        with suppress(OSError):
-            variables = (proc / "environ").read_bytes().split(b"\0")
-            if not any(v.startswith(b"TORCHELASTIC_RUN_ID=") for v in variables):
-                continue
-            found.update(wanted[v] for v in variables if v in wanted)
-    return found
