@@ -29,8 +29,8 @@ from starlette.concurrency import run_in_threadpool
 from api import notices, schemas
 from api.auth import bearer, hash_token
 from api.deps import Svc
+from scheduler.elastic.launch import run_id_for
 from scheduler.engine.inplace import members
-from scheduler.executors.torchrun import run_id_for
 from scheduler.statuses import ACTIVE
 from scheduler.store.models import AgentReportRow, JobRow, ProjectRow, ReplicaRow
 

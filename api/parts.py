@@ -59,11 +59,8 @@ def build_executor(settings: Settings) -> Executor:
 
 
 def close_executor(executor: Executor) -> None:
-    """Close an executor that has something to close (the kubernetes one ends its watches, the local one
-    its warm launchers)."""
-    close = getattr(executor, "close", None)
-    if callable(close):
-        close()
+    """Close the executor (the kubernetes one ends its watches, the local one its warm launchers)."""
+    executor.close()
 
 
 def engine_settings(settings: Settings) -> EngineSettings:

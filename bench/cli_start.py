@@ -39,7 +39,7 @@ from pathlib import Path
 
 import httpx
 
-from scheduler.executors.ports import free_port
+from scheduler.elastic.agent.ports import free_port
 
 ADMIN = "bench-admin-token-" + "x" * 32
 JOBS = 100

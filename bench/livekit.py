@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from scheduler.executors.ports import free_port
+from scheduler.elastic.agent.ports import free_port
 
 ADMIN = "bench-admin-token-" + "x" * 32
 AUTH = {"Authorization": f"Bearer {ADMIN}"}

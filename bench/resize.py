@@ -22,13 +22,13 @@ Strategies (each is a ``Job``: ``start(n)``, ``prepare(n)`` outside the timed wi
 
 * ``coordinated``: Tide's resize. SIGTERM every agent (the script checkpoints and exits 0), wait for them to
   exit, start the new set as a fresh rendezvous of exactly N (``--nnodes=N:N``, new run id, new port),
-  configured by ``scheduler.executors.torchrun.replica_env``.
+  configured by ``scheduler.elastic.environment.torchrun_env``.
 * ``coordinated-warm``: the same, with agents taken from a pool of processes that already imported
   ``torch.distributed.run`` (an executor-side optimisation; the pool is refilled outside the timed window).
 * ``coordinated-fork``: the same, with pre-started launchers that also fork the workers from a preloaded,
   single-threaded fork server, so no process in the timed window imports torch (``WARM_FORK_AGENT``).
 * ``native-tuned``: torchrun's own membership change (SIGTERM the highest-index agents to shrink, start new
-  agents to grow; ``--nnodes=2:4``) with the settings of ``replica_env`` (keep-alive 1 s x 3, last call 3 s,
+  agents to grow; ``--nnodes=2:4``) with the settings of ``torchrun_env`` (keep-alive 1 s x 3, last call 3 s,
   own worker store).
 * ``native-default``: the same with torchrun's defaults (only the rendezvous address, ids and restarts).
 * ``tide``: resizes driven through Tide itself: a ``tide serve`` (local executor, 4 virtual GPUs of 1 node
@@ -62,13 +62,9 @@ from typing import IO, Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from scheduler.executors.ports import free_port  # noqa: E402
-from scheduler.executors.torchrun import (  # noqa: E402
-    RendezvousTuning,
-    ReplicaLaunch,
-    replica_env,
-    run_id_for,
-)
+from scheduler.elastic.agent.ports import free_port  # noqa: E402
+from scheduler.elastic.environment import RendezvousTuning, ReplicaLaunch, torchrun_env  # noqa: E402
+from scheduler.elastic.launch import run_id_for  # noqa: E402
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"
 BIG, SMALL = 4, 2
@@ -103,7 +99,7 @@ except SignalException:
 # entrypoint, start method "forkserver") from a fork server started, single-threaded, before the agent
 # starts any thread, with this file preloaded. Forking the agent itself ("fork") deadlocked: its
 # keep-alive thread may hold a store lock at fork time (seen: a worker hung in teardown, 1 run in 5).
-# It is a module (``tide_warm_launcher``, written next to the job) because the fork server preloads
+# It is a module (``tide_fork_launcher``, written next to the job) because the fork server preloads
 # modules by name and ``script`` must be importable there; Python 3.11's forkserver does not preload
 # ``__main__`` (it never receives the main path). The training script runs unchanged, via runpy.
 WARM_FORK_AGENT = """
@@ -356,7 +352,7 @@ class Coordinated(TorchrunJob):
             rdzv_host="127.0.0.1", rdzv_port=port, min_nodes=n, max_nodes=n, checkpoint_dir=str(self.ckpt),
             local_addr="127.0.0.1", tuning=self.tuning,
         )  # fmt: skip
-        return replica_env(launch)
+        return torchrun_env(launch)
 
     def start(self, n: int) -> None:
         self.generation += 1
@@ -386,8 +382,8 @@ class CoordinatedWarm(Coordinated):
         super().__init__(name, cfg)
         self.pool: list[tuple[Agent, Path]] = []
         if fork_workers:
-            (self.root / "tide_warm_launcher.py").write_text(WARM_FORK_AGENT)
-            self.cmd = [sys.executable, "-c", "import tide_warm_launcher as m; m.main()"]
+            (self.root / "tide_fork_launcher.py").write_text(WARM_FORK_AGENT)
+            self.cmd = [sys.executable, "-c", "import tide_fork_launcher as m; m.main()"]
         else:
             self.cmd = [sys.executable, "-c", WARM_AGENT]
 
@@ -446,7 +442,7 @@ class Native(TorchrunJob):
             rdzv_port=self.port, min_nodes=SMALL, max_nodes=BIG, checkpoint_dir=str(self.ckpt),
             local_addr="127.0.0.1", max_restarts=100,  # each shrink costs the survivors a restart
         )  # fmt: skip
-        return replica_env(launch)
+        return torchrun_env(launch)
 
     def start(self, n: int) -> None:
         self.generation += 1

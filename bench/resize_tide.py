@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy" / "example
 from demo import TOKEN, start_service, stop_service, wait_healthy
 
 from api.client import TideAPIError, TideClient
-from scheduler.executors.ports import free_port
+from scheduler.elastic.agent.ports import free_port
 
 BIG, SMALL = 4, 2
 A_JOB, B_JOB = "train", "claim"

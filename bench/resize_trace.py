@@ -6,7 +6,7 @@ Usage (from the repository root)::
     .venv/bin/python bench/resize_trace.py /tmp/tide-resize-XXXX/tide/data /tmp/trace.jsonl
 
 Contract: reads the service's database (``DATA/tide.db``: project a's ``shrink``/``grow`` events), the
-trace (``scheduler.executors.trace``: executor and launcher timestamps) and a's training logs
+trace (``scheduler.elastic.agent.trace``: executor and launcher timestamps) and a's training logs
 (``DATA/logs/a/train/*.log``: ``stop``/``start`` events, step lines) and prints, per resize and as medians,
 the seconds from the decision to each step: SIGTERM sent, the script's stop line, the last old launcher's
 exit, the engine noticing it, the new launch spawned, formed (rendezvous done), its workers started, the

@@ -1,6 +1,6 @@
 """``tide agent -- torchrun train.py ...``: the entrypoint of a job pod on Kubernetes (its resizes in place).
 
-Contract: runs ``scheduler.executors.pod_agent`` for the training command after ``--`` with the settings
+Contract: runs ``scheduler.elastic.agent.pod`` for the training command after ``--`` with the settings
 the Kubernetes executor puts in the pod's environment (``TIDE_AGENT_URL``, ``TIDE_AGENT_TOKEN``,
 ``TIDE_PROJECT``, ``TIDE_JOB``, ``TIDE_REPLICA_ID``, ``TIDE_MASTER_ADDR``); ``--url`` overrides the first.
 The exit code is the pod's: 0 when the training finished (or the job is over), 143 when the pod was
@@ -42,8 +42,8 @@ def register(app: typer.Typer) -> None:
         Example (a pod's command, set by tide serve --executor kubernetes):
         tide agent -- torchrun --nproc-per-node 1 train.py
         """
-        from scheduler.executors.agent_link import settings_from  # noqa: PLC0415 - a pod's command only
-        from scheduler.executors.pod_agent import PodAgent  # noqa: PLC0415
+        from scheduler.elastic.agent.link import settings_from  # noqa: PLC0415 - a pod's command only
+        from scheduler.elastic.agent.pod import PodAgent  # noqa: PLC0415
 
         try:
             settings = settings_from(os.environ, list(ctx.args), url)

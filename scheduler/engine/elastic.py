@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
 from scheduler.engine import notice
 from scheduler.executors.base import Executor, Observation
-from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
 from scheduler.store.models import EventRow, JobRow, ReplicaRow
@@ -55,7 +55,7 @@ class ExitOutcome:
 
 
 def coordinated(executor: Executor, job: JobRow) -> bool:
-    return bool(getattr(executor, "coordinated_restarts", False)) and uses_torchrun(job.command)
+    return executor.capabilities.coordinated_restarts and uses_torchrun(job.command)
 
 
 def _live(replica: ReplicaRow) -> bool:
@@ -88,7 +88,7 @@ def _resized(job: JobRow) -> bool:
 
 def sync_launches(session: Session, executor: Executor, *, now: float, grace: float) -> int:
     """Mark the replicas of resized jobs, signal every marked one; how many are still restarting."""
-    if not getattr(executor, "coordinated_restarts", False):
+    if not executor.capabilities.coordinated_restarts:
         return 0
     jobs = session.scalars(
         select(JobRow).where(JobRow.status.in_(ACTIVE)).options(selectinload(JobRow.replicas))

@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
 from scheduler.engine import notice
 from scheduler.engine.elastic import RESTART, count_restarts
 from scheduler.executors.base import Executor
-from scheduler.executors.torchrun import job_max_restarts, uses_torchrun
 from scheduler.statuses import ACTIVE, ReplicaDesired
 from scheduler.store.models import AgentReportRow, JobRow, ReplicaRow
 from scheduler.store.queries import add_event
@@ -46,7 +46,7 @@ FailJob = Callable[[Session, JobRow, str, float], None]
 
 
 def inplace(executor: Executor, job: JobRow) -> bool:
-    return bool(getattr(executor, "inplace_restarts", False)) and uses_torchrun(job.command)
+    return executor.capabilities.inplace_restarts and uses_torchrun(job.command)
 
 
 def hash_token(token: str) -> str:
@@ -58,7 +58,7 @@ def prepare(executor: Executor, job: JobRow) -> None:
     if job.agent_token_hash is not None:
         return
     token = secrets.token_urlsafe(32)
-    executor.put_agent_token(job.project.name, job.name, token)  # type: ignore[attr-defined]
+    executor.put_agent_token(job.project.name, job.name, token)
     job.agent_token_hash = hash_token(token)
 
 
@@ -77,7 +77,7 @@ def members(job: JobRow, generation: int) -> list[ReplicaRow]:
 
 def sync(session: Session, executor: Executor, *, now: float, fail: FailJob) -> int:
     """Move every in-place job to its next launch where one is due; how many newcomers still warm up."""
-    if not getattr(executor, "inplace_restarts", False):
+    if not executor.capabilities.inplace_restarts:
         return 0
     jobs = session.scalars(
         select(JobRow)

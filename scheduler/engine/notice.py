@@ -24,8 +24,8 @@ Every time comes from the caller (``now``); the timing is as fine as the loop, w
 from __future__ import annotations
 
 from scheduler.core.plan import Cause
+from scheduler.elastic.torchrun_argv import uses_torchrun
 from scheduler.executors.base import Executor
-from scheduler.executors.torchrun import uses_torchrun
 from scheduler.store.models import JobRow, ProjectRow, ReplicaRow
 
 NOTICE_CAUSES = frozenset({Cause.RECLAIM, Cause.PREEMPT, Cause.CONSOLIDATE})
@@ -41,9 +41,10 @@ def project_notice(project: ProjectRow) -> int:
 
 
 def reaches(executor: Executor, job: JobRow) -> bool:
-    if getattr(executor, "preemption_notices", False):
+    capabilities = executor.capabilities
+    if capabilities.preemption_notices:
         return True
-    return bool(getattr(executor, "inplace_restarts", False)) and uses_torchrun(job.command)  # its agent
+    return capabilities.inplace_restarts and uses_torchrun(job.command)  # its agent
 
 
 def give(replica: ReplicaRow, notice: float, grace: float) -> float:

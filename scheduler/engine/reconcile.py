@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic.environment import EnvBuilder, ReplicaContext, replica_env
 from scheduler.engine import elastic, inplace, notice
-from scheduler.engine.env import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle

@@ -5,10 +5,15 @@ decides anything: ``start`` runs exactly the given argv with the given environme
 to stop (SIGTERM now, a forced kill once ``grace`` seconds have passed, enforced by later ``observe`` calls),
 ``notify`` gives a replica its preemption notice (SIGUSR1 to its training processes, nothing else: the
 engine's ``scheduler.engine.notice`` sends the SIGTERM once the notice ran; an executor that cannot deliver
-one, ``preemption_notices`` false, does nothing), ``observe`` reports every replica it knows (running or exited, with the exit code), ``forget`` drops an
-exited one. ``adopt`` reloads what an earlier run of the service started, so a restarted service neither
-orphans nor duplicates a replica. Exit codes: ``>= 0`` as the process returned, ``-N`` killed by signal N,
-``LOST_EXIT_CODE`` when the process vanished without a trace.
+one, ``preemption_notices`` false, does nothing), ``observe`` reports every replica it knows (running or
+exited, with the exit code), ``forget`` drops an exited one. ``adopt`` reloads what an earlier run of the
+service started, so a restarted service neither orphans nor duplicates a replica. ``close`` releases what
+the executor holds (watches, idle launchers; replicas keep running). Exit codes: ``>= 0`` as the process
+returned, ``-N`` killed by signal N, ``LOST_EXIT_CODE`` when the process vanished without a trace.
+
+What an executor can do beyond that is declared, never probed: ``capabilities`` (a ``Capabilities``) says
+which of the engine's restart strategies and notices it supports; ``put_agent_token`` does nothing on an
+executor without ``inplace_restarts``.
 """
 
 from __future__ import annotations
@@ -53,9 +58,24 @@ class Observation:
     stopping: bool = False
     detail: str | None = None  # why it ended, when the executor knows more than the code
     ready: bool | None = None  # torchrun: its workers started (the rendezvous formed); None: not known
-    checkpointed_at: float | None = (
-        None  # the job's last complete checkpoint, as it reported it (master only)
-    )
+    # the job's last complete checkpoint, as it reported it (master only)
+    checkpointed_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an executor supports beyond running, stopping and observing replicas.
+
+    ``coordinated_restarts``: a replica id may be started again once its process was observed to exit and
+    was forgotten, so the engine restarts a torchrun job as a series of launches (``scheduler.engine.elastic``).
+    ``inplace_restarts``: a torchrun job's replicas run Tide's agent, which relaunches training in place on a
+    resize (``scheduler.engine.inplace``); the job's agent token goes through ``put_agent_token``.
+    ``preemption_notices``: ``notify`` delivers a preemption notice to any replica.
+    """
+
+    coordinated_restarts: bool = False
+    inplace_restarts: bool = False
+    preemption_notices: bool = False
 
 
 class Executor(Protocol):
@@ -65,6 +85,9 @@ class Executor(Protocol):
     def real_gpus(self) -> bool:
         """True when ``gpu_ids`` name real devices (the local executor then sets CUDA_VISIBLE_DEVICES)."""
         ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     def nodes(self) -> tuple[Node, ...]: ...
 
@@ -81,3 +104,9 @@ class Executor(Protocol):
     def forget(self, replica_id: int) -> None: ...
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None: ...
+
+    def put_agent_token(self, project: str, job: str, token: str) -> None:
+        """Give ``project/job``'s agents their token (``inplace_restarts``; a no-op elsewhere)."""
+        ...
+
+    def close(self) -> None: ...

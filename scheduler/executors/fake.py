@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scheduler.core.model import Node
-from scheduler.executors.base import ExecutorError, LaunchSpec, Observation
+from scheduler.executors.base import Capabilities, ExecutorError, LaunchSpec, Observation
 
 
 class OverAllocationError(ExecutorError):
@@ -31,6 +31,8 @@ class _Record:
 
 class FakeExecutor:
     """In-memory replicas on virtual nodes."""
+
+    capabilities = Capabilities(preemption_notices=True)
 
     def __init__(self, nodes: tuple[Node, ...], *, stop_delay: int = 0) -> None:
         self._nodes = nodes
@@ -83,8 +85,6 @@ class FakeExecutor:
         self.started.append(spec)
         return observation
 
-    preemption_notices = True
-
     def notify(self, replica_id: int) -> None:
         record = self.records.get(replica_id)
         if record is not None and record.observation.running:
@@ -118,3 +118,9 @@ class FakeExecutor:
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
         found = any((s.project, s.job, s.index) == (project, job, index) for s in self.started)
         return f"fake replica {index} of {project}/{job}\n" if found else None
+
+    def put_agent_token(self, project: str, job: str, token: str) -> None:
+        """No agents run in memory."""
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -20,7 +20,7 @@ Contract (see ``base.Executor``):
   local executor) and the job's Service once no replica of the job is left.
 - ``adopt`` is the first list: every pod with Tide's labels is known again after a restart, and
   Services (and Secrets) without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
-- With an ``agent_url`` (``inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
+- With an ``agent_url`` (``capabilities.inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
   (``scheduler.engine.inplace``): ``put_agent_token`` writes the job's token into its Secret
   (``kube/agent_secrets.py``), removed with its Service.
 All API calls go through ``kube/retry.Retrier`` (backoff on 5xx, 429, conflicts, timeouts). The executor
@@ -38,7 +38,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.model import Node
-from scheduler.executors.base import ExecutorError, LaunchSpec, Observation
+from scheduler.executors.base import Capabilities, ExecutorError, LaunchSpec, Observation
 from scheduler.executors.kube import names, podspec
 from scheduler.executors.kube.agent_secrets import AgentSecrets
 from scheduler.executors.kube.config import Connection, KubeSettings, connect
@@ -87,9 +87,9 @@ class KubernetesExecutor:
         return False  # the device plugin chooses the devices inside each pod
 
     @property
-    def inplace_restarts(self) -> bool:
-        """Job pods run Tide's agent: a torchrun job relaunches in place on a resize."""
-        return self.settings.agent_url is not None
+    def capabilities(self) -> Capabilities:
+        """With an agent URL, job pods run Tide's agent: a torchrun job relaunches in place on a resize."""
+        return Capabilities(inplace_restarts=self.settings.agent_url is not None)
 
     @property
     def connection(self) -> Connection:
@@ -218,7 +218,7 @@ class KubernetesExecutor:
             labels = service["metadata"].get("labels") or {}
             if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
                 self._delete_service(service["metadata"]["name"])
-        if self.inplace_restarts:
+        if self.capabilities.inplace_restarts:
             self.secrets.remove_orphans(jobs)
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:
@@ -331,7 +331,7 @@ class KubernetesExecutor:
         if not others:
             self._services.discard((record.project, record.job))
             self._delete_service(names.service_name(record.project, record.job))
-            if self.inplace_restarts:
+            if self.capabilities.inplace_restarts:
                 self.secrets.delete(names.service_name(record.project, record.job))
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:

@@ -15,13 +15,14 @@ SIGTERM to the group; ``observe`` sends SIGKILL once the grace has passed,
 and when a replica ends, to whatever it left behind, in its group or not (``TIDE_REPLICA_UID``).
 Virtual nodes share the machine: with no real GPUs, ``gpu_ids`` are bookkeeping only.
 
-A job whose command is a torchrun launch (``torchrun.uses_torchrun``) gets the ``PET_*`` environment of a
-fixed-size launch (``torchrun_local``), and its observations say whether its workers started (``ready``).
-Every replica of a plain ``torchrun ARGS`` job runs in a launcher (``warm_pool``: an idle, pre-warmed one,
-else one started for it), which plays torchrun's agent when it can (``warm_agent``) and hands over to
-torchrun otherwise; so all replicas of a launch take the same path.
-The executor supports the engine's coordinated restart (``coordinated_restarts``): a replica id may be
-started again once its earlier process was observed to exit and was forgotten.
+A job whose command is a torchrun launch (``scheduler.elastic.torchrun_argv.uses_torchrun``) gets the
+``PET_*`` environment of a fixed-size launch (``local_launches``), and its observations say whether its
+workers started (``ready``). Every replica of a plain ``torchrun ARGS`` job runs in a launcher
+(``scheduler.elastic.agent.pool``: an idle, pre-warmed one, else one started for it), which plays torchrun's
+agent when it can (``torchrun_agent``) and hands over to torchrun otherwise; so all replicas of a launch take
+the same path. Processes are read from ``/proc`` by ``scheduler.elastic.agent.procs``.
+The executor supports the engine's coordinated restart (``capabilities.coordinated_restarts``): a replica
+id may be started again once its earlier process was observed to exit and was forgotten.
 """
 
 from __future__ import annotations
@@ -39,20 +40,21 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scheduler.core.model import Node
-from scheduler.executors import shim
-from scheduler.executors.base import LOST_EXIT_CODE, ExecutorError, LaunchSpec, Observation
-from scheduler.executors.checkpoints import read_mark
-from scheduler.executors.procs import signal_generation
-from scheduler.executors.torchrun import uses_torchrun
-from scheduler.executors.torchrun_local import (
+from scheduler.elastic.agent.checkpoints import read_mark
+from scheduler.elastic.agent.pool import WarmPool, eligible
+from scheduler.elastic.agent.procs import (
     REPLICA_UID,
-    TorchrunLaunches,
-    argv_for,
-    checkpoint_dir,
+    kill_marked,
+    poll_child,
+    signal_generation,
+    start_ticks,
     with_workers,
 )
-from scheduler.executors.trace import trace
-from scheduler.executors.warm_pool import WarmPool, eligible
+from scheduler.elastic.agent.trace import trace
+from scheduler.elastic.torchrun_argv import argv_for, uses_torchrun
+from scheduler.executors import shim
+from scheduler.executors.base import LOST_EXIT_CODE, Capabilities, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.local_launches import TorchrunLaunches, checkpoint_dir
 
 MAX_LOG_READ_BYTES = 1 << 20
 REFILL_DELAY_S = 2.0  # after a launch formed, before the pool of warm launchers refills
@@ -112,44 +114,23 @@ def visible_gpu_count() -> int:
         return 0
 
 
-def warm_launchers(nodes: tuple[Node, ...]) -> int:
+def pool_size(nodes: tuple[Node, ...]) -> int:
     """Idle warm launchers to keep: ``$TIDE_WARM_LAUNCHERS``, else one per GPU up to 8 (0: none kept idle;
     each replica then gets a launcher started for it)."""
     raw = os.environ.get("TIDE_WARM_LAUNCHERS", "")
     return int(raw) if raw.isdigit() else min(8, sum(n.gpus for n in nodes))
 
 
-def _start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot, or None when it is gone (or a zombie)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
-def _kill_marked(marker: str) -> None:
-    """SIGKILL every process of ours whose environment carries ``marker`` (``NAME=value``)."""
-    needle = b"\0" + marker.encode() + b"\0"
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        with suppress(OSError):
-            if needle in b"\0" + (proc / "environ").read_bytes() + b"\0":
-                os.kill(int(proc.name), signal.SIGKILL)
-
-
 class LocalExecutor:
     """Replicas as process groups on this machine; state under ``data_dir``."""
 
-    coordinated_restarts = True
+    capabilities = Capabilities(coordinated_restarts=True, preemption_notices=True)
 
     def __init__(self, data_dir: Path, nodes: tuple[Node, ...], *, real_gpus: bool = False) -> None:
         self._nodes = nodes
         self._data_dir = data_dir
         self._torchrun = TorchrunLaunches()
-        self._pool_size = warm_launchers(nodes)
+        self._pool_size = pool_size(nodes)
         self._pool: WarmPool | None = None
         self._formed_at = 0.0  # when a torchrun launch last formed
         self._real_gpus = real_gpus
@@ -205,7 +186,7 @@ class LocalExecutor:
             index=spec.index,
             node=spec.node,
             pid=pid,
-            start_ticks=_start_ticks(pid),
+            start_ticks=start_ticks(pid),
             started_at=time.time(),
             torchrun=torchrun,
             exit_file=started.exit_file,
@@ -218,13 +199,11 @@ class LocalExecutor:
         trace("spawned", replica=spec.index, job=spec.job)
         return self._observation(record)
 
-    preemption_notices = True
-
     def notify(self, replica_id: int) -> None:
         record = self._records.get(replica_id)
         if record is None or record.exit_code is not None or record.stop_sent_at is not None:
             return
-        if record.start_ticks is not None and _start_ticks(record.pid) != record.start_ticks:
+        if record.start_ticks is not None and start_ticks(record.pid) != record.start_ticks:
             return  # not the process we started
         # shim -> command; torchrun: shim -> launcher or torchrun agent -> workers
         reached = signal_generation(record.pid, 2 if record.torchrun else 1, signal.SIGUSR1)
@@ -267,6 +246,9 @@ class LocalExecutor:
             text = "".join(lines[-tail:]) if tail > 0 else ""
         return text
 
+    def put_agent_token(self, project: str, job: str, token: str) -> None:
+        """Local replicas run no agent that polls the service."""
+
     def _spawn(self, spec: LaunchSpec) -> _Started:
         """Start the replica: a warm launcher from the pool when one fits, else the shim running its argv."""
         env = dict(spec.env)
@@ -277,7 +259,7 @@ class LocalExecutor:
         header = f"--- tide: replica {spec.index} ({spec.replica_id}) starting on {spec.node} ---\n"
         with log.open("ab") as out:
             out.write(header.encode())
-        pool = self._warm_pool(spec)
+        pool = self._launcher_pool(spec)
         if pool is not None:
             try:
                 launcher = pool.take(env, spec.argv, log)
@@ -294,10 +276,10 @@ class LocalExecutor:
         except OSError as error:
             raise ExecutorError(f"cannot start replica {spec.index}: {error}") from error
 
-    def _warm_pool(self, spec: LaunchSpec) -> WarmPool | None:
+    def _launcher_pool(self, spec: LaunchSpec) -> WarmPool | None:
         """The launchers of plain ``torchrun`` commands (None: another command), made at the first one.
         Every replica of such a job runs in a launcher (an idle one, else one started for it), so that all
-        replicas of a launch take the same path (``warm_agent``'s rendezvous or torchrun's)."""
+        replicas of a launch take the same path (``torchrun_agent``'s rendezvous or torchrun's)."""
         if not eligible(spec.argv):
             return None
         if self._pool is None:
@@ -328,12 +310,11 @@ class LocalExecutor:
 
     def _alive(self, record: _Record) -> bool:
         try:
-            pid, _status = os.waitpid(record.pid, os.WNOHANG)  # reaps it if this process started it
-            if pid == record.pid:
+            if poll_child(record.pid) is not None:  # reaps it if this process started it
                 return False
         except ChildProcessError:
             pass  # started by an earlier run of the service: judge by /proc
-        ticks = _start_ticks(record.pid)
+        ticks = start_ticks(record.pid)
         if record.start_ticks is None:
             return ticks is not None
         return ticks == record.start_ticks
@@ -363,12 +344,12 @@ class LocalExecutor:
         A SIGKILL also reaches the replica's processes that left its group (torchrun starts each worker in
         a session of its own): they are found by the ``TIDE_REPLICA_UID`` they inherited.
         """
-        if record.start_ticks is not None and _start_ticks(record.pid) not in (record.start_ticks, None):
+        if record.start_ticks is not None and start_ticks(record.pid) not in (record.start_ticks, None):
             return
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(record.pid, signum)
         if signum == signal.SIGKILL:
-            _kill_marked(f"{REPLICA_UID}={record.marker or self._uid(record.replica_id)}")
+            kill_marked(f"{REPLICA_UID}={record.marker or self._uid(record.replica_id)}")
 
     def _uid(self, replica_id: int) -> str:
         """Unique on this machine: replica ids of two services with different data dirs may coincide."""

@@ -27,7 +27,7 @@ from kubefake.containers import ProcessOptions
 from kubefake.harness import wait_for
 
 from api.client import TideClient
-from scheduler.executors.ports import free_port
+from scheduler.elastic.agent.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"

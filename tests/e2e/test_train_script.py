@@ -2,7 +2,7 @@
 
 What a user relies on: a graceful stop (SIGTERM to the torchrun agents) loses no step, the job resumes from
 the checkpoint at a different world size, and the loss falls. Phase 1 runs two replicas configured only by
-``scheduler.executors.torchrun.replica_env`` (c10d rendezvous on 127.0.0.1), so the environment Tide gives
+``scheduler.elastic.environment.torchrun_env`` (c10d rendezvous on 127.0.0.1), so the environment Tide gives
 replicas is exercised by real torchrun too; phase 2 resumes in one standalone agent with three workers.
 """
 
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors.ports import free_port
-from scheduler.executors.torchrun import RendezvousTuning, ReplicaLaunch, replica_env, run_id_for
+from scheduler.elastic.agent.ports import free_port
+from scheduler.elastic.environment import RendezvousTuning, ReplicaLaunch, torchrun_env
+from scheduler.elastic.launch import run_id_for
 
 pytest.importorskip("torch")
 
@@ -111,7 +112,7 @@ def test_sigterm_checkpoints_and_resume_at_another_world_size_loses_no_step(
             max_restarts=0, tuning=RendezvousTuning(shutdown_timeout_s=20),
         )  # fmt: skip
         phase1.append(agents.start([*TORCHRUN, str(SCRIPT), "--steps", "100000", *TRAIN_ARGS],
-                                   replica_env(launch), log))  # fmt: skip
+                                   torchrun_env(launch), log))  # fmt: skip
 
     # Let it pass a periodic checkpoint (step 10) and run on, then stop it mid-interval.
     wait_for(lambda: any(int(s["step"]) >= 25 for s in steps(records(*logs))), 60, "step 25 at world size 2")

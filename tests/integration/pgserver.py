@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from scheduler.executors.ports import free_port
+from scheduler.elastic.agent.ports import free_port
 
 
 def find_bindir() -> Path | None:

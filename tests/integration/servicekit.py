@@ -28,8 +28,8 @@ from api.app import create_app
 from api.client import TideClient
 from api.deps import Services
 from api.settings import Settings
+from scheduler.elastic.agent.ports import free_port  # noqa: F401 - the tests import it from here
 from scheduler.executors.base import Executor
-from scheduler.executors.ports import free_port  # noqa: F401 - the tests import it from here
 
 ADMIN = "test-admin-token"
 

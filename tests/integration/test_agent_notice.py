@@ -25,9 +25,9 @@ from servicekit import RunningService, settings_for, wait_for
 from test_agent_polls import AgentPods, _launch_all, _poll, _replicas
 
 from scheduler.core import Node
-from scheduler.executors.agent_link import AgentSettings, Reply
-from scheduler.executors.pod_agent import PodAgent
-from scheduler.executors.warm_pool import Launcher
+from scheduler.elastic.agent.link import AgentSettings, Reply
+from scheduler.elastic.agent.pod import PodAgent
+from scheduler.elastic.agent.pool import Launcher
 from scheduler.store.models import ReplicaRow
 
 NOTICE = 2

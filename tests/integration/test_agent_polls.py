@@ -1,7 +1,7 @@
 """Job pods' agents learn their launches from the service (``/agent/v1``), through real resizes.
 
 A real service (uvicorn, SQLite and PostgreSQL) with the in-memory executor playing one whose pods run
-Tide's agent (``inplace_restarts``): the test plays the agents with plain HTTP. What a user of the
+Tide's agent (``capabilities.inplace_restarts``): the test plays the agents with plain HTTP. What a user of the
 Kubernetes executor relies on: a shrink relaunches the survivors in place at once (the removed replicas
 are stopped, the master is not), a grow admits the newcomers only once their launchers are warm, ranks and
 the rendezvous port come from the service, a crash restarts the launch within ``max_restarts`` and a resize
@@ -21,6 +21,7 @@ from servicekit import RunningService, settings_for, wait_for
 from sqlalchemy import select
 
 from scheduler.core import Node
+from scheduler.executors.base import Capabilities
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store.models import JobRow, ReplicaRow
 
@@ -28,7 +29,7 @@ from scheduler.store.models import JobRow, ReplicaRow
 class AgentPods(FakeExecutor):
     """The in-memory executor, as one whose pods run Tide's agent: it keeps each job's agent token."""
 
-    inplace_restarts = True
+    capabilities = Capabilities(inplace_restarts=True, preemption_notices=True)
 
     def __init__(self, nodes: tuple[Node, ...]) -> None:
         super().__init__(nodes)

@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 
 from api.cli.main import app
 from api.client import TideClient
+from scheduler.elastic.agent.ports import free_port
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube import names
-from scheduler.executors.ports import free_port
 
 TOKEN = "kube-serve-test-token"
 
@@ -112,7 +112,7 @@ def test_a_torchrun_jobs_agent_token_lives_in_its_secret_and_leaves_with_its_pod
     api: FakeKubeApi, tmp_path: Path
 ) -> None:
     executor = kube_executor(api, tmp_path, agent_url="http://tide.tide.svc")
-    assert executor.inplace_restarts
+    assert executor.capabilities.inplace_restarts
     secret = names.service_name("a", "train")
 
     def token() -> str | None:

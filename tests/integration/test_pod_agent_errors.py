@@ -19,7 +19,7 @@ from servicekit import RunningService, settings_for, wait_for
 from test_agent_polls import AgentPods, _replicas
 
 from scheduler.core import Node
-from scheduler.executors.ports import free_port
+from scheduler.elastic.agent.ports import free_port
 
 TIDE = str(Path(sys.executable).parent / "tide")
 COMMAND = ["torchrun", "train.py"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.engine.env import ReplicaContext, replica_env
+from scheduler.elastic.environment import ReplicaContext, replica_env
 from scheduler.engine.reconcile import describe_exit
 from scheduler.executors.base import LOST_EXIT_CODE
 

@@ -7,20 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors.torchrun import (
-    DEFAULT_MAX_RESTARTS,
+from scheduler.elastic.environment import (
     RendezvousTuning,
     ReplicaLaunch,
-    Role,
-    job_max_restarts,
     nproc_for,
     pod_env,
     rdzv_conf,
-    replica_env,
-    run_id_for,
     shutdown_timeout,
-    uses_torchrun,
+    torchrun_env,
 )
+from scheduler.elastic.launch import Role, run_id_for
+from scheduler.elastic.torchrun_argv import DEFAULT_MAX_RESTARTS, job_max_restarts, uses_torchrun
 
 
 def launch(**overrides: object) -> ReplicaLaunch:
@@ -39,7 +36,7 @@ def launch(**overrides: object) -> ReplicaLaunch:
 
 
 def test_master_replica_env_is_complete() -> None:
-    assert replica_env(launch()) == {
+    assert torchrun_env(launch()) == {
         "PET_NNODES": "2:4",
         "PET_NPROC_PER_NODE": "1",
         "PET_RDZV_BACKEND": "c10d",
@@ -54,14 +51,14 @@ def test_master_replica_env_is_complete() -> None:
         "TIDE_JOB": "bert",
         "TIDE_PROJECT": "a",
         "TIDE_REPLICA_INDEX": "0",
-        "TIDE_ROLE": "master",
+        "TIDE_REPLICA_ROLE": "master",
         "TIDE_CHECKPOINT_DIR": "/data/ckpt/a/bert",
     }
 
 
 def test_only_the_master_hosts_the_rendezvous_and_all_replicas_meet_there() -> None:
-    envs = [replica_env(launch(replica_index=i)) for i in range(4)]
-    assert [e["TIDE_ROLE"] for e in envs] == ["master", "worker", "worker", "worker"]
+    envs = [torchrun_env(launch(replica_index=i)) for i in range(4)]
+    assert [e["TIDE_REPLICA_ROLE"] for e in envs] == ["master", "worker", "worker", "worker"]
     assert [e["PET_RDZV_CONF"].split(",")[0] for e in envs] == ["is_host=1"] + ["is_host=0"] * 3
     assert {e["PET_RDZV_ENDPOINT"] for e in envs} == {"10.0.0.5:29400"}
     assert {e["PET_RDZV_ID"] for e in envs} == {"a.bert.g1"}
@@ -70,7 +67,7 @@ def test_only_the_master_hosts_the_rendezvous_and_all_replicas_meet_there() -> N
 
 def test_fixed_size_launch_for_a_coordinated_resize() -> None:
     resized = launch(replica_index=1).at_fixed_size(2, run_id_for("a", "bert", 2))
-    env = replica_env(resized)
+    env = torchrun_env(resized)
     assert env["PET_NNODES"] == "2:2"
     assert env["PET_RDZV_ID"] == "a.bert.g2"
     assert resized.role is Role.WORKER
@@ -83,7 +80,7 @@ def test_tuning_and_options_reach_the_environment() -> None:
         local_addr="127.0.0.1",
         tuning=RendezvousTuning(monitor_interval_s=2, shutdown_timeout_s=5, last_call_timeout_s=1),
     )
-    env = replica_env(tuned)
+    env = torchrun_env(tuned)
     assert env["PET_NPROC_PER_NODE"] == "8"
     assert env["PET_MAX_RESTARTS"] == "0"
     assert env["PET_LOCAL_ADDR"] == "127.0.0.1"
@@ -93,7 +90,7 @@ def test_tuning_and_options_reach_the_environment() -> None:
 
 
 def test_ipv6_rendezvous_host_is_bracketed() -> None:
-    assert replica_env(launch(rdzv_host="fd00::1"))["PET_RDZV_ENDPOINT"] == "[fd00::1]:29400"
+    assert torchrun_env(launch(rdzv_host="fd00::1"))["PET_RDZV_ENDPOINT"] == "[fd00::1]:29400"
 
 
 @pytest.mark.parametrize(("gpus", "nproc"), [(0, 1), (1, 1), (4, 4)])
@@ -157,7 +154,7 @@ def test_torchrun_reads_every_variable_we_set(monkeypatch: pytest.MonkeyPatch) -
         local_addr="127.0.0.1",
         tuning=RendezvousTuning(monitor_interval_s=0.25, shutdown_timeout_s=7),
     )
-    env = replica_env(tuned)
+    env = torchrun_env(tuned)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # config_from_args would set it process-wide otherwise
     for key, value in env.items():
         monkeypatch.setenv(key, value)

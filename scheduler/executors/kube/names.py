@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 
+from scheduler.elastic.launch import Role, role_of
+
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "tide"
 PROJECT = "tide.dev/project"
@@ -46,16 +48,12 @@ def pod_name(project: str, job: str, index: int, replica_id: int) -> str:
     return f"tide-{_readable(project, job, _MAX - len('tide-') - len(suffix))}{suffix}"
 
 
-def role(index: int) -> str:
-    return "master" if index == 0 else "worker"
-
-
 def pod_labels(project: str, job: str, index: int, replica_id: int) -> dict[str, str]:
     return {
         MANAGED_BY: MANAGER,
         PROJECT: project,
         JOB: job,
-        ROLE: role(index),
+        ROLE: role_of(index).value,
         REPLICA: str(index),
         REPLICA_ID: str(replica_id),
     }
@@ -63,7 +61,7 @@ def pod_labels(project: str, job: str, index: int, replica_id: int) -> dict[str,
 
 def master_selector(project: str, job: str) -> dict[str, str]:
     """What the job's headless Service selects: its master, the rendezvous host."""
-    return {MANAGED_BY: MANAGER, PROJECT: project, JOB: job, ROLE: "master"}
+    return {MANAGED_BY: MANAGER, PROJECT: project, JOB: job, ROLE: Role.MASTER.value}
 
 
 def service_host(project: str, job: str, namespace: str) -> str:

@@ -8,11 +8,11 @@ from the job's grace period, the labels of ``names``, no service-account token a
 ``EnvBuilder`` added) with three Kubernetes facts on top: ``PET_RDZV_ENDPOINT`` names the job's headless
 Service (port kept), ``PET_LOCAL_ADDR`` is the pod's own IP (Downward API), ``TIDE_MASTER_ADDR`` the
 Service's name. When the engine set no torchrun settings, the torchrun defaults of
-``executors/torchrun.py`` are added: a fixed-size rendezvous of ``TIDE_NUM_REPLICAS`` with a run id per
+``scheduler.elastic.environment`` are added: a fixed-size rendezvous of ``TIDE_NUM_REPLICAS`` with a run id per
 ``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID``, and an agent's shutdown timeout
 inside the pod's grace period (the agent, not the kubelet's SIGKILL, ends the workers). Values are escaped so Kubernetes
 never expands a ``$(...)`` in them. With an ``agent_url``, a torchrun job's pod runs Tide's agent
-(``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.executors.pod_agent``) and gets
+(``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.elastic.agent.pod``) and gets
 ``TIDE_AGENT_URL``, ``TIDE_REPLICA_ID`` and ``TIDE_AGENT_TOKEN`` from the job's Secret (``secret_body``).
 """
 
@@ -23,17 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.elastic.environment import Placement, fixed_size_launch, torchrun_env, with_job_env
+from scheduler.elastic.torchrun_argv import uses_torchrun
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube import names
-from scheduler.executors.torchrun import (
-    RendezvousTuning,
-    ReplicaLaunch,
-    nproc_for,
-    replica_env,
-    run_id_for,
-    shutdown_timeout,
-    uses_torchrun,
-)
 
 Body = dict[str, Any]
 POD_IP = "TIDE_POD_IP"
@@ -67,24 +60,18 @@ def _escape(value: str) -> str:
     return value.replace("$", "$$")
 
 
-def _torchrun_defaults(
-    spec: LaunchSpec, env: Mapping[str, str], host: str, options: PodOptions, grace: float
-) -> dict[str, str]:
-    replicas = max(int(env.get("TIDE_NUM_REPLICAS", "1")), spec.index + 1)
-    launch = ReplicaLaunch(
-        job=spec.job,
+def _torchrun_defaults(spec: LaunchSpec, host: str, options: PodOptions, grace: float) -> dict[str, str]:
+    place = Placement(
         project=spec.project,
-        replica_index=spec.index,
-        run_id=run_id_for(spec.project, spec.job, int(env.get("TIDE_GENERATION", "0"))),
-        rdzv_host=host,
-        rdzv_port=options.rendezvous_port,
-        min_nodes=replicas,
-        max_nodes=replicas,
+        job=spec.job,
+        index=spec.index,
+        gpus=len(spec.gpu_ids),
+        host=host,
+        port=options.rendezvous_port,
         checkpoint_dir=checkpoint_dir(spec),
-        nproc_per_node=nproc_for(len(spec.gpu_ids)),
-        tuning=RendezvousTuning(shutdown_timeout_s=shutdown_timeout(grace)),
+        grace=grace,
     )
-    return replica_env(launch)
+    return torchrun_env(fixed_size_launch(place, spec.env))
 
 
 def checkpoint_dir(spec: LaunchSpec) -> str:
@@ -121,7 +108,7 @@ def pod_env(spec: LaunchSpec, options: PodOptions, grace: float | None = None) -
     env = dict(spec.env)
     if "PET_NNODES" not in env:
         pod_grace = options.grace_period if grace is None else grace
-        env = {**_torchrun_defaults(spec, env, host, options, pod_grace), **env}
+        env = with_job_env(_torchrun_defaults(spec, host, options, pod_grace), env, forced=False)
     env["PET_RDZV_ENDPOINT"] = f"{host}:{_port(env.get('PET_RDZV_ENDPOINT'), options.rendezvous_port)}"
     env["TIDE_MASTER_ADDR"] = host
     env.pop("PET_LOCAL_ADDR", None)

@@ -1,7 +1,7 @@
 """Launchers of the local executor's torchrun replicas, kept warm ahead of need (docs/elastic-resize.md).
 
 Contract: ``WarmPool(state_dir, instance, spawn, size)`` keeps up to ``size`` idle launchers
-(``warm_launcher``), each a process tree started by ``spawn`` (the executor's: shim, own session, the
+(``launcher``), each a process tree started by ``spawn`` (the executor's: shim, own session, the
 pool's ``TIDE_REPLICA_UID`` marker) with its output in ``state_dir/pool/N.log``. ``take(env, argv, log)``
 hands one launcher a replica (torchrun's arguments, the replica's env, its log file) by writing its spec
 file (warm ones first: a launcher marks itself ``N.warm`` once it is ready; a new one when none is idle),
@@ -23,9 +23,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.executors.torchrun_local import REPLICA_UID
+from scheduler.elastic.agent.procs import REPLICA_UID, poll_child
 
-LAUNCHER_CODE = "from scheduler.executors import warm_launcher as m; m.main()"
+LAUNCHER_CODE = "from scheduler.elastic.agent import launcher as m; m.main()"
 OWNER = "TIDE_POOL_OWNER"  # an idle launcher exits when the service that started it is gone
 
 
@@ -116,7 +116,6 @@ def _warm_file(launcher: Launcher) -> Path:
 
 def _alive(pid: int) -> bool:
     try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
+        return poll_child(pid) is None
     except ChildProcessError:
         return False
-    return done == 0

@@ -1,4 +1,4 @@
-"""The warm launcher's stand-in for torchrun's agent (``scheduler.executors.warm_agent``).
+"""The warm launcher's stand-in for torchrun's agent (``scheduler.elastic.agent.torchrun_agent``).
 
 What a user is promised: an unchanged ``torchrun train.py`` under Tide gets the worker environment torchrun
 would give it (checked against torch's own agent source), launches Tide cannot run exactly as torchrun
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.executors import warm_agent
+from scheduler.elastic.agent import torchrun_agent
+from scheduler.elastic.agent.ports import free_port
 from scheduler.executors.base import LaunchSpec
-from scheduler.executors.ports import free_port
-from scheduler.executors.torchrun_local import TorchrunLaunches
+from scheduler.executors.local_launches import TorchrunLaunches
 
 torchrun = pytest.importorskip("torch.distributed.run")
 
@@ -36,18 +36,20 @@ def tide_env(index: int, size: int = 2, **extra: str) -> dict[str, str]:
     return TorchrunLaunches().env_for(spec, Path("/data"))
 
 
-def planned(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> warm_agent.Launch | str:
+def planned(
+    argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> torchrun_agent.Launch | str:
     for key in [k for k in os.environ if k.startswith("PET_")]:
         monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    return warm_agent.plan(torchrun.parse_args(argv), env)
+    return torchrun_agent.plan(torchrun.parse_args(argv), env)
 
 
 def test_a_tide_launch_is_planned_from_torchruns_own_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     env = tide_env(index=1, size=2)
     launch = planned(["train.py", "--steps", "5"], env, monkeypatch)
-    assert isinstance(launch, warm_agent.Launch)
+    assert isinstance(launch, torchrun_agent.Launch)
     assert (launch.node_rank, launch.nnodes, launch.nproc) == (1, 2, 1)
     assert (launch.host, launch.port) == ("127.0.0.1", int(env["PET_RDZV_ENDPOINT"].rsplit(":", 1)[1]))
     assert launch.run_id == "a.train.g3"
@@ -82,9 +84,9 @@ def test_workers_get_every_variable_torchruns_agent_sets() -> None:
     source = Path(torchrun.__file__).parent / "elastic" / "agent" / "server" / "local_elastic_agent.py"
     block = source.read_text().split("worker_env = {", 1)[1].split("}", 1)[0]
     torch_keys = set(re.findall(r'"([A-Z_]+)":', block)) | {"LOCAL_RANK"}
-    launch = warm_agent.Launch(node_rank=1, nnodes=3, nproc=2, host="127.0.0.1", port=1, run_id="r",
+    launch = torchrun_agent.Launch(node_rank=1, nnodes=3, nproc=2, host="127.0.0.1", port=1, run_id="r",
                                max_restarts=0, shutdown_timeout=5, role="default")  # fmt: skip
-    env = warm_agent.worker_env(launch, local_rank=1, master_port=2345)
+    env = torchrun_agent.worker_env(launch, local_rank=1, master_port=2345)
     assert torch_keys <= set(env), torch_keys - set(env)
     assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["GROUP_RANK"]) == ("3", "1", "6", "1")
     assert (env["LOCAL_WORLD_SIZE"], env["GROUP_WORLD_SIZE"], env["MASTER_PORT"]) == ("2", "3", "2345")
@@ -96,9 +98,9 @@ def test_the_replicas_of_a_launch_agree_on_one_store_port() -> None:
     ports: dict[int, int] = {}
 
     def replica(rank: int) -> None:
-        launch = warm_agent.Launch(node_rank=rank, nnodes=3, nproc=1, host="127.0.0.1", port=port,
+        launch = torchrun_agent.Launch(node_rank=rank, nnodes=3, nproc=1, host="127.0.0.1", port=port,
                                    run_id="a.train.g1", max_restarts=0, shutdown_timeout=5, role="default")  # fmt: skip
-        ports[rank] = warm_agent.rendezvous(launch)
+        ports[rank] = torchrun_agent.rendezvous(launch)
 
     threads = [threading.Thread(target=replica, args=(r,), daemon=True) for r in (0, 1, 2)]
     threads[0].start()
@@ -119,9 +121,9 @@ def test_the_replicas_of_a_launch_agree_on_one_store_port() -> None:
 
 AGENT = """
 import os, sys, time
-from scheduler.executors import warm_agent
+from scheduler.elastic.agent import torchrun_agent
 codes = [int(c) for c in sys.argv[2].split(",")]
-launch = warm_agent.Launch(node_rank=0, nnodes=1, nproc=len(codes), host="127.0.0.1", port=1,
+launch = torchrun_agent.Launch(node_rank=0, nnodes=1, nproc=len(codes), host="127.0.0.1", port=1,
                            run_id="r", max_restarts=0, shutdown_timeout=2, role="default")
 def entry(local_rank):
     code = codes[local_rank]
@@ -129,7 +131,7 @@ def entry(local_rank):
         time.sleep(60)
     time.sleep(0.2 * local_rank)
     os._exit(code)
-sys.exit(warm_agent.run(launch, entry, sys.argv[1]))
+sys.exit(torchrun_agent.run(launch, entry, sys.argv[1]))
 """
 
 
@@ -153,6 +155,6 @@ def test_sigterm_stops_the_workers_and_exits_143(tmp_path: Path) -> None:
         time.sleep(0.02)
     time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)  # the launcher only: it forwards the signal to its workers
-    assert proc.wait(timeout=10) == warm_agent.STOPPED_EXIT
+    assert proc.wait(timeout=10) == torchrun_agent.STOPPED_EXIT
     leftovers = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True, check=False)
     assert leftovers.stdout.strip() == ""

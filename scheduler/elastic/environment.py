@@ -1,13 +1,25 @@
-"""The environment of one replica of a job, so that an unchanged ``torchrun train.py`` is elastic under Tide.
+"""Every variable a replica process starts with: Tide's identity and, for torchrun, a fixed-size launch.
 
-Contract: pure (standard library only, no clock, I/O or randomness). ``ReplicaLaunch`` describes one replica
-of one launch of a job; ``replica_env(launch)`` returns the variables to add to that replica's environment,
-as Kubeflow's training operator does: torchrun's launcher reads ``PET_<OPTION>`` for every option it
-declares with ``action=env`` (``torch/distributed/argparse_util.py``), so no flag has to be passed. Both
-executors use it: the local executor merges the dict into ``os.environ`` of the agent process, the
-Kubernetes executor turns it into a container's ``env`` with ``pod_env``.
+Contract: pure (standard library only, no clock, I/O or randomness). Three layers, each built here only:
 
-Variables set, each checked against ``torch/distributed/run.py`` of torch 2.13
+1. ``replica_env(ctx, extra)``: what the engine gives every replica. The job's own ``env`` first, then
+   whatever the pluggable ``EnvBuilder`` adds, then the identity (``identity_env``), which a job cannot
+   override: ``TIDE_PROJECT``, ``TIDE_JOB``, ``TIDE_JOB_ID``; ``TIDE_REPLICA_INDEX`` (0 is the master) and
+   ``TIDE_REPLICA_ROLE`` (``master``/``worker``, ``launch.role_of``); ``TIDE_NUM_REPLICAS`` (replicas the job
+   has now), ``TIDE_MIN_REPLICAS``, ``TIDE_MAX_REPLICAS``; ``TIDE_NODE``, ``TIDE_MASTER_NODE``,
+   ``TIDE_GPU_IDS`` (comma separated), ``TIDE_GPUS_PER_REPLICA``; ``TIDE_GENERATION`` (bumped at every
+   start and resize: the launch); ``TIDE_ALLOWED_REPLICAS`` (the counts the job may run at, comma
+   separated: every count in min..max unless it gave ``allowed_replicas``).
+2. ``torchrun_env(launch)``: the ``PET_*`` settings of one replica of a torchrun launch, as Kubeflow's
+   training operator does: torchrun reads ``PET_<OPTION>`` for every option it declares with
+   ``action=env`` (``torch/distributed/argparse_util.py``), so an unchanged ``torchrun train.py`` is
+   elastic under Tide. ``fixed_size_launch`` is that launch at the job's current size
+   (``TIDE_NUM_REPLICAS``) with a run id per ``TIDE_GENERATION``, for both executors; ``with_job_env``
+   merges it with the job's env (Tide's launch settings win where ``forced``).
+3. ``relaunch_env(...)``: what a pod's agent sets on top of its pod's environment for each launch the
+   service orders (an in-place relaunch at a new size, rank and port).
+
+Variables of ``torchrun_env``, each checked against ``torch/distributed/run.py`` of torch 2.13
 (tests/unit/test_torchrun_env.py parses them with torchrun's own parser):
 
 =====================================  ==========================================================
@@ -24,7 +36,7 @@ Variables set, each checked against ``torch/distributed/run.py`` of torch 2.13
 ``PET_LOCAL_ADDR``                     (optional) this replica's address, when the host name will not do
 ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE`` ``1``: workers get their own store (needed to scale up at all)
 ``TIDE_JOB``/``TIDE_PROJECT``          the job's identity
-``TIDE_REPLICA_INDEX``/``TIDE_ROLE``   ``0``/``master`` hosts the rendezvous; others are ``worker``
+``TIDE_REPLICA_INDEX``                 the replica's index; ``TIDE_REPLICA_ROLE`` ``master`` for 0
 ``TIDE_CHECKPOINT_DIR``                the job's checkpoint directory (same for every replica)
 =====================================  ==========================================================
 
@@ -34,20 +46,74 @@ defaults a scale-up deadlocked (shared TCP store) and dead peers were noticed on
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from itertools import pairwise
 
-MASTER_INDEX = 0
+from scheduler.elastic.launch import Role, endpoint, role_of, run_id_for
+
+NODE_RANK = "TIDE_NODE_RANK"  # the replica's rank in an in-place launch (members ranked by index)
+# What a launch must be for Tide's resize to work: these are Tide's, whatever the job's env says.
+FORCED = ("PET_NNODES", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_RDZV_CONF", "PET_MAX_RESTARTS")
 _MAX_PORT = 65535
 
 
-class Role(StrEnum):
-    MASTER = "master"
-    WORKER = "worker"
+# 1. Tide's identity ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ReplicaContext:
+    """What is known about a replica when it is launched."""
+
+    project: str
+    job: str
+    job_id: int
+    index: int
+    num_replicas: int
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int
+    node: str
+    master_node: str
+    gpu_ids: tuple[int, ...]
+    generation: int
+    job_env: Mapping[str, str] = field(default_factory=dict)
+    allowed_replicas: tuple[int, ...] = ()  # R16: the only counts it runs at; empty: any in min..max
+
+    @property
+    def role(self) -> Role:
+        return role_of(self.index)
 
 
+EnvBuilder = Callable[[ReplicaContext], Mapping[str, str]]
+
+
+def identity_env(ctx: ReplicaContext) -> dict[str, str]:
+    return {
+        "TIDE_PROJECT": ctx.project,
+        "TIDE_JOB": ctx.job,
+        "TIDE_JOB_ID": str(ctx.job_id),
+        "TIDE_REPLICA_INDEX": str(ctx.index),
+        "TIDE_REPLICA_ROLE": ctx.role.value,
+        "TIDE_NUM_REPLICAS": str(ctx.num_replicas),
+        "TIDE_MIN_REPLICAS": str(ctx.min_replicas),
+        "TIDE_MAX_REPLICAS": str(ctx.max_replicas),
+        "TIDE_NODE": ctx.node,
+        "TIDE_MASTER_NODE": ctx.master_node,
+        "TIDE_GPU_IDS": ",".join(str(g) for g in ctx.gpu_ids),
+        "TIDE_GPUS_PER_REPLICA": str(ctx.gpus_per_replica),
+        "TIDE_GENERATION": str(ctx.generation),
+        "TIDE_ALLOWED_REPLICAS": ",".join(str(n) for n in ctx.allowed_replicas)
+        or ",".join(str(n) for n in range(ctx.min_replicas, ctx.max_replicas + 1)),
+    }
+
+
+def replica_env(ctx: ReplicaContext, extra: EnvBuilder | None = None) -> dict[str, str]:
+    env = dict(ctx.job_env)
+    if extra is not None:
+        env.update(extra(ctx))
+    env.update(identity_env(ctx))
+    return env
+
+
+# 2. torchrun's settings of one launch ------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class RendezvousTuning:
     """Timing of torchrun's agent and c10d rendezvous, in whole seconds where torchrun wants integers.
@@ -120,7 +186,7 @@ class ReplicaLaunch:
 
     @property
     def role(self) -> Role:
-        return Role.MASTER if self.replica_index == MASTER_INDEX else Role.WORKER
+        return role_of(self.replica_index)
 
     @property
     def is_rendezvous_host(self) -> bool:
@@ -146,12 +212,6 @@ def nproc_for(gpus_per_replica: int) -> int:
     return max(gpus_per_replica, 1)
 
 
-def run_id_for(project: str, job: str, generation: int) -> str:
-    """A rendezvous id unique per launch of a job: reusing one would join the previous launch's state."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{project}.{job}")
-    return f"{safe}.g{generation}"
-
-
 def rdzv_conf(launch: ReplicaLaunch) -> str:
     """The ``--rdzv-conf`` string: comma-separated ``key=value`` pairs that torchrun passes to the backend."""
     t = launch.tuning
@@ -165,14 +225,14 @@ def rdzv_conf(launch: ReplicaLaunch) -> str:
     return ",".join(f"{k}={v}" for k, v in pairs.items())
 
 
-def replica_env(launch: ReplicaLaunch) -> dict[str, str]:
+def torchrun_env(launch: ReplicaLaunch) -> dict[str, str]:
     """The variables to add to the replica's environment (on top of the executor's own)."""
     t = launch.tuning
     env = {
         "PET_NNODES": f"{launch.min_nodes}:{launch.max_nodes}",
         "PET_NPROC_PER_NODE": str(launch.nproc_per_node),
         "PET_RDZV_BACKEND": launch.rdzv_backend,
-        "PET_RDZV_ENDPOINT": f"{_host_for_endpoint(launch.rdzv_host)}:{launch.rdzv_port}",
+        "PET_RDZV_ENDPOINT": endpoint(launch.rdzv_host, launch.rdzv_port),
         "PET_RDZV_ID": launch.run_id,
         "PET_RDZV_CONF": rdzv_conf(launch),
         "PET_MAX_RESTARTS": str(launch.max_restarts),
@@ -182,7 +242,7 @@ def replica_env(launch: ReplicaLaunch) -> dict[str, str]:
         "TIDE_JOB": launch.job,
         "TIDE_PROJECT": launch.project,
         "TIDE_REPLICA_INDEX": str(launch.replica_index),
-        "TIDE_ROLE": launch.role.value,
+        "TIDE_REPLICA_ROLE": launch.role.value,
         "TIDE_CHECKPOINT_DIR": launch.checkpoint_dir,
     }
     if launch.local_addr:
@@ -190,52 +250,83 @@ def replica_env(launch: ReplicaLaunch) -> dict[str, str]:
     return env
 
 
-_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
-_MAX_RESTARTS_FLAGS = ("--max-restarts", "--max_restarts")
-DEFAULT_MAX_RESTARTS = 3
+def generation_of(job_env: Mapping[str, str]) -> int:
+    """The launch a replica belongs to (``TIDE_GENERATION``, set by the engine; 0 when unset)."""
+    return int(job_env.get("TIDE_GENERATION", "0"))
 
 
-def uses_torchrun(argv: Sequence[str]) -> bool:
-    """Whether a job's command is a torchrun launch: ``torchrun ...`` or ``python -m torch.distributed.run``.
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one replica of a fixed-size launch runs: what its executor knows beyond the engine's env."""
 
-    This is how a job opts in to Tide's coordinated resize; any other command runs as given.
-    """
-    return torchrun_args(argv) is not None
-
-
-def torchrun_args(argv: Sequence[str]) -> tuple[str, ...] | None:
-    """The arguments torchrun gets from a torchrun launch (after ``torchrun`` or ``-m torch.distributed.run``),
-    or None when ``argv`` is no torchrun launch."""
-    if not argv:
-        return None
-    if argv[0].rsplit("/", 1)[-1] == "torchrun":
-        return tuple(argv[1:])
-    for i, (a, b) in enumerate(pairwise(argv)):
-        if a == "-m" and b in _TORCHRUN_MODULES:
-            return tuple(argv[i + 2 :])
-    return None
+    project: str
+    job: str
+    index: int
+    gpus: int  # GPUs of the replica (0: one CPU worker)
+    host: str  # the master's rendezvous host
+    port: int  # the launch's rendezvous port
+    checkpoint_dir: str
+    grace: float  # the executor's grace: the agent's shutdown timeout fits inside it
+    max_restarts: int = 3
+    local_addr: str | None = None
 
 
-def job_max_restarts(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    """The failures a job may survive: ``--max-restarts`` in its command, else ``PET_MAX_RESTARTS`` in its
-    env, else torchrun's usual 3. Tide counts them across launches (a resize is a new launch)."""
-    for i, arg in enumerate(argv):
-        for flag in _MAX_RESTARTS_FLAGS:
-            value = argv[i + 1] if arg == flag and i + 1 < len(argv) else arg.removeprefix(f"{flag}=")
-            if (arg == flag or arg.startswith(f"{flag}=")) and value.isdigit():
-                return int(value)
-    raw = env.get("PET_MAX_RESTARTS", "")
-    return int(raw) if raw.isdigit() else DEFAULT_MAX_RESTARTS
+def fixed_size_launch(place: Placement, job_env: Mapping[str, str]) -> ReplicaLaunch:
+    """The replica's part of launch ``TIDE_GENERATION`` at exactly ``TIDE_NUM_REPLICAS`` replicas."""
+    size = max(int(job_env.get("TIDE_NUM_REPLICAS", "1")), place.index + 1)
+    return ReplicaLaunch(
+        job=place.job,
+        project=place.project,
+        replica_index=place.index,
+        run_id=run_id_for(place.project, place.job, generation_of(job_env)),
+        rdzv_host=place.host,
+        rdzv_port=place.port,
+        min_nodes=size,
+        max_nodes=size,
+        checkpoint_dir=place.checkpoint_dir,
+        nproc_per_node=nproc_for(place.gpus),
+        max_restarts=place.max_restarts,
+        local_addr=place.local_addr,
+        tuning=RendezvousTuning(shutdown_timeout_s=shutdown_timeout(place.grace)),
+    )
+
+
+def with_job_env(ours: Mapping[str, str], job_env: Mapping[str, str], *, forced: bool) -> dict[str, str]:
+    """The job's env over ``ours``; with ``forced``, the ``FORCED`` settings of the launch stay ours."""
+    merged = {**ours, **job_env}
+    if forced:
+        merged.update({k: ours[k] for k in FORCED})
+    return merged
+
+
+# 3. an in-place relaunch ------------------------------------------------------------------------------
+def relaunch_env(
+    *, generation: int, size: int, rank: int, host: str, port: int, run_id: str, rdzv_conf_now: str
+) -> dict[str, str]:
+    """What launch ``generation`` (``size`` replicas, this one ranked ``rank``, the master at
+    ``host:port``) sets on top of a pod's environment, whose ``PET_RDZV_CONF`` is ``rdzv_conf_now``: a
+    fixed size, this replica's rank, no restarts of its own (the service counts failures across launches)."""
+    return {
+        "PET_NNODES": f"{size}:{size}",
+        "PET_NODE_RANK": str(rank),
+        NODE_RANK: str(rank),
+        "PET_RDZV_ENDPOINT": endpoint(host, port),
+        "PET_RDZV_ID": run_id,
+        "PET_RDZV_CONF": _with_host(rdzv_conf_now, role_of(rank) is Role.MASTER),
+        "PET_MAX_RESTARTS": "0",
+        "TIDE_NUM_REPLICAS": str(size),
+        "TIDE_GENERATION": str(generation),
+    }
+
+
+def _with_host(current: str, is_host: bool) -> str:
+    pairs = [p for p in current.split(",") if p and not p.startswith("is_host=")]
+    return ",".join([f"is_host={1 if is_host else 0}", *pairs])
 
 
 def pod_env(env: dict[str, str]) -> list[dict[str, str]]:
     """The same variables as a Kubernetes container's ``env`` list, in a stable order."""
     return [{"name": k, "value": v} for k, v in sorted(env.items())]
-
-
-def _host_for_endpoint(host: str) -> str:
-    # An IPv6 literal needs brackets in host:port, as torchrun's parse_rendezvous_endpoint expects.
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def _number(x: float) -> str:

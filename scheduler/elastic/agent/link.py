@@ -9,9 +9,10 @@ seconds) and returns a ``Reply``: ``launch`` with the order, ``notice`` (pass SI
 training: a preemption notice), ``wait``, ``gone`` (404: the job is over or the
 replica was removed), ``refused`` (401/403/422: a setting is wrong and retrying will not help) or
 ``unreachable`` (no answer, a 5xx or 429: try again). ``launch_env(order, settings, env)`` is what a launch
-adds to the pod's environment so that an unchanged ``torchrun`` runs exactly that launch: a fixed size,
-this replica's rank, the master's rendezvous port and a run id per launch, no restarts of its own (the
-service counts failures across launches). Never raises on the network: every failure is a ``Reply``.
+adds to the pod's environment so that an unchanged ``torchrun`` runs exactly that launch
+(``scheduler.elastic.environment.relaunch_env``: a fixed size, this replica's rank, the master's rendezvous
+port and a run id per launch, no restarts of its own; the service counts failures across launches). Never
+raises on the network: every failure is a ``Reply``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any, Literal
 
 import httpx
 
-from scheduler.executors.torchrun import torchrun_args, uses_torchrun
-from scheduler.executors.warm_agent import NODE_RANK
+from scheduler.elastic.environment import relaunch_env
+from scheduler.elastic.torchrun_argv import uses_torchrun
 
 API_SUFFIX = "/api/v1"
 Kind = Literal["launch", "notice", "wait", "gone", "refused", "unreachable"]
@@ -178,27 +179,14 @@ def _reply(answer: httpx.Response) -> Reply:
     return Reply("launch", order)
 
 
-def _rdzv_conf(current: str, is_host: bool) -> str:
-    pairs = [p for p in current.split(",") if p and not p.startswith("is_host=")]
-    return ",".join([f"is_host={1 if is_host else 0}", *pairs])
-
-
 def launch_env(order: Order, settings: AgentSettings, env: Mapping[str, str]) -> dict[str, str]:
-    """What launch ``order`` sets on top of the pod's environment (torchrun's ``PET_*`` and Tide's)."""
-    n = order.world_size
-    return {
-        "PET_NNODES": f"{n}:{n}",
-        "PET_NODE_RANK": str(order.rank),
-        NODE_RANK: str(order.rank),
-        "PET_RDZV_ENDPOINT": f"{settings.master_host}:{order.rdzv_port}",
-        "PET_RDZV_ID": order.run_id,
-        "PET_RDZV_CONF": _rdzv_conf(env.get("PET_RDZV_CONF", ""), order.rank == 0),
-        "PET_MAX_RESTARTS": "0",
-        "TIDE_NUM_REPLICAS": str(n),
-        "TIDE_GENERATION": str(order.generation),
-    }
-
-
-def torchrun_argv(command: Sequence[str]) -> tuple[str, ...]:
-    """The command as ``torchrun ARGS`` (``python -m torch.distributed.run ARGS`` has the same ARGS)."""
-    return ("torchrun", *(torchrun_args(command) or ()))
+    """What launch ``order`` sets on top of the pod's environment ``env`` (``environment.relaunch_env``)."""
+    return relaunch_env(
+        generation=order.generation,
+        size=order.world_size,
+        rank=order.rank,
+        host=settings.master_host,
+        port=order.rdzv_port,
+        run_id=order.run_id,
+        rdzv_conf_now=env.get("PET_RDZV_CONF", ""),
+    )

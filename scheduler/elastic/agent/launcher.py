@@ -1,15 +1,15 @@
 """A warm torchrun launcher: a process that imported torch before any replica needed it.
 
-Contract: started by the local executor's pool (``warm_pool``) under the shim, as
-``python -c "from scheduler.executors import warm_launcher as m; m.main()" SPEC_FILE``. It imports torch
+Contract: started by the local executor's pool (``pool``) under the shim, as
+``python -c "from scheduler.elastic.agent import launcher as m; m.main()" SPEC_FILE``. It imports torch
 and torchrun's launcher and builds a throw-away optimiser (the first one imports ``torch._dynamo``: ~1 s,
 4 s with four of them on two busy cores), creates ``SPEC_FILE`` with the suffix ``.warm`` (it is ready),
 then waits for ``SPEC_FILE`` to appear: one JSON object ``{"env", "argv", "log"}``. It sends its output to
 ``log``, applies ``env`` and parses ``argv`` (torchrun's arguments, without ``torchrun``) with torchrun's
 own parser.
 
-When ``warm_agent.plan`` accepts the launch (a fixed-size launch of a script; see there), this process plays
-torchrun's agent (``warm_agent.run``): no rendezvous round trips, no agent threads, and the workers are
+When ``torchrun_agent.plan`` accepts the launch (a fixed-size launch of a script; see there), this process
+plays torchrun's agent (``torchrun_agent.run``): no rendezvous round trips, no agent threads, and the workers are
 forked from this preloaded process, so no process of a launch imports torch. A worker runs the training
 script unchanged as torchrun's would (``runpy``, ``sys.argv`` set, the script's directory first on
 ``sys.path``, unbuffered output, ``$TIDE_WORKERS_FILE`` created once the launch formed), then runs the
@@ -37,8 +37,9 @@ import torch
 import torch.distributed.run as torchrun
 from torch.nn.parallel import DistributedDataParallel  # noqa: F401 - preloaded for the workers
 
-from scheduler.executors import warm_agent
-from scheduler.executors.trace import trace
+from scheduler.elastic.agent import torchrun_agent
+from scheduler.elastic.agent.procs import exists
+from scheduler.elastic.agent.trace import trace
 
 WORKERS_FILE = "TIDE_WORKERS_FILE"
 
@@ -50,21 +51,11 @@ def _warm_up() -> None:
 def _wait_for(spec_file: Path) -> dict[str, Any]:
     owner = int(os.environ.get("TIDE_POOL_OWNER", "0"))
     while not spec_file.exists():
-        if owner and not _exists(owner):
+        if owner and not exists(owner):
             sys.exit(0)  # the service that started this launcher is gone: nobody will hand it a replica
         time.sleep(0.02)
     spec: dict[str, Any] = json.loads(spec_file.read_text())
     return spec
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _redirect(log: str) -> None:
@@ -140,7 +131,7 @@ def main() -> None:
         args = torchrun.parse_args(argv)  # type: ignore[no-untyped-call]
     except SystemExit:
         _torchrun(argv)  # torchrun prints the usage error itself
-    launch = warm_agent.plan(args, os.environ)
+    launch = torchrun_agent.plan(args, os.environ)
     if isinstance(launch, str):
         print(f"tide launcher: torchrun's own agent runs this launch: {launch}", file=sys.stderr, flush=True)
         _torchrun(argv)
@@ -150,7 +141,7 @@ def main() -> None:
     def entry(local_rank: int) -> None:
         run_script(script, rest, bool(args.module))
 
-    code = warm_agent.run(launch, entry, os.environ.get(WORKERS_FILE))
+    code = torchrun_agent.run(launch, entry, os.environ.get(WORKERS_FILE))
     trace("launcher-exit", code=code)
     sys.stdout.flush()
     sys.stderr.flush()

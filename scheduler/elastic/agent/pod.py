@@ -1,12 +1,11 @@
 """Tide's agent in a job pod: ``tide agent -- torchrun train.py ...`` runs the launches the service orders.
 
 Contract (docs/kubernetes.md, "How a pod learns a resize"). The Kubernetes executor starts every replica
-pod of a torchrun job with this agent as its entrypoint. The agent keeps one warm launcher (the local
-executor's ``warm_launcher``: torch imported ahead of need) and asks the service for its launch
-(``agent_link``), reporting what it runs: ``warming`` until its launcher is ready, then ``warm``,
-``running`` launch G, or ``exited`` with the launch's exit code, and the time of the job's last checkpoint
-(the training script's mark in ``$TIDE_CHECKPOINT_DIR``, ``executors.checkpoints``). On an order for a new launch it stops the
-running one (SIGTERM to its process group: the script checkpoints and exits; SIGKILL after the shutdown
+pod of a torchrun job with this agent as its entrypoint. The agent keeps one warm launcher (``launcher``,
+as the local executor does: torch imported ahead of need) and asks the service for its launch (``link``),
+reporting what it runs: ``warming`` until its launcher is ready, then ``warm``, ``running`` launch G, or
+``exited`` with the launch's exit code, and the time of the job's last checkpoint (the training script's
+mark in ``$TIDE_CHECKPOINT_DIR``, ``checkpoints``). On an order for a new launch it stops the running one (SIGTERM to its process group: the script checkpoints and exits; SIGKILL after the shutdown
 timeout), hands the warm launcher the new launch's environment (``launch_env``) and starts warming the next
 one once the launch formed. So the pod, its node and its GPUs stay; only the training processes restart.
 
@@ -17,7 +16,8 @@ one once the launch formed. So the pod, its node and its GPUs stay; only the tra
   or the next launch follows after the project's notice) sends SIGUSR1 to the running launch's training
   processes, the launcher's children (``procs``; not its group: torchrun and the launcher's agent would be
   ended by it), once per launch; its polls then say ``noticed``.
-- SIGTERM or SIGINT (the pod is being deleted) is passed to the launch; the agent exits 143 once it ended.
+- SIGTERM or SIGINT (the pod is being deleted) is passed to the launch; the agent exits 143 (``procs.STOPPED_EXIT``)
+  once it ended.
 - 404 (the job is over, or this replica was removed): the launch is stopped, exit 0. 401/403/422 (a wrong
   token or setting): a message saying what to fix, exit 2. No answer: retried with backoff while the launch
   keeps training, with a message on the first failure and every 30 s after; an agent that never reached the
@@ -41,22 +41,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from scheduler.executors.agent_link import (
+from scheduler.elastic.agent.checkpoints import read_mark
+from scheduler.elastic.agent.link import (
     AgentSettings,
     Link,
     Order,
     Reply,
     Report,
     launch_env,
-    torchrun_argv,
 )
-from scheduler.executors.checkpoints import read_mark
-from scheduler.executors.ports import free_port
-from scheduler.executors.procs import signal_generation
-from scheduler.executors.trace import trace
-from scheduler.executors.warm_pool import Launcher, WarmPool
+from scheduler.elastic.agent.pool import Launcher, WarmPool
+from scheduler.elastic.agent.ports import free_port
+from scheduler.elastic.agent.procs import STOPPED_EXIT, poll_child, signal_generation
+from scheduler.elastic.agent.trace import trace
+from scheduler.elastic.torchrun_argv import torchrun_argv
 
-STOPPED_EXIT = 143
 REFUSED_EXIT = 2
 _TICK_S = 0.02
 _NOTE_EVERY_S = 30.0
@@ -275,12 +274,11 @@ def _signal(pid: int, signum: int) -> None:
 def _exit_code(pid: int) -> int | None:
     """The launcher's exit code once it ended (128 + N when a signal N ended it), else None."""
     try:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        code = poll_child(pid)
     except ChildProcessError:
         return 1  # reaped elsewhere: it is gone, and how it ended is unknown
-    if done == 0:
+    if code is None:
         return None
-    code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
 
 

@@ -34,12 +34,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.executors.ports import free_port
-from scheduler.executors.trace import trace
+from scheduler.elastic.agent.ports import free_port
+from scheduler.elastic.agent.procs import STOPPED_EXIT
+from scheduler.elastic.agent.trace import trace
+from scheduler.elastic.environment import NODE_RANK
 
-NODE_RANK = "TIDE_NODE_RANK"  # the replica's rank in an in-place launch (members ranked by index)
 OPT_OUT = "TIDE_TORCHRUN_AGENT"  # "torchrun": run torchrun's own agent (rendezvous, fork server)
-STOPPED_EXIT = 143
 FAILED_EXIT = 1
 _POLL_S = 0.02
 _HELLO = "tide-launch"
