@@ -9,8 +9,8 @@ that started by ``start_p50``), for all sampled jobs that started and for those 
 plus how far into the trace the log goes and what a forecast cost. It works on the log of a replay still
 running or cut off: the jobs it covers are those sampled and started so far.
 
-    python -m scheduler.simulator --trace ../shared/traces/philly.csv --vc-sizes ../shared/traces/philly_vc.csv \\
-        --gpus 512 --policies tide --eta-every 50 --eta-log /tmp/eta.jsonl
+    python -m scheduler.simulator --trace philly --vc-sizes philly --gpus 512 --policies tide \\
+        --eta-every 50 --eta-log /tmp/eta.jsonl
     python bench/eta.py /tmp/eta.jsonl
 """
 

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     def simulate(ctx: typer.Context) -> None:
         """Replay a GPU trace under Tide and its baselines; writes a report (tide simulate --help).
 
-        Example: tide simulate --trace ../shared/traces/philly.csv --vc-sizes ../shared/traces/philly_vc.csv
+        Example (the Philly trace installed with Tide): tide simulate --trace philly --vc-sizes philly
         --gpus 64 --pollux-slice --out report/
         """
         from scheduler.simulator.cli import main as simulator_main  # noqa: PLC0415 - needs matplotlib

@@ -40,7 +40,7 @@ Variables of ``torchrun_env``, each checked against ``torch/distributed/run.py``
 ``TIDE_CHECKPOINT_DIR``                the job's checkpoint directory (same for every replica)
 =====================================  ==========================================================
 
-Why these values: docs/elastic-resize.md and ../shared/notes/torchrun-elastic.md. With torchrun's
+Why these values: docs/torchrun-notes.md and docs/elastic-resize.md. With torchrun's
 defaults a scale-up deadlocked (shared TCP store) and dead peers were noticed only after 15 s of keep-alive.
 """
 

@@ -3,6 +3,8 @@
 Contract: ``main(argv)`` parses ``argv`` into ``SimulationSettings``, runs ``run_simulation`` with a rich
 progress bar (unless ``--no-progress``), prints the comparison table and the wall time of each policy, writes
 the report to ``--out`` and returns the exit status (0; 2 for bad arguments, as argparse does).
+``--trace`` and ``--vc-sizes`` take a file or the name of a trace installed with the package
+(``scheduler.simulator.bundled``); anything else is a bad argument.
 ``build_parser`` is exposed so another CLI can reuse the options.
 """
 
@@ -18,6 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from scheduler.simulator.bundled import UnknownTrace, trace_file, vc_sizes_file
 from scheduler.simulator.eta import eta_table
 from scheduler.simulator.replay import ProgressHook, SimOptions
 from scheduler.simulator.report import comparison_table
@@ -99,10 +102,33 @@ def _synthetic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--median-duration", type=float, default=d.median_duration, help="seconds")
 
 
+def _bundled(resolve: Callable[[str], Path]) -> Callable[[str], Path]:
+    """An argparse type: a file path or a bundled name; anything else is a usage error (exit 2)."""
+
+    def parse(text: str) -> Path:
+        try:
+            return resolve(text)
+        except UnknownTrace as e:
+            raise argparse.ArgumentTypeError(str(e)) from e
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scheduler.simulator", description=__doc__.splitlines()[0])
-    p.add_argument("--trace", type=Path, help="Philly-style job CSV")
-    p.add_argument("--vc-sizes", type=Path, help="philly_vc.csv: quotas in proportion to these sizes")
+    p = argparse.ArgumentParser(
+        prog="python -m scheduler.simulator",
+        description=__doc__.splitlines()[0],
+        epilog="example, on the Philly trace installed with Tide: %(prog)s --trace philly --vc-sizes philly "
+        "--gpus 64 --pollux-slice --out report/",
+    )
+    p.add_argument(
+        "--trace", type=_bundled(trace_file), help="Philly-style job CSV, or a bundled trace: philly"
+    )
+    p.add_argument(
+        "--vc-sizes",
+        type=_bundled(vc_sizes_file),
+        help="team sizes (vc,node num CSV, or philly for the bundled ones): quotas in proportion to them",
+    )
     p.add_argument("--quotas", type=Path, help="YAML quotas (overrides --vc-sizes)")
     p.add_argument("--gpus", type=int, default=64, help="GPUs in the simulated cluster")
     p.add_argument("--gpus-per-node", type=int, default=8)

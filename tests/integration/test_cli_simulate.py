@@ -20,3 +20,9 @@ def test_simulate_synthetic_workload_writes_a_report(tmp_path: Path) -> None:
 def test_simulate_help_lists_the_simulator_options() -> None:
     result = CliRunner().invoke(app, ["simulate", "--help"])
     assert result.exit_code == 0 and "--pollux-slice" in result.output
+
+
+def test_simulate_an_unknown_trace_says_what_to_give() -> None:
+    result = CliRunner().invoke(app, ["simulate", "--trace", "no-such-trace.csv", "--no-progress"])
+    assert result.exit_code == 2
+    assert "'no-such-trace.csv' is neither a file nor a bundled trace" in result.output

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from scheduler.simulator import SimulationSettings, main, run_simulation
+from scheduler.simulator.bundled import trace_file, vc_sizes_file
 from scheduler.simulator.replay import SimOptions
 from scheduler.simulator.trace import SyntheticSpec, load_philly, pollux_slice, synthetic
 from scheduler.simulator.workload import WorkloadOptions
 
-TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 CSV = """timestamp,duration,num_gpus,gpu_time,cluster
 2017-10-09 07:00:10,600.0,8,4800.0,vc1
 2017-10-09 07:00:00,1200.0,1,1200.0,vc2
@@ -103,14 +103,14 @@ def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (TRACES / "philly.csv").exists(), reason="needs ../shared/traces/philly.csv")
 def test_pollux_slice_runs_in_seconds_and_tide_wins() -> None:
-    """160 jobs from the busiest 8 hours on 64 GPUs, all three policies, invariants checked every cycle."""
+    """160 jobs from the busiest 8 hours of the bundled Philly trace on 64 GPUs, all three policies,
+    invariants checked every cycle."""
     began = time.perf_counter()
     report = run_simulation(
         SimulationSettings(
-            trace=TRACES / "philly.csv",
-            vc_sizes=TRACES / "philly_vc.csv",
+            trace=trace_file("philly"),
+            vc_sizes=vc_sizes_file("philly"),
             gpus=64,
             pollux_slice=True,
             sim=SimOptions(check_invariants=True),
