@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import typer
 
-from api.cli.main import COMMAND_MODULES, COMMANDS, build
+from api.client.cli.main import COMMAND_MODULES, COMMANDS, build
 
 SERVER_SIDE = ["fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic", "scheduler"]
 PROBE = """
 import json, sys
 args, watched = json.loads(sys.argv[1]), set(json.loads(sys.argv[2]))
-from api.cli.main import main
+from api.client.cli.main import main
 sys.argv = ["tide", *args]
 try:
     main()
@@ -81,16 +81,16 @@ def test_each_command_is_registered_by_the_module_main_names_for_it() -> None:
 def test_a_command_loads_only_the_module_that_registers_it(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TIDE_DATA_DIR": str(tmp_path / "data")}
     probe = (
-        "import sys\nfrom api.cli.main import main\n"
+        "import sys\nfrom api.client.cli.main import main\n"
         "sys.argv = ['tide', 'list', '--url', 'http://127.0.0.1:9']\n"  # a table: the full CLI's
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.startswith('api.cli.')))"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('api.client.cli.')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     loaded = done.stdout.rpartition("LOADED ")[2].strip()
-    assert "'api.cli.jobs'" in loaded, done.stdout + done.stderr
+    assert "'api.client.cli.jobs'" in loaded, done.stdout + done.stderr
     assert not any(
-        f"'api.cli.{other}'" in loaded for other in ("admin", "serve", "nodes", "config", "submit")
+        f"'api.client.cli.{other}'" in loaded for other in ("admin", "serve", "nodes", "config", "submit")
     )

@@ -16,10 +16,10 @@ import pytest
 from servicekit import RunningService
 from sqlalchemy import func, select
 
-from api.client import TideAPIError
-from api.routes import jobs as job_routes
-from api.routes.jobs import new_job
-from api.schemas import JobCreate
+from api.client.rest import TideAPIError
+from api.server.routes import jobs as job_routes
+from api.server.routes.jobs import new_job
+from api.server.schemas import JobCreate
 from scheduler.store.models import JobRow, ProjectRow
 
 BODY = {"name": "train", "workers": 1, "command": ["sleep", "60"]}

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from api import client_types, schemas
-from api.client_types import JobPublic, NodePublic, parse, parse_list
-from api.paths import api_root
+from api.client import client_types
+from api.client.client_types import JobPublic, NodePublic, parse, parse_list
+from api.server import schemas
+from api.shared.paths import api_root
 
 ANSWERS = [
     name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from api.wire import receive, send
+from api.server.engine.wire import receive, send
 
 
 def test_a_message_goes_through_whole() -> None:

@@ -1,0 +1,145 @@
+"""``/projects``: tenants with their quotas and live figures (fair share, allocated, pending).
+
+Contract: admins create, change and delete projects; anyone with a token reads them. A project with
+pending or running jobs cannot be deleted (409: delete its jobs first). Every change triggers a cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Response, status
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from api.server import convert, schemas
+from api.server.auth import require_admin
+from api.server.deps import Caller, Svc
+from scheduler.store.models import DepartmentRow, JobRow, ProjectRow
+from scheduler.store.queries import ACTIVE, project_by_name, project_figures
+
+router = APIRouter(prefix="/projects", tags=["projects"])
+
+
+def totals_for(session: Session, project_id: int | None = None) -> convert.Totals:
+    return convert.Totals.of(*project_figures(session, project_id))
+
+
+def get_project(session: Session, name: str, *, lock: bool = False) -> ProjectRow:
+    """The project named ``name`` or a 404; ``lock=True`` locks its row (PostgreSQL) until the transaction
+    ends: a submit inserting a job into it finishes first, and none starts."""
+    row = project_by_name(session, name, lock=lock)
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no project named {name!r}; see GET /api/v1/projects")
+    return row
+
+
+def department_id(session: Session, name: str | None) -> int | None:
+    if name is None:
+        return None
+    row = session.scalars(select(DepartmentRow).where(DepartmentRow.name == name)).first()
+    if row is None:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"no department named {name!r}: create it first or leave it out",
+        )
+    return row.id
+
+
+NULLABLE = ("limit_gpus", "min_runtime_seconds", "preemption_notice_seconds")
+
+
+def apply_quota_changes(row: ProjectRow | DepartmentRow, changes: dict[str, Any]) -> None:
+    """A PATCH of a project or department: ``null`` means "unchanged" except for ``limit_gpus``, where it
+    means "no limit", a project's ``min_runtime_seconds`` and ``preemption_notice_seconds``, where it means
+    "its department's", and a department's ``preemption_notice_seconds``, where it means "none"; a limit
+    below the deserved quota (as it would be after the change) is a 422."""
+    deserved = changes["deserved_gpus"] if changes.get("deserved_gpus") is not None else row.deserved_gpus
+    limit = changes.get("limit_gpus", row.limit_gpus)
+    if limit is not None and limit < deserved:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"limit_gpus ({limit}) would be below deserved_gpus ({deserved}): change both together",
+        )
+    for key, value in changes.items():
+        if value is not None or key in NULLABLE:
+            setattr(row, key, value)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=schemas.ProjectPublic)
+def create_project(body: schemas.ProjectCreate, svc: Svc, caller: Caller) -> schemas.ProjectPublic:
+    require_admin(caller)
+    with svc.db.write() as session:
+        if project_by_name(session, body.name) is not None:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"project {body.name!r} already exists")
+        row = ProjectRow(
+            name=body.name,
+            deserved_gpus=body.deserved_gpus,
+            over_quota_weight=body.over_quota_weight,
+            limit_gpus=body.limit_gpus,
+            allow_over_quota=body.allow_over_quota,
+            department_id=department_id(session, body.department),
+            min_runtime_seconds=body.min_runtime_seconds,
+            preemption_notice_seconds=body.preemption_notice_seconds,
+            fair_share_gpus=0,
+            created_at=svc.engine.clock(),
+        )
+        session.add(row)
+        session.flush()
+        session.refresh(row)
+        public = convert.project_public(row, convert.Totals())
+    svc.engine.trigger()
+    return public
+
+
+@router.get("", response_model=list[schemas.ProjectPublic])
+def list_projects(svc: Svc, caller: Caller) -> list[schemas.ProjectPublic]:
+    with svc.db.read() as session:
+        rows = session.scalars(
+            select(ProjectRow).options(selectinload(ProjectRow.department)).order_by(ProjectRow.name)
+        ).all()
+        totals = totals_for(session)
+        return [convert.project_public(r, totals) for r in rows]
+
+
+@router.get("/{project}", response_model=schemas.ProjectPublic)
+def read_project(project: str, svc: Svc, caller: Caller) -> schemas.ProjectPublic:
+    with svc.db.read() as session:
+        row = get_project(session, project)
+        return convert.project_public(row, totals_for(session, row.id))
+
+
+@router.patch("/{project}", response_model=schemas.ProjectPublic)
+def update_project(
+    project: str, body: schemas.ProjectUpdate, svc: Svc, caller: Caller
+) -> schemas.ProjectPublic:
+    require_admin(caller)
+    with svc.db.write() as session:
+        row = get_project(session, project)
+        changes = body.model_dump(exclude_unset=True)
+        if "department" in changes:
+            row.department_id = department_id(session, changes.pop("department"))
+        apply_quota_changes(row, changes)
+        session.flush()
+        session.refresh(row)
+        public = convert.project_public(row, totals_for(session, row.id))
+    svc.engine.trigger()
+    return public
+
+
+@router.delete("/{project}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_project(project: str, svc: Svc, caller: Caller) -> Response:
+    require_admin(caller)
+    with svc.db.write() as session:
+        row = get_project(session, project, lock=True)  # submits insert without the write lock
+        active = session.scalars(
+            select(JobRow.name).where(JobRow.project_id == row.id, JobRow.status.in_(ACTIVE)).limit(3)
+        ).all()
+        if active:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"project {project!r} still has active jobs ({', '.join(active)}, ...): delete them first",
+            )
+        session.delete(row)
+    svc.engine.trigger()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
