@@ -33,7 +33,7 @@ from sqlalchemy import select
 
 from api.server import schemas
 from api.server.engine.host import tune_engine_process
-from api.server.routes.jobs import new_job
+from api.server.services.jobs import new_job
 from scheduler.core import Config, Node
 from scheduler.engine import loop
 from scheduler.engine.loop import Engine, EngineSettings

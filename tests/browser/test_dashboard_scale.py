@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from api.client.rest import TideClient
 from api.server import schemas
-from api.server.routes.jobs import new_job
+from api.server.services.jobs import new_job
 from scheduler.store.db import Database, sqlite_url
 from scheduler.store.models import ProjectRow
 

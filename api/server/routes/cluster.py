@@ -14,7 +14,7 @@ from sqlalchemy.orm import selectinload
 from api.server import convert, schemas
 from api.server.cache import cached_response
 from api.server.deps import Caller, Services, Svc
-from api.server.routes.projects import totals_for
+from api.server.services.projects import totals_for
 from scheduler.store.models import DepartmentRow, NodeRow, ProjectRow
 from scheduler.store.queries import node_slots
 

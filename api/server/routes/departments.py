@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 from api.server import convert, schemas
 from api.server.auth import require_admin
 from api.server.deps import Caller, Svc
-from api.server.routes.projects import apply_quota_changes, totals_for
+from api.server.services.projects import apply_quota_changes, totals_for
 from scheduler.store.models import DepartmentRow
 
 router = APIRouter(prefix="/departments", tags=["departments"])

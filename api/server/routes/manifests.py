@@ -2,7 +2,7 @@
 
 Contract: the body is the manifest as YAML (``Content-Type: application/yaml``) or JSON, as ``kubectl``
 would take it; ``api.shared.pytorchjob`` maps it to a job body, which is then checked and submitted exactly as
-``POST /projects/{project}/jobs`` does it (``api.server.routes.jobs.create_job``: same 201 answer, the job as
+``POST /projects/{project}/jobs`` does it (``api.server.services.jobs.create_job``: same 201 answer, the job as
 ``JobPublic``; same 404, 403 and 409). Fields it ignores come back as ``Warning`` headers
 (``299 tide "PATH: why"``), as the Kubernetes API server sends its warnings and ``kubectl`` prints them.
 A body that is not UTF-8 YAML is a 400; every field Tide cannot honour is in one 422, each named by its
@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from api.server import schemas
 from api.server.deps import Caller, Svc
-from api.server.routes.jobs import create_job, header_warning
+from api.server.headers import header_warning
+from api.server.services.jobs import create_job
 from api.shared.manifest import ManifestRefused, ManifestUnreadable, read_manifest
 from api.shared.pytorchjob import Translation, translate
 
@@ -67,7 +68,7 @@ def submit_pytorchjob(
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
     except ManifestRefused as error:
         raise RequestValidationError([_error(p.path, p.message) for p in error.problems]) from None
-    public, beyond = create_job(project, _job_body(translation), svc, caller)
+    public, beyond = create_job(svc, caller, project=project, body=_job_body(translation))
     for warning in [*translation.warnings, *beyond]:
         response.headers.append("Warning", header_warning(warning))
     return public

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from api.server import convert, schemas
 from api.server.auth import hash_token, new_project_token, require_admin
 from api.server.deps import Caller, Svc
-from api.server.routes.projects import get_project
+from api.server.services.projects import get_project
 from scheduler.store.models import TokenRow
 
 router = APIRouter(prefix="/projects/{project}/tokens", tags=["tokens"])
