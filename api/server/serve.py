@@ -20,7 +20,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-from pathlib import Path
 
 import typer
 import uvicorn
@@ -32,6 +31,7 @@ from api.server.logs import FORMATS, configure_logging
 from api.server.parts import build_executor
 from api.server.settings import Settings, default_data_dir
 from api.shared.paths import ADMIN_TOKEN_FILE, SERVER_FILE
+from api.shared.serve_options import ServeOptions
 from scheduler.executors.base import Executor, ExecutorError
 from scheduler.executors.kube.retry import KubeApiError
 from scheduler.executors.kubernetes import KubernetesExecutor
@@ -71,61 +71,19 @@ def _resizes(settings: Settings) -> str:
     )
 
 
-def run(
-    *,
-    host: str,
-    port: int,
-    database_url: str | None,
-    data_dir: Path | None,
-    executor: str,
-    nodes: int | None,
-    gpus_per_node: int | None,
-    nodes_per_domain: int | None,
-    cycle_period: float,
-    grace_period: float,
-    settle_time: float,
-    eta_every: float,
-    usage_half_life: float,
-    log_level: str,
-    log_format: str,
-    namespace: str | None,
-    kubeconfig: str | None,
-    default_image: str | None,
-    node_selector: str | None,
-    topology_key: str | None,
-    checkpoint_claim: str | None,
-    agent_url: str | None,
-) -> None:
-    """``tide serve`` with its options (``api.client.cli.serve`` declares them): check, print the banner, serve."""
-    if log_format not in FORMATS:
-        raise typer.BadParameter(f"{log_format!r}: use {' or '.join(FORMATS)}", param_hint="--log-format")
-    configure_logging(log_level, log_format)
-    settings = Settings(
-        data_dir=(data_dir or default_data_dir()).expanduser().resolve(),
-        database_url=database_url,
-        host=host,
-        port=port,
-        executor=executor,
-        nodes=nodes,
-        gpus_per_node=gpus_per_node,
-        nodes_per_domain=nodes_per_domain,
-        cycle_period=cycle_period,
-        grace_period=grace_period,
-        settle_seconds=settle_time,
-        eta_every=eta_every,
-        usage_half_life=usage_half_life,
+def run(options: ServeOptions) -> None:
+    """``tide serve`` with its options (``api.client.cli.serve`` reads them): check, print the banner, serve."""
+    if options.log_format not in FORMATS:
+        raise typer.BadParameter(
+            f"{options.log_format!r}: use {' or '.join(FORMATS)}", param_hint="--log-format"
+        )
+    configure_logging(options.log_level, options.log_format)
+    settings = Settings.of(
+        options,
+        data_dir=(options.data_dir or default_data_dir()).expanduser().resolve(),
         admin_token=os.environ.get("TIDE_ADMIN_TOKEN") or None,
         metrics_token=os.environ.get("TIDE_METRICS_TOKEN") or None,
-        namespace=namespace,
-        kubeconfig=kubeconfig,
-        default_image=default_image,
-        node_selector=node_selector,
-        topology_key=topology_key,
-        checkpoint_claim=checkpoint_claim,
-        agent_url=agent_url,
         engine_process=True,
-        log_level=log_level,
-        log_format=log_format,
     )
     _check_executor(settings)
     token, created = admin_token(settings)
@@ -135,9 +93,12 @@ def run(
     typer.echo(_banner(settings, token, created) + (f"\nKubernetes:    {where}" if where else ""))
     if settings.executor == "kubernetes":
         typer.echo(_resizes(settings))
-    (settings.data_dir / SERVER_FILE).write_text(json.dumps({"url": f"http://{host}:{port}"}))
+    (settings.data_dir / SERVER_FILE).write_text(
+        json.dumps({"url": f"http://{settings.host}:{settings.port}"})
+    )
     app = create_app(settings)  # the engine in a process of its own (settings.engine_process)
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), log_config=None)  # logs: ours
+    level = settings.log_level.lower()
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=level, log_config=None)  # logs: ours
 
 
 def is_loopback(host: str) -> bool:
