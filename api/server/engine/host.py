@@ -6,12 +6,12 @@ cycle, says so, then runs the loop until told to stop. A cycle (a database load,
 holds this process's interpreter for tens of milliseconds at 1,000 jobs; here it never delays an API
 request. It dies with its parent: the kernel kills it when the parent dies (``PR_SET_PDEATHSIG``; it exits at
 once if the parent is already gone), and the end of the socket stops the loop too. SIGINT is the parent's
-to handle (a terminal sends it to both); SIGTERM, or ``("stop",)`` from the parent, ends the loop after the
+to handle (a terminal sends it to both); SIGTERM, or ``Stop()`` from the parent, ends the loop after the
 current cycle without stopping replicas (a restarted service adopts them), releases leadership and closes
-the executor. Messages in: ``wake`` (``Engine.trigger``), ``stop``, ``call`` (``read_log`` through the
-executor, ``metrics``: the engine's Prometheus text), each call answered from a small thread pool so a long
-cycle never delays it. Messages out: ``status`` (role, counters, last error) after each write transaction
-and each cycle, the first with ``ready`` once the first cycle is done.
+the executor. Messages in: ``Wake`` (``Engine.trigger``), ``Stop``, ``Call`` (``read_log`` through the
+executor, ``metrics``: the engine's Prometheus text), each call answered (``Reply``) from a small thread
+pool so a long cycle never delays it. Messages out: ``Status`` (role, counters, last error) after each write
+transaction and each cycle, the first with ``ready`` once the first cycle is done.
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from api.server.engine.wire import Sender, receive
+from api.server.engine.wire import Call, Reply, Sender, Start, Status, Stop, Wake, receive
 from api.server.logs import configure_logging
 from api.server.parts import build_executor, close_executor, engine_settings
 from api.server.settings import Settings
@@ -50,16 +49,16 @@ def die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def status_of(engine: Engine, *, ready: bool) -> dict[str, Any]:
-    return {
-        "role": engine.role,
-        "cycles": engine.cycles,
-        "changes": engine.changes,
-        "last_cycle_at": engine.last_cycle_at,
-        "last_cycle_seconds": engine.last_cycle_seconds,
-        "last_error": engine.last_error,
-        "ready": ready,
-    }
+def status_of(engine: Engine, *, ready: bool) -> Status:
+    return Status(
+        role=engine.role,
+        cycles=engine.cycles,
+        changes=engine.changes,
+        last_cycle_at=engine.last_cycle_at,
+        last_cycle_seconds=engine.last_cycle_seconds,
+        last_error=engine.last_error,
+        ready=ready,
+    )
 
 
 def tune_engine_process() -> None:
@@ -92,32 +91,32 @@ class Host:
         self.calls = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tide-engine-call")
 
     def publish(self) -> None:
-        self.send(("status", status_of(self.engine, ready=self.ready)))
+        self.send(status_of(self.engine, ready=self.ready))
 
     def listen(self) -> None:
         """Read the parent's messages until it stops us or goes away."""
         while True:
             message = receive(self.sock)
-            if message is None or message == ("stop",):
+            if message is None or isinstance(message, Stop):
                 self.engine.stop()
                 return
-            if message == ("wake",):
+            if isinstance(message, Wake):
                 self.engine.trigger()
-            elif isinstance(message, tuple) and message[0] == "call":
-                self.calls.submit(self.answer, *message[1:])
+            elif isinstance(message, Call):
+                self.calls.submit(self.answer, message)
 
-    def answer(self, call_id: int, name: str, args: tuple[Any, ...]) -> None:
+    def answer(self, call: Call) -> None:
         try:
-            if name == "read_log":
-                value: object = self.executor.read_log(*args)
-            elif name == "metrics":
+            if call.name == "read_log":
+                value: object = self.executor.read_log(*call.args)
+            elif call.name == "metrics":
                 value = generate_latest(self.registry).decode()
             else:
-                raise ValueError(f"unknown call {name!r}")
+                raise ValueError(f"unknown call {call.name!r}")
         except Exception as error:  # the caller gets the error; this process goes on
-            self.send(("reply", call_id, False, f"{type(error).__name__}: {error}"))
+            self.send(Reply(call.id, False, f"{type(error).__name__}: {error}"))
         else:
-            self.send(("reply", call_id, True, value))
+            self.send(Reply(call.id, True, value))
 
     async def run(self) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self.engine.stop)
@@ -146,11 +145,10 @@ def main() -> None:
     os.set_inheritable(args.fd, False)  # replicas must not hold it: the parent would never see it close
     sock = socket.socket(fileno=args.fd)
     first = receive(sock)
-    if not (isinstance(first, tuple) and first[0] == "settings"):
+    if not isinstance(first, Start):
         raise SystemExit("tide engine: expected the settings first")
-    _, settings, level, fmt = first
-    configure_logging(level, fmt)
-    host = Host(sock, settings)
+    configure_logging(first.log_level, first.log_format)
+    host = Host(sock, first.settings)
     try:
         asyncio.run(host.run())
     finally:

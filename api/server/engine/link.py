@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from api.server import longpoll
-from api.server.engine.wire import Sender, receive
+from api.server.engine.wire import Call, Reply, Sender, Start, Status, Stop, Wake, receive
 from api.server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -103,14 +103,14 @@ class EngineLink:
         theirs.close()
         self._send = Sender(ours)
         settings = self.settings
-        self._send(("settings", settings, settings.log_level, settings.log_format))
+        self._send(Start(settings, settings.log_level, settings.log_format))
         return ours
 
     def _supervise(self) -> None:
         while not self._stopping.is_set():
             sock = self._spawn()
             if self._stopping.is_set() and self._send is not None:  # stop() came while it started
-                self._send(("stop",))
+                self._send(Stop())
             with sock:
                 self._pump(sock)
             self._send = None
@@ -133,32 +133,29 @@ class EngineLink:
 
     def _pump(self, sock: socket.socket) -> None:
         while (message := receive(sock)) is not None:
-            if not isinstance(message, tuple):
-                continue
-            if message[0] == "status":
-                self._update(message[1])
-            elif message[0] == "reply":
-                _, call_id, ok, value = message
-                future = self._calls.pop(call_id, None)
+            if isinstance(message, Status):
+                self._update(message)
+            elif isinstance(message, Reply):
+                future = self._calls.pop(message.id, None)
                 if future is None:
                     continue
-                if ok:
-                    future.set_result(value)
+                if message.ok:
+                    future.set_result(message.value)
                 else:
-                    future.set_exception(EngineUnavailable(value))
+                    future.set_exception(EngineUnavailable(message.value))
 
-    def _update(self, status: dict[str, Any]) -> None:
-        if status["role"] != self.role:
+    def _update(self, status: Status) -> None:
+        if status.role != self.role:
             self._bump()  # /cluster shows who leads
-        self.role = status["role"]
-        self.cycles = status["cycles"]
-        self.last_cycle_at = status["last_cycle_at"]
-        self.last_cycle_seconds = status["last_cycle_seconds"]
-        self.last_error = status["last_error"]
-        if status["changes"] != self._seen_changes:
-            self._seen_changes = status["changes"]
+        self.role = status.role
+        self.cycles = status.cycles
+        self.last_cycle_at = status.last_cycle_at
+        self.last_cycle_seconds = status.last_cycle_seconds
+        self.last_error = status.last_error
+        if status.changes != self._seen_changes:
+            self._seen_changes = status.changes
             self._bump()
-        if status["ready"]:
+        if status.ready:
             self._ready.set()
 
     def _bump(self) -> None:
@@ -174,7 +171,7 @@ class EngineLink:
         """Ask for a cycle soon (from any thread)."""
         send = self._send
         if send is not None:
-            send(("wake",))
+            send(Wake())
 
     def call(self, name: str, *args: object, timeout: float = CALL_TIMEOUT_S) -> Any:
         send = self._send
@@ -183,7 +180,7 @@ class EngineLink:
         call_id = next(self._ids)
         future: Future[Any] = Future()
         self._calls[call_id] = future
-        if not send(("call", call_id, name, args)):
+        if not send(Call(call_id, name, args)):
             self._calls.pop(call_id, None)
             raise EngineUnavailable("the engine process is not running")
         try:
@@ -205,7 +202,7 @@ class EngineLink:
         self._stopping.set()
         send, process = self._send, self._process
         if send is not None:
-            send(("stop",))
+            send(Stop())
         if process is not None:
             try:
                 process.wait(timeout)
