@@ -1,11 +1,12 @@
 """What the API answers, as the client reads it: plain frozen dataclasses, no pydantic.
 
-Contract: one class per ``api.server.schemas`` answer model, same name, same fields (tests/unit/test_client_types.py
-keeps them in step), so code written against ``schemas.JobPublic`` reads a ``client_types.JobPublic`` the
-same way. ``parse(cls, data)`` builds one from decoded JSON: timestamps become aware ``datetime``\\ s, nested
-answers their classes; fields the server adds later are kept in ``raw`` only (an older CLI still works
-with a newer server); a missing field or a value of the wrong shape is a ``ValueError`` (the answer is not
-Tide's API). ``raw`` is the JSON object exactly as the server sent it (``tide ... --json`` prints it).
+Contract: one class per ``api.server.schemas`` answer model, same name, same fields of the same types and
+defaults (``make lint`` checks them: ``api.server.mirrors``), so code written against
+``schemas.JobPublic`` reads a ``client_types.JobPublic`` the same way. ``parse(cls, data)`` builds one from
+decoded JSON: timestamps become aware ``datetime``\\ s, nested answers their classes; fields the server
+adds later are kept in ``raw`` only (an older CLI still works with a newer server); a missing field or a
+value of the wrong shape is a ``ValueError`` (the answer is not Tide's API). ``raw`` is the JSON object
+exactly as the server sent it (``tide ... --json`` prints it).
 
 Why not the pydantic models: the CLI imports this on every command, and building the models of
 ``api.server.schemas`` costs about 0.1 s, as much as the rest of the CLI's start (bench/cli_start.py). Validation

@@ -37,7 +37,7 @@ PROXY_VARIABLES = (
     "all_proxy",
 )  # httpx reads these (any case) from the environment
 # the fields every job answer has, and every replica in it (the required fields of ``api.client.client_types``'
-# JobPublic and ReplicaPublic; a test keeps them in step)
+# JobPublic and ReplicaPublic; ``make lint`` checks them: ``api.server.mirrors``)
 JOB_FIELDS = (
     "project", "name", "status", "workers", "min_replicas", "max_replicas", "gpus_per_replica", "replicas_now",
     "allocated_gpus", "pending_reason", "queue_position", "restarts", "interactive", "priority", "image",
