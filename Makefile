@@ -11,7 +11,7 @@ PORT ?= 8000
 help:
 	@echo "make run    - create .venv, install, start the service with the dashboard (embedded defaults)"
 	@echo "make test   - create .venv if needed, install test extras, lint, typecheck, run the whole suite"
-	@echo "make lint   - ruff check + format check, mypy strict, import-linter"
+	@echo "make lint   - ruff check + format check, mypy strict, import-linter, the client's copies of the API's answers"
 	@echo "make bench  - benchmarks that print tables"
 	@echo "make demo   - the seed scenario with real torchrun training on 4 virtual GPUs; prints a timeline, draws a chart"
 
@@ -32,6 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check scheduler api tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m api.server.mirrors
 
 test: lint
 	$(PY) -m pytest --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)

@@ -5,7 +5,7 @@ Creates a database of its own on the PostgreSQL at ``--postgres`` (dropped at th
 jobs over 10 projects, then runs two phases, each ``--seconds`` long, and prints a table per phase:
 
 1a. ``--pollers`` concurrent clients, each asking ``GET /api/v1/cluster`` back to back, sending the ETag of
-    its last answer as ``If-None-Match`` as the dashboard does (``api/dashboard/static/api.js``): the most
+    its last answer as ``If-None-Match`` as the dashboard does (``api/server/dashboard/static/api.js``): the most
     the server answers (with 100 clients always waiting, latency is 100 / throughput);
 1b. the same pollers together offering ``--rate`` requests/s (each one every pollers/rate seconds); latency
     counts from when a request was due, so falling behind shows;

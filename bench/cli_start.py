@@ -7,7 +7,7 @@ other work spreads evenly over every row:
 - ``python -c pass``: the interpreter of each ``tide`` compared (its floor);
 - ``tide --help``, ``tide version``: no server involved;
 - ``tide list --json``: the 100 jobs from that server (``TIDE_URL``/``TIDE_TOKEN``); ``tide version`` and
-  this one take the quick path (``api.cli.quick``: the standard library alone);
+  this one take the quick path (``api.client.cli.quick``: the standard library alone);
 - ``tide list``: the same jobs drawn as a table (typer, httpx and rich: the full CLI's start);
 - the request ``tide list`` makes (``GET /api/v1/jobs`` on a fresh connection), timed in this process:
   the server's part of it.
@@ -59,7 +59,16 @@ def serve() -> Iterator[str]:
     port = free_port()
     data = tempfile.mkdtemp(prefix="tide-bench-cli-")
     env = {**os.environ, "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_DATA_DIR": data, "TIDE_EXECUTOR": "memory"}
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "api.client.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     argv += ["--nodes", "25", "--gpus-per-node", "4", "--cycle-period", "0.5"]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -5,7 +5,7 @@ The engine with the in-memory executor on a fresh SQLite file, ``--nodes`` x 8 G
 each timed whole and by phase (``sync_nodes``, ``observe``, ``record_observations``,
 ``release_taken_nodes``, ``load_snapshot``, ``plan_cycle``, ``persist_plan``, ``stop_unwanted``,
 ``launch_waiting``). After the first cycle the heap is settled as in ``tide serve``'s engine process
-(``api.engine_host.tune_engine_process``). The first cycle starts everything that fits; the last ones are a settled, full
+(``api.server.engine.host.tune_engine_process``). The first cycle starts everything that fits; the last ones are a settled, full
 cluster with thousands of jobs waiting. ``--profile`` adds cProfile's top functions over the last 3 cycles.
 No HTTP and no second process: what ``bench/live_scale.py``'s cycle figures are made of.
 
@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from live_scale import job_bodies
 from sqlalchemy import select
 
-from api import schemas
-from api.engine_host import tune_engine_process
-from api.routes.jobs import new_job
+from api.server import schemas
+from api.server.engine.host import tune_engine_process
+from api.server.services.jobs import new_job
 from scheduler.core import Config, Node
 from scheduler.engine import loop
 from scheduler.engine.loop import Engine, EngineSettings

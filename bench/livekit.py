@@ -124,7 +124,16 @@ def serve(
     env.pop("TIDE_DATABASE_URL", None)
     if database_url is not None:
         env["TIDE_DATABASE_URL"] = database_url.replace("postgresql://", "postgresql+psycopg://")
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "api.client.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     argv += ["--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node)]
     argv += ["--cycle-period", str(cycle_period), *extra]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)

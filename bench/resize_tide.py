@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy" / "examples"))
 from demo import TOKEN, start_service, stop_service, wait_healthy
 
-from api.client import TideAPIError, TideClient
+from api.client.rest import TideAPIError, TideClient
 from scheduler.elastic.agent.ports import free_port
 
 BIG, SMALL = 4, 2

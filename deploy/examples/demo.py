@@ -29,7 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from api.client import TideClient  # noqa: E402
+from api.client.rest import TideClient  # noqa: E402
 from scheduler.elastic.agent.ports import free_port  # noqa: E402
 
 SCRIPT = ROOT / "deploy" / "examples" / "train_elastic.py"

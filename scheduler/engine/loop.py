@@ -21,7 +21,7 @@ Every time comes from ``clock`` (the shell's, never the core's). Errors in a cyc
 ``last_error`` and counted (``scheduler.engine.metrics``, as are cycle durations and applied decisions);
 the loop goes on. ``on_change`` (a no-op unless given) is called after each bump of ``changes`` and after
 each turn of ``run``: ``tide serve`` runs the engine in a process of its own and tells the API process
-(``api.engine_host``). With ``check_invariants`` (debug, tests) every plan is checked against
+(``api.server.engine.host``). With ``check_invariants`` (debug, tests) every plan is checked against
 ``scheduler.core.invariants`` and violations are logged and kept in ``violations``.
 """
 
@@ -111,7 +111,7 @@ class Engine:
         self.leadership = leadership or leadership_for(db)
         self.clock = clock
         self.metrics = metrics if metrics is not None else EngineMetrics()
-        self.on_change = on_change  # after each change of role, counters or ``last_error`` (api.engine_host)
+        self.on_change = on_change  # after each change of role, counters or ``last_error`` (api.server.engine.host)
         self.knobs = Knobs(
             grace_period=settings.grace_period,
             env_builder=settings.env_builder,
@@ -119,7 +119,7 @@ class Engine:
         )
         self.role = "starting"
         self.cycles = 0
-        self.changes = 0  # bumped after each write that changed something: caches key on it (api.cache)
+        self.changes = 0  # bumped after each write that changed something: caches key on it (api.server.cache)
         self.last_cycle_at: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None

@@ -11,7 +11,7 @@ Contract (see ``base.Executor``):
 - ``stop`` deletes the pod with ``gracePeriodSeconds`` = the grace (the kubelet sends SIGTERM, then
   SIGKILL once it has passed); the engine asks for workers before the master.
 - ``notify`` (a preemption notice) sends nothing: a pod that runs Tide's agent learns of it from its poll
-  (``api.agent_polls`` reads the replica's ``noticed_at``) and passes SIGUSR1 to its training; the engine
+  (``api.server.routes.agent`` reads the replica's ``noticed_at``) and passes SIGUSR1 to its training; the engine
   gives notices to such pods only (``scheduler.engine.notice.reaches``), a plain pod gets none.
 - ``observe`` answers from memory, kept current by two watches (``kube/reflector.py``): the pods labelled
   ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``).

@@ -2,7 +2,7 @@
 
 Contract: plain declarative rows, no behaviour. Times are float seconds since the epoch (the core's clock).
 Converting rows to core dataclasses happens only in ``scheduler.store.mapper``; to API schemas only in
-``api.convert``. The schema itself is owned by the Alembic history in ``migrations/``: any change here needs
+``api.server.convert``. The schema itself is owned by the Alembic history in ``migrations/``: any change here needs
 a new migration (never edit one that landed).
 
 A ``ReplicaRow`` is a *wanted placement* first: the engine inserts it when the core decides START/GROW and
@@ -145,7 +145,7 @@ class ReplicaRow(Base):
 
 
 class AgentReportRow(Base):
-    """What a replica's agent last said (``api.agent_polls``): the launch it runs and how it is doing.
+    """What a replica's agent last said (``api.server.routes.agent``): the launch it runs and how it is doing.
     ``port``/``port_generation``: the rendezvous port the master replica's agent hosts that launch on."""
 
     __tablename__ = "agent_reports"

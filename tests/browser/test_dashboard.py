@@ -21,7 +21,7 @@ import pytest
 from integration.servicekit import wait_for
 from playwright.sync_api import Page, expect
 
-from api.client import TideClient
+from api.client.rest import TideClient
 
 SHOW_WITHIN_MS = 5_000  # docs/dashboard.md's promise: a change in the API is on the page within 5 s
 # a's replicas print who they are, then on SIGTERM wait for RELEASE before exiting (a slow checkpoint).

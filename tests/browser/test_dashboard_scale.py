@@ -24,9 +24,9 @@ from integration.servicekit import wait_for
 from playwright.sync_api import Page, expect
 from sqlalchemy import select
 
-from api import schemas
-from api.client import TideClient
-from api.routes.jobs import new_job
+from api.client.rest import TideClient
+from api.server import schemas
+from api.server.services.jobs import new_job
 from scheduler.store.db import Database, sqlite_url
 from scheduler.store.models import ProjectRow
 

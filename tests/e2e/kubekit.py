@@ -26,7 +26,7 @@ from kubefake import FakeKubeApi
 from kubefake.containers import ProcessOptions
 from kubefake.harness import wait_for
 
-from api.client import TideClient
+from api.client.rest import TideClient
 from scheduler.elastic.agent.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ class KubeCluster:
         env = {**os.environ, "TIDE_DATA_DIR": str(self.dir / "data"), "TIDE_ADMIN_TOKEN": TOKEN}
         for name in ("TIDE_NODES", "TIDE_GPUS_PER_NODE", "TIDE_EXECUTOR"):
             env.pop(name, None)
-        argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(self.port),
+        argv = [sys.executable, "-m", "api.client.cli.main", "serve", "--port", str(self.port),
                 "--executor", "kubernetes", "--kubeconfig", str(self.kubeconfig),
                 "--default-image", IMAGE, "--agent-url", self.url, "--checkpoint-claim", CLAIM,
                 "--grace-period", str(self.grace), "--cycle-period", "0.2", "--settle-time", "0",

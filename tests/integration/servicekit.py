@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 import uvicorn
 
-from api.app import create_app
-from api.client import TideClient
-from api.deps import Services
-from api.settings import Settings
+from api.client.rest import TideClient
+from api.server.app import create_app
+from api.server.deps import Services
+from api.server.settings import Settings
 from scheduler.elastic.agent.ports import free_port  # noqa: F401 - the tests import it from here
 from scheduler.executors.base import Executor
 
@@ -149,7 +149,16 @@ def serve_process(
     env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": str(gpus_per_node)}
     env["TIDE_NODES"] = "1"
     env.pop("TIDE_ADMIN_TOKEN", None)
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "api.client.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     argv += ["--cycle-period", "0.2", *flags]
     out = subprocess.PIPE if capture else subprocess.DEVNULL
     err = subprocess.STDOUT if capture else subprocess.DEVNULL

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from servicekit import ADMIN, settings_for, wait_for
 
-from api.app import create_app
-from api.client import TideAPIError
-from api.testing import ASGIBridge, local_client
+from api.client.rest import TideAPIError
+from api.server.app import create_app
+from api.server.testing import ASGIBridge, local_client
 
 
 def test_a_sync_client_drives_the_real_app_in_process(tmp_path: Path) -> None:

@@ -20,11 +20,11 @@ from click.testing import Result
 from servicekit import ADMIN, settings_for, wait_for
 from typer.testing import CliRunner
 
-from api.app import create_app
-from api.cli import admin, context, jobs, target
-from api.cli.main import app
-from api.client import TideClient
-from api.testing import ASGIBridge, local_client
+from api.client.cli import admin, context, jobs, target
+from api.client.cli.main import app
+from api.client.rest import TideClient
+from api.server.app import create_app
+from api.server.testing import ASGIBridge, local_client
 
 runner = CliRunner()
 

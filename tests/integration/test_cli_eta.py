@@ -11,7 +11,7 @@ import pytest
 from servicekit import wait_for
 from test_cli_commands import cli_bridge, tide
 
-from api.testing import ASGIBridge
+from api.server.testing import ASGIBridge
 
 
 @pytest.fixture

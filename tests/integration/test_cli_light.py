@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from api.cli.main import COMMAND_MODULES, COMMANDS, build
+from api.client.cli.main import COMMAND_MODULES, COMMANDS, build
 
 SERVER_SIDE = ["fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic", "scheduler"]
 # standard library only, shared by the service and the CLI (the words of statuses): not the server's
@@ -24,7 +24,7 @@ SHARED = ["scheduler", "scheduler.statuses"]
 PROBE = """
 import json, sys
 args, watched, shared = json.loads(sys.argv[1]), set(json.loads(sys.argv[2])), set(json.loads(sys.argv[3]))
-from api.cli.main import main
+from api.client.cli.main import main
 sys.argv = ["tide", *args]
 try:
     main()
@@ -85,16 +85,16 @@ def test_each_command_is_registered_by_the_module_main_names_for_it() -> None:
 def test_a_command_loads_only_the_module_that_registers_it(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TIDE_DATA_DIR": str(tmp_path / "data")}
     probe = (
-        "import sys\nfrom api.cli.main import main\n"
+        "import sys\nfrom api.client.cli.main import main\n"
         "sys.argv = ['tide', 'list', '--url', 'http://127.0.0.1:9']\n"  # a table: the full CLI's
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.startswith('api.cli.')))"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('api.client.cli.')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     loaded = done.stdout.rpartition("LOADED ")[2].strip()
-    assert "'api.cli.jobs'" in loaded, done.stdout + done.stderr
+    assert "'api.client.cli.jobs'" in loaded, done.stdout + done.stderr
     assert not any(
-        f"'api.cli.{other}'" in loaded for other in ("admin", "serve", "nodes", "config", "submit")
+        f"'api.client.cli.{other}'" in loaded for other in ("admin", "serve", "nodes", "config", "submit")
     )

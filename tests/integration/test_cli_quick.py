@@ -19,9 +19,9 @@ from servicekit import ADMIN, RunningService, settings_for, wait_for
 from test_cli_light import _probe
 from typer.testing import CliRunner
 
-from api.cli import quick
-from api.cli.main import build
-from api.client_types import JobPublic, ReplicaPublic
+from api.client.cli import quick
+from api.client.cli.main import build
+from api.client.client_types import JobPublic, ReplicaPublic
 
 Outcome = tuple[int, str, str]  # exit code, stdout, stderr
 

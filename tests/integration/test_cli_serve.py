@@ -17,9 +17,9 @@ from servicekit import alive, answers, free_port, kill_leftovers, running_pids, 
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from api.cli.main import app
-from api.client import TideClient
-from api.paths import local_server
+from api.client.cli.main import app
+from api.client.rest import TideClient
+from api.shared.paths import local_server
 from scheduler.store.db import Database, sqlite_url
 from scheduler.store.migrate import upgrade
 

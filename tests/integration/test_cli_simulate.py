@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from api.cli.main import app
+from api.client.cli.main import app
 
 
 def test_simulate_synthetic_workload_writes_a_report(tmp_path: Path) -> None:

@@ -17,7 +17,16 @@ def test_cli_finds_the_local_server_and_runs_a_job(tmp_path: Path) -> None:
     env |= {"TIDE_NODES": "1", "TIDE_GPUS_PER_NODE": "2", "COLUMNS": "80"}
     for name in ("TIDE_ADMIN_TOKEN", "TIDE_URL", "TIDE_TOKEN", "TIDE_PROJECT"):
         env.pop(name, None)
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "api.client.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     server = subprocess.Popen(
         [*argv, "--cycle-period", "0.2", "--grace-period", "2"],
         env=env,
@@ -26,7 +35,7 @@ def test_cli_finds_the_local_server_and_runs_a_job(tmp_path: Path) -> None:
     )
 
     def tide(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "api.cli.main", *args]
+        command = [sys.executable, "-m", "api.client.cli.main", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
     try:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from servicekit import RunningService, wait_for
 
-from api.client import TideAPIError, TideClient
+from api.client.rest import TideAPIError, TideClient
 from scheduler.core import Node
 from scheduler.executors.fake import FakeExecutor
 

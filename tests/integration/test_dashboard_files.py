@@ -16,7 +16,7 @@ import httpx
 import pytest
 from servicekit import RunningService
 
-from api.dashboard import STATIC
+from api.server.dashboard import STATIC
 
 TYPES = {".js": "javascript", ".css": "text/css", ".svg": "image/svg+xml", ".html": "text/html"}
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,5 +66,5 @@ def test_the_page_and_everything_it_loads_is_served_from_the_package(svc: Runnin
 
 def test_every_static_file_is_package_data() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert config["tool"]["setuptools"]["package-data"]["api.dashboard"] == ["static/*"]
+    assert config["tool"]["setuptools"]["package-data"]["api.server.dashboard"] == ["static/*"]
     assert all(p.is_file() for p in STATIC.iterdir()), "static/* ships files only: keep the folder flat"

@@ -25,7 +25,7 @@ import pytest
 import typer
 import yaml
 
-from api.cli.main import app
+from api.client.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -190,10 +190,10 @@ class NoTorch(importlib.abc.MetaPathFinder):
             raise ImportError(f"{name} is not in the image")
 sys.meta_path.insert(0, NoTorch())
 from pathlib import Path
-from api.app import build_executor
-from api.cli.main import main
+from api.server.app import build_executor
+from api.client.cli.main import main
 assert "torch" not in sys.modules and "matplotlib" not in sys.modules
-from api.settings import Settings
+from api.server.settings import Settings
 executor = build_executor(Settings(data_dir=Path("."), executor="kubernetes", namespace="tide-jobs"))
 print(type(executor).__name__)
 """

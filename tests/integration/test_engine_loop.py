@@ -194,7 +194,7 @@ def test_an_unwanted_process_is_stopped(harness: Harness) -> None:
 
 
 def test_caches_are_invalidated_only_by_cycles_that_changed_something(harness: Harness) -> None:
-    """``changes`` (what the API's view cache keys on, ``api.cache``) moves after a cycle that wrote, and
+    """``changes`` (what the API's view cache keys on, ``api.server.cache``) moves after a cycle that wrote, and
     stays put through cycles with nothing to do: pollers of a settled cluster are answered from memory."""
     harness.project("a", 2)
     harness.submit("a", "train", 2, 2)

@@ -16,16 +16,16 @@ from pathlib import Path
 import httpx
 from servicekit import alive, answers, free_port, kill_leftovers, running_pids, serve_process, wait_for
 
-from api.client import TideClient
-from api.paths import local_server
+from api.client.rest import TideClient
+from api.shared.paths import local_server
 
 
 def _engine(pid: int) -> int | None:
-    """The engine process: the child of ``pid`` running ``api.engine_host``."""
+    """The engine process: the child of ``pid`` running ``api.server.engine.host``."""
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         for child in task.read_text().split():
             argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-            if b"api.engine_host" in argv and alive(int(child)):
+            if b"api.server.engine.host" in argv and alive(int(child)):
                 return int(child)
     return None
 

@@ -12,7 +12,7 @@ import pytest
 from servicekit import RunningService, wait_for
 from sqlalchemy import select
 
-from api.client import TideAPIError, TideClient
+from api.client.rest import TideAPIError, TideClient
 from scheduler.core import ClusterState, Config, Node
 from scheduler.core.forecast import Horizon
 from scheduler.engine.eta import EtaTask

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from test_metrics import gauge
 from typer.testing import CliRunner
 
-from api.cli.main import app as cli_app
+from api.client.cli.main import app as cli_app
 from scheduler.core import Config, Node
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.executors.fake import FakeExecutor

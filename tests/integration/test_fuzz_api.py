@@ -21,8 +21,8 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.openapi import from_dict
 from servicekit import ADMIN, RunningService, settings_for
 
-from api.app import create_app
-from api.settings import Settings
+from api.server.app import create_app
+from api.server.settings import Settings
 
 EXAMPLES = int(os.environ.get("TIDE_FUZZ_EXAMPLES", "25"))
 

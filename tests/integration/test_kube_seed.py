@@ -19,7 +19,7 @@ from kubefake import FakeKubeApi
 from kubefake.harness import IMAGE, NAMESPACE, kube_executor, wait_for
 from servicekit import RunningService
 
-from api.client import TideClient
+from api.client.rest import TideClient
 
 GRACE = 2.0
 

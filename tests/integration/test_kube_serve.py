@@ -21,8 +21,8 @@ from kubefake import FakeKubeApi
 from kubefake.harness import NAMESPACE, kube_executor, wait_for
 from typer.testing import CliRunner
 
-from api.cli.main import app
-from api.client import TideClient
+from api.client.cli.main import app
+from api.client.rest import TideClient
 from scheduler.elastic.agent.ports import free_port
 from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube import names
@@ -42,7 +42,7 @@ def api() -> Iterator[FakeKubeApi]:
 def _serve(tmp_path: Path, *args: str, port: int = 0) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "KUBE"))}
     env.update(TIDE_DATA_DIR=str(tmp_path / "data"), TIDE_ADMIN_TOKEN=TOKEN)
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port or free_port()), *args]
+    argv = [sys.executable, "-m", "api.client.cli.main", "serve", "--port", str(port or free_port()), *args]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

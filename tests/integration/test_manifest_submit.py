@@ -17,11 +17,11 @@ import yaml
 from servicekit import ADMIN, settings_for, wait_for
 from typer.testing import CliRunner
 
-from api.app import create_app
-from api.cli import context
-from api.cli.main import app
-from api.client import TideAPIError, TideClient
-from api.testing import BASE_URL, ASGIBridge, local_client
+from api.client.cli import context
+from api.client.cli.main import app
+from api.client.rest import TideAPIError, TideClient
+from api.server.app import create_app
+from api.server.testing import BASE_URL, ASGIBridge, local_client
 
 MANIFESTS = Path(__file__).parent.parent / "manifests"
 runner = CliRunner()

@@ -19,9 +19,9 @@ import pytest
 from servicekit import RunningService, alive, wait_for
 from typer.testing import CliRunner
 
-from api.cli.main import app
-from api.client import TideAPIError, TideClient
-from api.schemas import JobPublic
+from api.client.cli.main import app
+from api.client.rest import TideAPIError, TideClient
+from api.server.schemas import JobPublic
 
 # ignores SIGTERM: only a SIGKILL (grace over, or a lost node) ends it. Once SIGTERM is ignored it creates
 # READY/<pid of its parent, the replica's shim: the pid Tide reports>; a SIGTERM before that (python still

@@ -1,4 +1,4 @@
-"""The polled reads' cache (``api.cache``) never hides a change: a read right after a write sees it.
+"""The polled reads' cache (``api.server.cache``) never hides a change: a read right after a write sees it.
 
 Through the real app over HTTP with no waiting between write and read: a submitted job is in ``/jobs`` and
 its project's pending figure in ``/cluster``; a deleted one is cancelled; a new project is in ``/cluster``.

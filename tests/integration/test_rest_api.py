@@ -14,7 +14,7 @@ import httpx
 import pytest
 from servicekit import RunningService, wait_for
 
-from api.client import TideAPIError, TideClient
+from api.client.rest import TideAPIError, TideClient
 
 JOB = {"command": ["sleep", "60"]}
 

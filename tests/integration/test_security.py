@@ -20,11 +20,11 @@ from servicekit import ADMIN, RunningService, wait_for
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from api.auth import new_project_token
-from api.cli.main import app
-from api.client import TideAPIError, TideClient
-from api.serve import _refuse_weak_tokens_beyond_loopback, is_loopback
-from api.settings import Settings
+from api.client.cli.main import app
+from api.client.rest import TideAPIError, TideClient
+from api.server.auth import new_project_token
+from api.server.serve import _refuse_weak_tokens_beyond_loopback, is_loopback
+from api.server.settings import Settings
 from scheduler.store.db import Database
 from scheduler.store.models import TokenRow
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from servicekit import RunningService, wait_for
 
-from api.client import TideClient
-from api.schemas import JobPublic
+from api.client.rest import TideClient
+from api.server.schemas import JobPublic
 
 CYCLE, GRACE = 0.1, 2.0
 

@@ -18,7 +18,7 @@ import httpx
 from servicekit import answers, free_port, wait_for
 from typer.testing import CliRunner
 
-from api.cli.main import app
+from api.client.cli.main import app
 
 ADMIN = "a-json-logging-admin-token"
 
@@ -28,7 +28,7 @@ def test_json_logs_one_object_per_line_with_request_ids(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "TIDE_DATA_DIR": str(tmp_path), "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_LOG_FORMAT": "json"}
     env.update(TIDE_NODES="1", TIDE_GPUS_PER_NODE="2", TIDE_EXECUTOR="memory")
-    argv = [sys.executable, "-m", "api.cli.main", "serve", "--port", str(port), "--log-level", "info"]
+    argv = [sys.executable, "-m", "api.client.cli.main", "serve", "--port", str(port), "--log-level", "info"]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: answers(url), timeout=30, what="tide serve to answer")

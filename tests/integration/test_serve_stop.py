@@ -24,8 +24,8 @@ import httpx
 import pytest
 from servicekit import answers, free_port, kill_leftovers, serve_process, wait_for
 
-from api.client import TideAPIError, TideClient
-from api.paths import local_server
+from api.client.rest import TideAPIError, TideClient
+from api.shared.paths import local_server
 
 
 def _keep_writing(url: str, token: str | None, stop: threading.Event) -> None:
@@ -41,7 +41,7 @@ def _keep_writing(url: str, token: str | None, stop: threading.Event) -> None:
 
 
 def _tide(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "api.cli.main", *args]
+    command = [sys.executable, "-m", "api.client.cli.main", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 

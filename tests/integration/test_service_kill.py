@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from servicekit import alive, answers, free_port, kill_leftovers, running_pids, serve_process, wait_for
 
-from api.client import TideClient
-from api.paths import local_server
+from api.client.rest import TideClient
+from api.shared.paths import local_server
 
 RUNNING = (("train", 2), ("stubborn", 1), ("short", 1))
 STUBBORN = [

@@ -16,10 +16,10 @@ import pytest
 from servicekit import RunningService
 from sqlalchemy import func, select
 
-from api.client import TideAPIError
-from api.routes import jobs as job_routes
-from api.routes.jobs import new_job
-from api.schemas import JobCreate
+from api.client.rest import TideAPIError
+from api.server.schemas import JobCreate
+from api.server.services import jobs as job_service
+from api.server.services.jobs import new_job
 from scheduler.store.models import JobRow, ProjectRow
 
 BODY = {"name": "train", "workers": 1, "command": ["sleep", "60"]}
@@ -27,7 +27,7 @@ BODY = {"name": "train", "workers": 1, "command": ["sleep", "60"]}
 
 def _between_checks_and_insert(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> None:
     """Run ``action`` once, after the submit's checks read and before it inserts."""
-    checked = job_routes._fit_warning
+    checked = job_service._fit_warning
     done: list[bool] = []
 
     def check_then_act(*args: object) -> str | None:
@@ -37,7 +37,7 @@ def _between_checks_and_insert(monkeypatch: pytest.MonkeyPatch, action: Callable
             action()
         return warning
 
-    monkeypatch.setattr(job_routes, "_fit_warning", check_then_act)
+    monkeypatch.setattr(job_service, "_fit_warning", check_then_act)
 
 
 def _jobs_named(service: RunningService, name: str) -> int:

@@ -17,8 +17,8 @@ import pytest
 from servicekit import ADMIN, wait_for
 from test_cli_commands import cli_bridge, tide
 
-from api.parts import resolve_nodes
-from api.settings import Settings
+from api.server.parts import resolve_nodes
+from api.server.settings import Settings
 
 
 def _job(name: str) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from api.schemas import JobCreate, ProjectCreate, ProjectUpdate
+from api.server.schemas import JobCreate, ProjectCreate, ProjectUpdate
 
 
 def test_job_sizes_default_to_rigid() -> None:

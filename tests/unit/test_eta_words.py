@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from api.cli.eta_words import eta_cell, eta_sentence, parse_duration, span
-from api.client_types import EtaPublic, JobPublic
+from api.client.cli.eta_words import eta_cell, eta_sentence, parse_duration, span
+from api.client.client_types import EtaPublic, JobPublic
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from api.manifest import ManifestRefused, ManifestUnreadable, read_manifest
-from api.pytorchjob import translate
+from api.shared.manifest import ManifestRefused, ManifestUnreadable, read_manifest
+from api.shared.pytorchjob import translate
 
 MANIFESTS = Path(__file__).parent.parent / "manifests"
 WORKER = "spec.pytorchReplicaSpecs[Worker]"

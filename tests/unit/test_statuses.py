@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import get_args
 
-from api import schemas
-from api.cli import jobs, quick
+from api.client.cli import jobs, quick
+from api.server import schemas
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 
 

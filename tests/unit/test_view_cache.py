@@ -1,4 +1,4 @@
-"""The polled reads' cache (``api.cache.ViewCache``) on its own, with a clock of the test's.
+"""The polled reads' cache (``api.server.cache.ViewCache``) on its own, with a clock of the test's.
 
 A view is answered from memory while nothing changed; a write makes the next reader wait for a view built
 after it (a read after a write sees it); a view only past its age (another instance may have changed
@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from api.cache import StateVersion, ViewCache
+from api.server.cache import StateVersion, ViewCache
 
 
 class Reads:

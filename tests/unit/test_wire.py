@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import pickle
 import socket
+import struct
 
-from api.wire import receive, send
+import pytest
+
+from api.server.engine.wire import Call, Reply, Status, Wake, receive, send
 
 
 def test_a_message_goes_through_whole() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        send(theirs, ("status", {"role": "leader", "cycles": 3}))
-        assert receive(ours) == ("status", {"role": "leader", "cycles": 3})
+        status = Status("leader", 3, 7, 12.5, 0.02, None, ready=True)
+        send(theirs, status)
+        assert receive(ours) == status
 
 
 def test_the_other_end_closing_is_the_end() -> None:
     ours, theirs = socket.socketpair()
     with ours:
-        send(theirs, ("wake",))
+        send(theirs, Wake())
         theirs.close()
-        assert receive(ours) == ("wake",)
+        assert receive(ours) == Wake()
         assert receive(ours) is None
 
 
@@ -27,6 +32,23 @@ def test_the_other_end_closing_with_our_messages_unread_is_the_end_too() -> None
     """What a stopping engine process does: it exits with a wake of the API's unread; the kernel resets."""
     ours, theirs = socket.socketpair()
     with ours:
-        send(ours, ("wake",))  # never read by the other end
+        send(ours, Wake())  # never read by the other end
         theirs.close()
         assert receive(ours) is None  # was ConnectionResetError, logged from the tide-engine-link thread
+
+
+def test_each_message_kind_comes_back_as_it_went() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        for message in (Call(1, "read_log", ("p", "j", 0, None)), Reply(1, False, "ValueError: no")):
+            send(theirs, message)
+            assert receive(ours) == message
+
+
+def test_anything_else_is_refused() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        data = pickle.dumps(("wake",))
+        theirs.sendall(struct.pack("!I", len(data)) + data)
+        with pytest.raises(TypeError, match="not a message"):
+            receive(ours)

@@ -29,7 +29,7 @@ class KubeConfigError(ExecutorError):
 
 @dataclass(frozen=True, slots=True)
 class KubeSettings:
-    """``tide serve --executor kubernetes`` options (flags and ``TIDE_*`` variables in ``api/cli/serve.py``)."""
+    """``tide serve --executor kubernetes`` options (flags and ``TIDE_*`` variables in ``api/client/cli/serve.py``)."""
 
     namespace: str | None = None
     kubeconfig: str | None = None

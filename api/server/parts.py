@@ -1,0 +1,73 @@
+"""The scheduling engine's parts, built from the service's settings (by ``api.server.app`` or ``api.server.engine.host``).
+
+Contract: ``build_executor(settings)`` gives the executor named by ``settings.executor`` (the kubernetes one
+connects at its first use; the local and memory ones' nodes come from ``resolve_nodes``); ``close_executor`` closes it
+when it has something to close; ``engine_settings(settings)`` the loop's knobs. Nothing here opens a database or starts a task.
+"""
+
+from __future__ import annotations
+
+from api.server.settings import Settings
+from scheduler.core import Config, Node
+from scheduler.engine.loop import EngineSettings
+from scheduler.executors.base import Executor
+from scheduler.executors.fake import FakeExecutor
+from scheduler.executors.kube.config import KubeSettings
+from scheduler.executors.kubernetes import KubernetesExecutor
+from scheduler.executors.local import LocalExecutor, visible_gpu_count
+
+
+def resolve_nodes(settings: Settings) -> tuple[tuple[Node, ...], bool]:
+    """The local executor's nodes and whether their GPUs are real (R12 places onto these)."""
+    if settings.nodes is None and settings.gpus_per_node is None:
+        count = visible_gpu_count()
+        if count > 0:
+            return (Node(name="node-0", gpus=count),), True
+    nodes = settings.nodes if settings.nodes is not None else 1
+    gpus = settings.gpus_per_node if settings.gpus_per_node is not None else 4
+    size = settings.nodes_per_domain  # R17: node-0..node-(size-1) in domain-0, the next ones in domain-1, ...
+    return tuple(
+        Node(name=f"node-{i}", gpus=gpus, domain=f"domain-{i // size}" if size else None)
+        for i in range(nodes)
+    ), False
+
+
+def kube_settings(settings: Settings) -> KubeSettings:
+    return KubeSettings(
+        namespace=settings.namespace,
+        kubeconfig=settings.kubeconfig,
+        default_image=settings.default_image,
+        node_selector=settings.node_selector,
+        checkpoint_claim=settings.checkpoint_claim,
+        topology_key=settings.topology_key,
+        agent_url=settings.agent_url,
+    )
+
+
+def build_executor(settings: Settings) -> Executor:
+    """The executor named by ``settings.executor``; the kubernetes one connects at its first use."""
+    if settings.executor == "kubernetes":
+        return KubernetesExecutor(
+            kube_settings(settings), data_dir=settings.data_dir, grace_period=settings.grace_period
+        )
+    nodes, real = resolve_nodes(settings)
+    if settings.executor == "local":
+        return LocalExecutor(settings.data_dir, nodes, real_gpus=real)
+    if settings.executor == "memory":
+        return FakeExecutor(nodes)
+    raise ValueError(f"unknown executor {settings.executor!r}: use local, kubernetes or memory")
+
+
+def close_executor(executor: Executor) -> None:
+    """Close the executor (the kubernetes one ends its watches, the local one its warm launchers)."""
+    executor.close()
+
+
+def engine_settings(settings: Settings) -> EngineSettings:
+    return EngineSettings(
+        cycle_period=settings.cycle_period,
+        grace_period=settings.grace_period,
+        core=Config(settle_seconds=settings.settle_seconds, usage_half_life=settings.usage_half_life),
+        check_invariants=settings.check_invariants,
+        eta_every=settings.eta_every,
+    )

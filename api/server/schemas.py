@@ -1,0 +1,535 @@
+"""Pydantic models of the REST API: the only home of pydantic models in Tide.
+
+Contract: ``*Create``/``*Update`` validate what clients send (unknown fields are refused, so a typo is an
+error, not a silent default) with messages that say what to fix; ``*Public`` is what the API returns.
+Rows become ``*Public`` only in ``api.server.convert``. Names are DNS-1123 labels (they become process, pod and file
+names). Times are ISO 8601 in UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
+
+from api.shared import replica_sizes
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_ENV_VALUE = 32_768
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit (a DNS-1123 label), e.g. 'team-a'"
+        )
+    return value
+
+
+def _env(value: dict[str, str]) -> dict[str, str]:
+    for key, item in value.items():
+        if not ENV_NAME.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name: use letters, digits and '_'")
+        if key.startswith("TIDE_"):
+            raise ValueError(f"{key!r}: TIDE_* variables are set by Tide itself; pick another name")
+        if len(item) > MAX_ENV_VALUE:
+            raise ValueError(f"the value of {key!r} is longer than {MAX_ENV_VALUE} characters")
+    return value
+
+
+def _command(value: list[str]) -> list[str]:
+    if any(part == "" or "\x00" in part for part in value):
+        raise ValueError("command arguments must be non-empty strings without NUL characters")
+    return value
+
+
+# The checks are the validators (their messages say what to fix); the JSON schema states the same rules.
+Name = Annotated[
+    str,
+    AfterValidator(_dns_label),
+    WithJsonSchema({"type": "string", "pattern": DNS_LABEL.pattern, "minLength": 1, "maxLength": 63}),
+]
+ARGUMENT_SCHEMA = {"type": "string", "minLength": 1, "pattern": "^[^\\u0000]+$"}
+ENV_SCHEMA = {
+    "type": "object",
+    "maxProperties": 256,
+    "propertyNames": {"pattern": "^(?!TIDE_)[A-Za-z_][A-Za-z0-9_]*$"},
+    "additionalProperties": {"type": "string", "maxLength": MAX_ENV_VALUE},
+}
+Gpus = Annotated[int, Field(ge=0, le=1_000_000)]
+Weight = Annotated[float, Field(ge=0, le=1_000_000)]
+# R15: seconds a job is spared by reclaim for other projects after it started or was resized (up to 30 days)
+MinRuntime = Annotated[float, Field(ge=0, le=30 * 86_400)]
+MIN_RUNTIME_DOC = (
+    "Minimum runtime (seconds): a job started or resized less than this ago is not taken by reclaim for "
+    "another project unless that project is below its guarantee."
+)
+# seconds of SIGUSR1 before the SIGTERM of a replica stopped by a reclaim or a preemption (up to a day, the
+# longest grace period); it counts inside the grace period
+Notice = Annotated[int, Field(ge=0, le=86_400)]
+NOTICE_DOC = (
+    "Preemption notice (whole seconds, 0 to 86400): a replica stopped because its GPUs are reclaimed or "
+    "preempted gets SIGUSR1 this long before its SIGTERM, to checkpoint; it counts inside the grace period "
+    "(the SIGKILL comes when it would without it; a notice longer than the grace is cut to the grace). "
+    "0: none."
+)
+JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
+ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed"]
+
+
+class _In(BaseModel):
+    # strict: a number is a number (``false`` is not 0, ``"2"`` is not 2), as the JSON schema says
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _check_limit(deserved: int | None, limit: int | None) -> None:
+    if deserved is not None and limit is not None and limit < deserved:
+        raise ValueError(
+            f"limit_gpus ({limit}) is below deserved_gpus ({deserved}): raise the limit, lower the quota, "
+            "or set limit_gpus to null for no limit"
+        )
+
+
+class ProjectCreate(_In):
+    name: Name
+    deserved_gpus: Gpus
+    over_quota_weight: Weight = 1.0
+    limit_gpus: Gpus | None = None
+    allow_over_quota: bool = True
+    department: Name | None = None
+    min_runtime_seconds: MinRuntime | None = Field(
+        None, description=MIN_RUNTIME_DOC + " Null: its department's (none without a department)."
+    )
+    preemption_notice_seconds: Notice | None = Field(
+        None, description=NOTICE_DOC + " Null: its department's (none without a department)."
+    )
+
+    @model_validator(mode="after")
+    def _limit(self) -> ProjectCreate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class ProjectUpdate(_In):
+    deserved_gpus: Gpus | None = None
+    over_quota_weight: Weight | None = None
+    limit_gpus: Gpus | None = None
+    allow_over_quota: bool | None = None
+    department: Name | None = None
+    min_runtime_seconds: MinRuntime | None = Field(
+        None, description=MIN_RUNTIME_DOC + " Null: back to its department's."
+    )
+    preemption_notice_seconds: Notice | None = Field(
+        None, description=NOTICE_DOC + " Null: back to its department's."
+    )
+
+    @model_validator(mode="after")
+    def _limit(self) -> ProjectUpdate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class ProjectPublic(BaseModel):
+    name: str
+    deserved_gpus: int
+    over_quota_weight: float
+    limit_gpus: int | None
+    allow_over_quota: bool
+    department: str | None
+    fair_share_gpus: int
+    allocated_gpus: int
+    over_quota_gpus: int
+    pending_gpus: int
+    running_jobs: int
+    pending_jobs: int
+    created_at: datetime
+    usage_gpu_hours: float = Field(
+        description="Fair share over time: GPU-hours held above quota, decayed by the usage half-life, "
+        "as of the last cycle (0 while the service runs without a half-life)."
+    )
+    effective_weight: float = Field(
+        description="The over-quota weight the last cycle divided idle GPUs by: over_quota_weight, "
+        "lowered for usage above quota when a usage half-life is set."
+    )
+    min_runtime_seconds: float | None = Field(description=MIN_RUNTIME_DOC + " Null: none of its own.")
+    effective_min_runtime_seconds: float = Field(
+        description="The minimum runtime its jobs get: its own, else its department's, else 0 (off)."
+    )
+    preemption_notice_seconds: int | None = Field(description=NOTICE_DOC + " Null: none of its own.")
+    effective_preemption_notice_seconds: int = Field(
+        description="The preemption notice its jobs get: its own, else its department's, else 0 (none)."
+    )
+
+
+class DepartmentCreate(_In):
+    name: Name
+    deserved_gpus: Gpus
+    over_quota_weight: Weight = 1.0
+    limit_gpus: Gpus | None = None
+    min_runtime_seconds: MinRuntime = Field(0.0, description=MIN_RUNTIME_DOC + " Inherited by its projects.")
+    preemption_notice_seconds: Notice | None = Field(
+        None, description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
+    )
+
+    @model_validator(mode="after")
+    def _limit(self) -> DepartmentCreate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class DepartmentUpdate(_In):
+    deserved_gpus: Gpus | None = None
+    over_quota_weight: Weight | None = None
+    limit_gpus: Gpus | None = None
+    min_runtime_seconds: MinRuntime | None = Field(None, description=MIN_RUNTIME_DOC)
+    preemption_notice_seconds: Notice | None = Field(None, description=NOTICE_DOC + " Null: none.")
+
+    @model_validator(mode="after")
+    def _limit(self) -> DepartmentUpdate:
+        _check_limit(self.deserved_gpus, self.limit_gpus)
+        return self
+
+
+class DepartmentPublic(BaseModel):
+    name: str
+    deserved_gpus: int
+    over_quota_weight: float
+    limit_gpus: int | None
+    fair_share_gpus: int
+    allocated_gpus: int
+    pending_gpus: int
+    projects: list[str]
+    created_at: datetime
+    min_runtime_seconds: float = Field(description=MIN_RUNTIME_DOC + " Inherited by its projects.")
+    preemption_notice_seconds: int | None = Field(
+        description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
+    )
+
+
+def _allowed_form(value: object) -> list[int] | dict[str, int] | str:
+    """R16: one of the three forms of ``allowed_replicas`` (``api.shared.replica_sizes``), or one clear message."""
+    if value == replica_sizes.POWERS_OF_TWO:
+        return replica_sizes.POWERS_OF_TWO
+    if isinstance(value, dict) and list(value) == ["step"] and _count(value["step"]):
+        return {"step": value["step"]}
+    if isinstance(value, list) and 0 < len(value) <= 1024 and all(_count(n) for n in value):
+        return list(value)
+    raise ValueError(
+        "allowed_replicas must be a list of replica counts from 1 to 1024 such as [1, 2, 4, 8], "
+        '{"step": N} with N from 1 to 1024, or "powers_of_two"'
+    )
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and 1 <= value <= 1024
+
+
+ALLOWED_REPLICAS_SCHEMA = {
+    "oneOf": [
+        {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 1024,
+            "items": {"type": "integer", "minimum": 1, "maximum": 1024},
+        },
+        {
+            "type": "object",
+            "properties": {"step": {"type": "integer", "minimum": 1, "maximum": 1024}},
+            "required": ["step"],
+            "additionalProperties": False,
+        },
+        {"const": "powers_of_two"},
+    ]
+}
+AllowedReplicas = Annotated[object, PlainValidator(_allowed_form), WithJsonSchema(ALLOWED_REPLICAS_SCHEMA)]
+
+
+YEAR_SECONDS = 365 * 86_400
+
+
+def _expected_duration(value: float) -> float:
+    if not 0 < value <= YEAR_SECONDS:  # also refuses NaN and infinity
+        raise ValueError(
+            f"give the seconds the job is expected to run, more than 0 and at most {YEAR_SECONDS} (a year); "
+            f"got {value}"
+        )
+    return value
+
+
+class JobCreate(_In):
+    """A job of 1 master + ``workers`` workers; elastic when ``min_replicas < max_replicas``."""
+
+    name: Name
+    workers: Annotated[int, Field(ge=0, le=1023)] = 0
+    min_replicas: Annotated[int, Field(ge=1, le=1024)] | None = None
+    max_replicas: Annotated[int, Field(ge=1, le=1024)] | None = None
+    gpus_per_replica: Annotated[int, Field(ge=1, le=1024)] = 1
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    command: Annotated[
+        list[str],
+        Field(min_length=1, max_length=1024),
+        AfterValidator(_command),
+        WithJsonSchema({"type": "array", "minItems": 1, "maxItems": 1024, "items": ARGUMENT_SCHEMA}),
+    ]
+    env: Annotated[
+        dict[str, str], Field(max_length=256), AfterValidator(_env), WithJsonSchema(ENV_SCHEMA)
+    ] = Field(default_factory=dict)
+    interactive: bool = False
+    priority: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
+    grace_period: Annotated[float, Field(ge=0, le=86_400)] | None = None
+    # R16: the only replica counts it may run at; expanded to the explicit list by the validator
+    allowed_replicas: AllowedReplicas | None = None
+    topology: Literal["preferred", "required"] = Field(
+        "preferred",
+        description="Topology domains (racks, NVLink domains; R17): preferred starts the gang inside one "
+        "domain where it fits, else across domains; required starts and grows it only inside one domain.",
+    )
+    # seconds the job is expected to run: its start-time forecast, and everyone else's, use it
+    expected_duration: Annotated[float, AfterValidator(_expected_duration)] | None = None
+
+    @model_validator(mode="after")
+    def _sizes(self) -> JobCreate:
+        spec = self.allowed_replicas
+        listed = spec if isinstance(spec, list) else None
+        replicas = self.workers + 1
+        low = self.min_replicas if self.min_replicas is not None else min(listed or [replicas])
+        high = self.max_replicas if self.max_replicas is not None else max(listed or [replicas])
+        if spec is not None and "workers" not in self.model_fields_set:
+            self.workers, replicas = low - 1, low  # a job with allowed sizes starts at its minimum
+        if low > high:
+            raise ValueError(f"min_replicas ({low}) is above max_replicas ({high})")
+        if not low <= replicas <= high:
+            raise ValueError(
+                f"workers + 1 = {replicas} replicas must lie within min_replicas..max_replicas "
+                f"({low}..{high}): change workers or the bounds"
+            )
+        self.min_replicas, self.max_replicas = low, high
+        if spec is not None:
+            self.allowed_replicas = replica_sizes.expand(spec, low, high)  # type: ignore[arg-type]
+        return self
+
+
+class JobCheckpointed(BaseModel):
+    """A job's report that a checkpoint is complete; ``at``: when (default: now). ISO 8601; UTC if naive."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: datetime | None = None
+
+
+class ReplicaPublic(BaseModel):
+    index: int
+    role: Literal["master", "worker"]
+    status: ReplicaStatus
+    node: str
+    gpus: int
+    gpu_ids: list[int] | None
+    pid: int | None
+    started_at: datetime | None
+    exit_code: int | None
+
+
+EtaSource = Literal["declared", "project", "cluster", "default"]
+
+
+class EtaPublic(BaseModel):
+    """When a waiting job is expected to start (or a running elastic job to grow), and to what size.
+
+    ``start_p50`` is the median guess, ``start_p90`` a later one it will most likely not pass (None: not
+    within the forecast's horizon). ``after`` names the job whose expected end frees the GPUs (None: they
+    are free, or being freed, now); ``source`` says what that end is estimated from: the job's declared
+    ``expected_duration``, its project's recent jobs of the same shape, the cluster's, or a default.
+    """
+
+    start_p50: datetime | None
+    start_p90: datetime | None
+    size: int
+    after: str | None
+    source: EtaSource | None
+    computed_at: datetime
+
+
+class JobPublic(BaseModel):
+    project: str
+    name: str
+    status: JobStatus
+    workers: int
+    min_replicas: int
+    max_replicas: int
+    gpus_per_replica: int
+    replicas_now: int
+    allocated_gpus: int
+    pending_reason: str | None
+    queue_position: int | None
+    restarts: int
+    interactive: bool
+    priority: int
+    image: str | None
+    command: list[str]
+    env_names: list[str]
+    message: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    replicas: list[ReplicaPublic]
+    checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
+    allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
+    topology: Literal["preferred", "required"] = "preferred"  # R17
+    expected_duration: float | None = None
+    started_at: datetime | None = None
+    eta: EtaPublic | None = None  # a pending job: when it starts
+    grow_at: EtaPublic | None = None  # a running elastic job below max_replicas: when it grows
+
+
+class NodeSlot(BaseModel):
+    """A replica holding GPUs on a node (the dashboard's GPU map)."""
+
+    project: str
+    job: str
+    index: int
+    role: Literal["master", "worker"]
+    gpu_ids: list[int]
+    releasing: bool
+
+
+NodeState = Literal["ready", "cordoned", "draining", "drained", "lost"]
+
+
+class NodePublic(BaseModel):
+    """``schedulable``: new replicas may be placed here (the executor and an admin both allow it).
+    ``state``: an admin's (``draining`` while replicas of a drained node are still stopping)."""
+
+    name: str
+    gpus: int
+    allocated_gpus: int
+    schedulable: bool
+    slots: list[NodeSlot]
+    state: NodeState = "ready"
+    state_since: datetime | None = None
+    domain: str | None = (
+        None  # R17: its topology domain (a rack, an NVLink domain), when the cluster names them
+    )
+
+
+class NodeDrain(BaseModel):
+    """``grace_seconds``: how long replicas get to stop (None: each job's own grace period)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grace_seconds: Annotated[float, Field(ge=0, le=86_400)] | None = None
+
+
+class ClusterPublic(BaseModel):
+    total_gpus: int
+    allocated_gpus: int
+    free_gpus: int
+    nodes: list[NodePublic]
+    projects: list[ProjectPublic]
+    departments: list[DepartmentPublic]
+    leader: bool
+
+
+class EventPublic(BaseModel):
+    id: int
+    time: datetime
+    kind: str
+    project: str
+    job: str
+    replicas: list[int]
+    reason: str
+    cause: str | None
+    lost_gpu_seconds: float | None = Field(
+        default=None,
+        description="for a shrink or an eviction: GPU-seconds of work the job lost (its GPUs times the time "
+        "since its last checkpoint or restart)",
+    )
+
+
+class TokenCreate(_In):
+    name: Name = "default"
+
+
+class TokenPublic(BaseModel):
+    id: int
+    project: str
+    name: str
+    created_at: datetime
+    token: str | None = Field(default=None, description="the secret; shown only once, when created")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    role: str
+    version: str
+    database: str
+    cycles: int
+    last_cycle_at: datetime | None
+    last_error: str | None
+
+
+class Problem(BaseModel):
+    """Every 4xx and 5xx answer: what went wrong and what to do about it."""
+
+    detail: str
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ValidationProblem(BaseModel):
+    """A 422: ``detail`` sums up what to fix; ``errors`` lists each field's problem when the schema found it."""
+
+    detail: str
+    errors: list[FieldError] = Field(default_factory=list)
+
+
+class AgentPoll(_In):
+    """What a job pod's agent (``tide agent``) reports each time it asks for its launch."""
+
+    generation: int | None = Field(default=None, ge=0, description="the launch it runs (None: none yet)")
+    state: Literal["warming", "warm", "running", "stopped", "exited"] = Field(
+        description="warming/warm: its launcher imports torch / is ready; running: its launch trains; "
+        "stopped: it stopped its launch for the next one; exited: its launch ended on its own"
+    )
+    exit_code: int | None = Field(default=None, description="the launch's exit code, once it exited")
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="a free port the agent can host the rendezvous on"
+    )
+    wait: float = Field(default=10.0, ge=0, le=60, description="seconds to wait for a new launch")
+    checkpointed_at: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e11,
+        description="Unix time of the job's last complete checkpoint, as its training script marked it",
+    )
+    noticed: bool = Field(
+        default=False,
+        description="it passed a preemption notice (SIGUSR1) to the training of the launch it runs",
+    )
+
+
+class AgentOrder(BaseModel):
+    """The service's answer: ``launch`` (start launch ``generation`` at this size and rank), ``notice`` (pass
+    SIGUSR1 to the running launch's training: its GPUs are being reclaimed or preempted, SIGTERM follows after
+    the project's preemption notice) or ``wait``."""
+
+    action: Literal["launch", "notice", "wait"]
+    generation: int | None = None
+    world_size: int | None = None
+    rank: int | None = None
+    rdzv_port: int | None = None
+    run_id: str | None = None

@@ -1,0 +1,199 @@
+"""Jobs as the routes change them: submit, cancel, record a checkpoint; find one by name.
+
+Contract: ``create_job`` submits a body to a project (the REST route's and a manifest's): the checks that
+only read run before any write; a new name is inserted without waiting for the database's write lock
+(``Database.insert``), so submits never queue behind a scheduling cycle; a name taken meanwhile, or a
+project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404. A finished
+job of the same name is replaced, an active one is a 409. It returns the job and what to warn its
+submitter of (the job does not fit today's cluster: it is accepted and waits). ``cancel_job`` marks an
+active job ``cancelled`` and its replicas to stop, with its event (a finished job is left as it is).
+``create_job`` and ``cancel_job`` wake the loop once their write is committed. ``record_checkpoint``
+keeps an active job's newest checkpoint time (409 when it is finished; 422 for a time after the service's
+clock beyond a minute of skew, or before the submission). ``get_job`` finds a job or raises 404.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from fastapi import HTTPException, status
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from api.server import convert, schemas
+from api.server.auth import Principal, require_project_writer
+from api.server.deps import Services
+from api.server.services.projects import get_project
+from api.server.settings import Settings
+from scheduler.core.explain import beyond_cluster
+from scheduler.statuses import ACTIVE, JobStatus
+from scheduler.store import lifecycle
+from scheduler.store.models import JobRow, NodeRow
+from scheduler.store.queries import job_by_name
+
+log = logging.getLogger(__name__)
+
+CLOCK_SKEW_SECONDS = 60.0  # a checkpoint reported this far ahead of the service's clock is still taken
+
+
+def get_job(session: Session, project: str, name: str) -> JobRow:
+    get_project(session, project)
+    job = job_by_name(session, project, name)
+    if job is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"no job {name!r} in project {project!r}; see GET /api/v1/jobs?project={project}",
+        )
+    return job
+
+
+def _fit_warning(session: Session, body: schemas.JobCreate) -> str | None:
+    """Why the job does not fit today's cluster, if it does not: it is accepted all the same (nodes come and
+    go: autoscalers, repairs, a cordoned node back) and waits, taking GPUs from nobody, with this reason."""
+    # nodes by size, not one row each: this runs on every submit, and a cluster has thousands of nodes
+    sizes = session.execute(
+        select(NodeRow.gpus, func.count()).where(NodeRow.schedulable).group_by(NodeRow.gpus)
+    ).all()
+    if not sizes:
+        return None  # nodes not known yet (the executor has not reported); the scheduler will explain
+    g, k = body.gpus_per_replica, body.min_replicas or 1
+    return beyond_cluster(g, k, max(size for size, _ in sizes), sum(n * (size // g) for size, n in sizes))
+
+
+def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
+    if settings.executor == "kubernetes" and body.image is None and settings.default_image is None:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            "this Tide runs jobs as Kubernetes pods and has no default image: set the job's image "
+            "(tide submit-dist --image IMAGE)",
+        )
+
+
+def create_job(
+    svc: Services, caller: Principal, *, project: str, body: schemas.JobCreate
+) -> tuple[schemas.JobPublic, list[str]]:
+    """Submit ``body`` to ``project``; the job and what to warn its submitter of (see the module contract)."""
+    with svc.db.read() as session:  # checks that only read, before the write lock: writes are serialised
+        owner = get_project(session, project).id
+        require_project_writer(caller, project)
+        _check_image(svc.settings, body)
+        beyond = _fit_warning(session, body)
+        taken = session.scalar(
+            select(JobRow.id).where(JobRow.project_id == owner, JobRow.name == body.name).limit(1)
+        )
+    if taken is None:
+        try:
+            with svc.db.insert() as session:
+                public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
+        except IntegrityError:  # the name was taken or the project deleted meanwhile: decide under the lock
+            log.info("submit of %s/%s raced another write; retrying under the write lock", project, body.name)
+        else:
+            svc.engine.trigger()
+            return public, [beyond] if beyond else []
+    with svc.db.write() as session:
+        owner = get_project(session, project, lock=True).id  # deleted meanwhile: 404
+        existing = job_by_name(session, project, body.name, lock=True)
+        if existing is not None and existing.status in ACTIVE:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"job {body.name!r} already exists in project {project!r} ({existing.status}): "
+                "pick another name or delete it first",
+            )
+        if existing is not None:
+            session.delete(existing)
+            session.flush()
+        public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
+    svc.engine.trigger()
+    return public, [beyond] if beyond else []
+
+
+def _insert(
+    session: Session, owner: int, project: str, body: schemas.JobCreate, *, beyond: str | None, now: float
+) -> schemas.JobPublic:
+    job = new_job(owner, body, now)
+    job.pending_reason = beyond
+    session.add(job)
+    session.flush()
+    return convert.job_public(job, project)
+
+
+def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
+    """The row of a job submitted at ``now``, pending (the one place a submit's body becomes a row)."""
+    assert body.min_replicas is not None and body.max_replicas is not None  # filled in by the schema
+    return JobRow(
+        project_id=project_id,
+        name=body.name,
+        status=JobStatus.PENDING,
+        workers=body.workers,
+        min_replicas=body.min_replicas,
+        max_replicas=body.max_replicas,
+        gpus_per_replica=body.gpus_per_replica,
+        allowed_replicas=body.allowed_replicas,
+        topology=body.topology,
+        image=body.image,
+        command=list(body.command),
+        env=dict(body.env),
+        interactive=body.interactive,
+        priority=body.priority,
+        grace_period=body.grace_period,
+        expected_duration=body.expected_duration,
+        created_at=now,
+        submitted_at=now,
+        restarts=0,
+        generation=0,
+        replicas=[],
+    )
+
+
+def cancel_job(svc: Services, caller: Principal, *, project: str, name: str) -> schemas.JobPublic:
+    """Cancel the job (see the module contract); the job as it is afterwards."""
+    with svc.db.write() as session:
+        job = get_job(session, project, name)
+        require_project_writer(caller, project)
+        job = job_by_name(session, project, name, lock=True) or job
+        if job.status in ACTIVE:
+            who = "an admin" if caller.is_admin else "a project token"
+            lifecycle.cancel_job(session, job, now=svc.engine.clock(), reason=f"deleted by {who}")
+        session.flush()
+        public = convert.job_public(job, project)
+    svc.engine.trigger()
+    return public
+
+
+def record_checkpoint(
+    svc: Services, caller: Principal, *, project: str, name: str, at: datetime | None
+) -> schemas.JobPublic:
+    """The job completed a checkpoint at ``at`` (None: now); the job as it is afterwards."""
+    now = svc.engine.clock()
+    when = now if at is None else _seconds(at)
+    with svc.db.write() as session:
+        job = get_job(session, project, name)
+        require_project_writer(caller, project)
+        job = job_by_name(session, project, name, lock=True) or job
+        if job.status not in ACTIVE:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"job {name!r} in project {project!r} is {job.status}: only a pending or running job reports "
+                "checkpoints",
+            )
+        if when > now + CLOCK_SKEW_SECONDS:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"'at' is {when - now:.0f} s after the service's clock: report a checkpoint once it is complete "
+                "(or leave 'at' out for now); is this machine's clock right?",
+            )
+        if when < job.submitted_at - 1.0:  # a second's slack: clients round times to microseconds
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"'at' is before job {name!r} was submitted: report a checkpoint of this job",
+            )
+        if job.checkpointed_at is None or when > job.checkpointed_at:
+            job.checkpointed_at = when
+        session.flush()
+        return convert.job_public(job, project)
+
+
+def _seconds(value: datetime) -> float:
+    return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()

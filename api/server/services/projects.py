@@ -1,0 +1,65 @@
+"""Projects as the routes need them: found by name, their live figures, quota changes.
+
+Contract: ``get_project`` returns a project's row or raises 404 (``lock=True`` also locks the row on
+PostgreSQL until the transaction ends); ``totals_for`` reads the live figures of one project or all;
+``department_id`` resolves a department's name (422 when there is none); ``apply_quota_changes`` applies
+a PATCH to a project or department row (what ``null`` means per field below; a limit below the deserved
+quota is a 422).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import HTTPException, status
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from api.server import convert
+from scheduler.store.models import DepartmentRow, ProjectRow
+from scheduler.store.queries import project_by_name, project_figures
+
+
+def totals_for(session: Session, project_id: int | None = None) -> convert.Totals:
+    return convert.Totals.of(*project_figures(session, project_id))
+
+
+def get_project(session: Session, name: str, *, lock: bool = False) -> ProjectRow:
+    """The project named ``name`` or a 404; ``lock=True`` locks its row (PostgreSQL) until the transaction
+    ends: a submit inserting a job into it finishes first, and none starts."""
+    row = project_by_name(session, name, lock=lock)
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no project named {name!r}; see GET /api/v1/projects")
+    return row
+
+
+def department_id(session: Session, name: str | None) -> int | None:
+    if name is None:
+        return None
+    row = session.scalars(select(DepartmentRow).where(DepartmentRow.name == name)).first()
+    if row is None:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"no department named {name!r}: create it first or leave it out",
+        )
+    return row.id
+
+
+NULLABLE = ("limit_gpus", "min_runtime_seconds", "preemption_notice_seconds")
+
+
+def apply_quota_changes(row: ProjectRow | DepartmentRow, changes: dict[str, Any]) -> None:
+    """A PATCH of a project or department: ``null`` means "unchanged" except for ``limit_gpus``, where it
+    means "no limit", a project's ``min_runtime_seconds`` and ``preemption_notice_seconds``, where it means
+    "its department's", and a department's ``preemption_notice_seconds``, where it means "none"; a limit
+    below the deserved quota (as it would be after the change) is a 422."""
+    deserved = changes["deserved_gpus"] if changes.get("deserved_gpus") is not None else row.deserved_gpus
+    limit = changes.get("limit_gpus", row.limit_gpus)
+    if limit is not None and limit < deserved:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            f"limit_gpus ({limit}) would be below deserved_gpus ({deserved}): change both together",
+        )
+    for key, value in changes.items():
+        if value is not None or key in NULLABLE:
+            setattr(row, key, value)
