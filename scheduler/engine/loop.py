@@ -42,8 +42,8 @@ from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, plan_cy
 from scheduler.core.forecast import waiting
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import over_quota
+from scheduler.elastic import notice
 from scheduler.elastic.environment import EnvBuilder
-from scheduler.engine import notice
 from scheduler.engine.eta_store import gather, store
 from scheduler.engine.eta_worker import EtaWorker
 from scheduler.engine.leader import Leadership, leadership_for

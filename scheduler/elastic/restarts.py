@@ -10,7 +10,7 @@ marked ``terminating``; ``stop_requested_at`` records its SIGTERM.
 - ``sync_launches``: a job resized since its launch (wanted replicas not launched beside live ones after
   a GROW; live replicas told to stop beside live wanted ones after a SHRINK) has every live wanted
   replica marked; marked replicas get SIGTERM with the job's grace. After a shrink that gives its leaving
-  replicas a preemption notice, the marked ones get the same notice first (``scheduler.engine.notice``).
+  replicas a preemption notice, the marked ones get the same notice first (``scheduler.elastic.notice``).
   Returns how many are restarting.
 - ``on_exit``: a marked replica's exit is a restart: the row is cleared to launch again (GPUs kept).
   Any replica exiting 0 on its own means the training completed (the job succeeds, not shrinks).
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic import notice
 from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
-from scheduler.engine import notice
 from scheduler.executors.base import Executor, Observation
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle

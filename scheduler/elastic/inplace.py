@@ -13,7 +13,7 @@ rank 0 and hosts the rendezvous). What the agents say is in ``AgentReportRow``.
   deletion of the removed replicas' pods commit together, or neither does):
   a shrink (a member is told to stop) relaunches the rest at once, in the same cycle as the removed pods'
   deletion (with a preemption notice, once it ran: the leaving and the staying members' agents are all
-  told to pass SIGUSR1 to their training first, ``scheduler.engine.notice``); a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
+  told to pass SIGUSR1 to their training first, ``scheduler.elastic.notice``); a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
   ``WARM_TIMEOUT_S`` after its pod started), so the members keep training while the newcomers import torch;
   a job with no launch yet launches all its replicas at once.
 - A member whose training exited non-zero on its own (``exited``, the current launch) restarts the whole
@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic import notice
+from scheduler.elastic.restarts import RESTART, count_restarts
 from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
-from scheduler.engine import notice
-from scheduler.engine.elastic import RESTART, count_restarts
 from scheduler.executors.base import Executor
 from scheduler.statuses import ACTIVE, ReplicaDesired
 from scheduler.store.models import AgentReportRow, JobRow, ReplicaRow
