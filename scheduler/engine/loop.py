@@ -42,8 +42,8 @@ from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, plan_cy
 from scheduler.core.forecast import waiting
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import over_quota
+from scheduler.elastic import notice
 from scheduler.elastic.environment import EnvBuilder
-from scheduler.engine import notice
 from scheduler.engine.eta_store import gather, store
 from scheduler.engine.eta_worker import EtaWorker
 from scheduler.engine.leader import Leadership, leadership_for
@@ -111,7 +111,9 @@ class Engine:
         self.leadership = leadership or leadership_for(db)
         self.clock = clock
         self.metrics = metrics if metrics is not None else EngineMetrics()
-        self.on_change = on_change  # after each change of role, counters or ``last_error`` (api.server.engine.host)
+        self.on_change = (
+            on_change  # after each change of role, counters or ``last_error`` (api.server.engine.host)
+        )
         self.knobs = Knobs(
             grace_period=settings.grace_period,
             env_builder=settings.env_builder,
@@ -119,7 +121,9 @@ class Engine:
         )
         self.role = "starting"
         self.cycles = 0
-        self.changes = 0  # bumped after each write that changed something: caches key on it (api.server.cache)
+        self.changes = (
+            0  # bumped after each write that changed something: caches key on it (api.server.cache)
+        )
         self.last_cycle_at: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None

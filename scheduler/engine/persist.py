@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Decision, Plan
 from scheduler.core.usage import accrue
-from scheduler.engine import notice
+from scheduler.elastic import notice
 from scheduler.statuses import ACTIVE
 from scheduler.store import lifecycle
 from scheduler.store.mapper import Notes

@@ -14,14 +14,14 @@ Contract:
   master is signalled only once
   no other replica of that job is alive (R5, the rendezvous host goes last); a replica given a preemption
   notice gets its SIGUSR1 at once, master included, and its SIGTERM when the notice ran
-  (``scheduler.engine.notice``). It returns how many are still
+  (``scheduler.elastic.notice``). It returns how many are still
   stopping, so the loop can look again soon instead of a whole period later.
 - ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
 Jobs whose command is a torchrun launch restart as a whole on a resize, a failure or a stuck launch
-(``scheduler.engine.elastic``): ``record_observations`` and ``stop_unwanted`` call into it, and
+(``scheduler.elastic.coordinator``): ``record_observations`` and ``stop_unwanted`` call into it, and
 ``launch_waiting`` starts such a job's replicas together, on the GPUs they held before. On an executor whose
-pods run Tide's agent they relaunch in place instead (``scheduler.engine.inplace``, from ``stop_unwanted``;
-``launch_waiting`` gives the job its agent token before its first pod).
+pods run Tide's agent they relaunch in place instead (from ``stop_unwanted``; ``launch_waiting`` gives the
+job its agent token before its first pod).
 Executor calls happen inside the caller's transaction, so a launch is recorded with the decision that
 asked for it; if the commit fails, the next observation finds the unrecorded process and kills it (above).
 Every change of a status (launched, seen running, exited, a job finished or failed) goes through
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic import coordinator, notice
 from scheduler.elastic.environment import EnvBuilder, ReplicaContext, replica_env
-from scheduler.engine import elastic, inplace, notice
 from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
@@ -74,7 +74,7 @@ def record_observations(
         obs = seen.get(replica.id)
         code = obs.exit_code if obs is not None and obs.exit_code is not None else LOST_EXIT_CODE
         _replica_exited(session, executor, replica, code, now, detail=obs.detail if obs is not None else None)
-    elastic.check_launches(session, executor, seen, now=now, timeout=knobs.launch_timeout, fail=fail_job)
+    coordinator.check_launches(session, seen, now=now, timeout=knobs.launch_timeout, fail=fail_job)
     lingering: set[int] = set()
     for replica_id, obs in seen.items():
         if replica_id in live:
@@ -145,17 +145,16 @@ def _replica_exited(
     requested = replica.desired == ReplicaDesired.STOP
     executor.forget(replica.id)
     what = f"replica {replica.index} {describe_exit(code)}" + (f" ({detail})" if detail else "")
-    outcome = elastic.ExitOutcome(handled=False)
+    outcome = coordinator.ExitOutcome(handled=False)
     if not requested and job.status in ACTIVE:
-        outcome = elastic.on_exit(session, executor, replica, code, now=now, what=what)
+        outcome = coordinator.on_exit(session, executor, replica, code, now=now, what=what)
         if outcome.handled:
             return
     lifecycle.exited(session, replica, code)
     if requested or job.status not in ACTIVE:
         return
     if code != 0:
-        reason = f"{what} {outcome.note}" if outcome.note else what
-        fail_job(session, job, reason, now)
+        fail_job(session, job, outcome.reason or what, now)
     elif (
         replica.index == 0
         or outcome.finished
@@ -178,14 +177,13 @@ def describe_exit(code: int) -> str:
 
 
 def fail_job(session: Session, job: JobRow, reason: str, now: float) -> None:
-    """Fail ``job`` for ``reason`` (``elastic`` and ``inplace`` are handed this, as their ``FailJob``)."""
+    """Fail ``job`` for ``reason`` (the launch coordinator is handed this, as its ``FailJob``)."""
     lifecycle.finish_job(session, job, JobStatus.FAILED, now=now, reason=reason)
 
 
 def stop_unwanted(session: Session, executor: Executor, *, now: float, knobs: Knobs) -> int:
     """Signal what must stop; return how many replicas are still stopping (signalled or not)."""
-    restarting = elastic.sync_launches(session, executor, now=now, grace=knobs.grace_period)
-    inplace.sync(session, executor, now=now, fail=fail_job)
+    restarting = coordinator.sync(session, executor, now=now, grace=knobs.grace_period, fail=fail_job)
     return restarting + _stop_released(session, executor, now=now, knobs=knobs)
 
 
@@ -243,7 +241,7 @@ def launch_waiting(
             or replica.id in lingering
         ):
             continue  # its job failed to launch an earlier replica this round, or its old process lingers
-        if elastic.coordinated(executor, replica.job) and replica.job.id not in whole:
+        if coordinator.launches_whole(executor, replica.job) and replica.job.id not in whole:
             continue
         gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), held.get(replica.node, set()))
         if gpu_ids is None:
@@ -268,11 +266,11 @@ def _whole_launches(
 ) -> set[int]:
     """Ids of torchrun jobs whose wanted replicas can all start now: none of their processes is left and
     every one of them finds its GPUs free (a launch is one fixed-size rendezvous)."""
-    jobs = {r.job.id: r.job for r in waiting if elastic.coordinated(executor, r.job)}
+    jobs = {r.job.id: r.job for r in waiting if coordinator.launches_whole(executor, r.job)}
     ready: set[int] = set()
     taken = {node: set(ids) for node, ids in held.items()}  # across jobs: two launches never share a GPU
     for job_id, job in jobs.items():
-        if not elastic.launchable(job):
+        if not coordinator.launchable(job):
             continue
         trial = {node: set(ids) for node, ids in taken.items()}
         fits = True
@@ -312,8 +310,7 @@ def _launch(
         grace=job.grace_period if job.grace_period is not None else knobs.grace_period,
     )
     try:
-        if inplace.inplace(executor, job):
-            inplace.prepare(executor, job)
+        coordinator.prepare(executor, job)
         obs = executor.start(spec)
     except ExecutorError as error:
         log.warning("cannot start replica %s of %s/%s: %s", replica.index, spec.project, job.name, error)

@@ -4,7 +4,7 @@ Contract: an executor runs one process (or pod) per replica, known by the store'
 decides anything: ``start`` runs exactly the given argv with the given environment, ``stop`` asks a replica
 to stop (SIGTERM now, a forced kill once ``grace`` seconds have passed, enforced by later ``observe`` calls),
 ``notify`` gives a replica its preemption notice (SIGUSR1 to its training processes, nothing else: the
-engine's ``scheduler.engine.notice`` sends the SIGTERM once the notice ran; an executor that cannot deliver
+engine's ``scheduler.elastic.notice`` sends the SIGTERM once the notice ran; an executor that cannot deliver
 one, ``preemption_notices`` false, does nothing), ``observe`` reports every replica it knows (running or
 exited, with the exit code), ``forget`` drops an exited one. ``adopt`` reloads what an earlier run of the
 service started, so a restarted service neither orphans nor duplicates a replica. ``close`` releases what
@@ -67,9 +67,9 @@ class Capabilities:
     """What an executor supports beyond running, stopping and observing replicas.
 
     ``coordinated_restarts``: a replica id may be started again once its process was observed to exit and
-    was forgotten, so the engine restarts a torchrun job as a series of launches (``scheduler.engine.elastic``).
+    was forgotten, so the engine restarts a torchrun job as a series of launches (``scheduler.elastic.restarts``).
     ``inplace_restarts``: a torchrun job's replicas run Tide's agent, which relaunches training in place on a
-    resize (``scheduler.engine.inplace``); the job's agent token goes through ``put_agent_token``.
+    resize (``scheduler.elastic.inplace``); the job's agent token goes through ``put_agent_token``.
     ``preemption_notices``: ``notify`` delivers a preemption notice to any replica.
     """
 

@@ -12,7 +12,7 @@ Contract (see ``base.Executor``):
   SIGKILL once it has passed); the engine asks for workers before the master.
 - ``notify`` (a preemption notice) sends nothing: a pod that runs Tide's agent learns of it from its poll
   (``api.server.routes.agent`` reads the replica's ``noticed_at``) and passes SIGUSR1 to its training; the engine
-  gives notices to such pods only (``scheduler.engine.notice.reaches``), a plain pod gets none.
+  gives notices to such pods only (``scheduler.elastic.notice.reaches``), a plain pod gets none.
 - ``observe`` answers from memory, kept current by two watches (``kube/reflector.py``): the pods labelled
   ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``).
   A replica's pod that ended reports its exit code; one that vanished reports how (``kube/status.py``).
@@ -21,7 +21,7 @@ Contract (see ``base.Executor``):
 - ``adopt`` is the first list: every pod with Tide's labels is known again after a restart, and
   Services (and Secrets) without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
 - With an ``agent_url`` (``capabilities.inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
-  (``scheduler.engine.inplace``): ``put_agent_token`` writes the job's token into its Secret
+  (``scheduler.elastic.inplace``): ``put_agent_token`` writes the job's token into its Secret
   (``kube/agent_secrets.py``), removed with its Service.
 All API calls go through ``kube/retry.Retrier`` (backoff on 5xx, 429, conflicts, timeouts). The executor
 connects lazily, at the first call, so building it opens nothing.

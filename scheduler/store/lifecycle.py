@@ -11,6 +11,10 @@ its event, the same whichever path asked for it (the plan, a taken node, an exit
 - ``release``: replicas stop (``mark_stopping``): the ones named, or every wanted one for an eviction; the
   job's last resize is ``now`` and its generation moves on; a job left with no wanted replica is ``pending``
   again (an eviction counts a restart). Event ``shrink`` or ``evict`` naming the replicas given.
+- ``restart_launch``: a torchrun job's launch ends and starts again at the same size, from its checkpoint
+  (docs/elastic-resize.md): its generation moves on, the members whose process ends first are marked
+  restarting (``mark_restarting``; in-place launches keep their pods), event ``restart`` naming the members,
+  with its cause (``failure``, ``timeout``). ``count_restarts`` counts those events: the restart budget.
 - ``finish_job``: ``succeeded`` (event ``finish``), ``failed`` (``fail``) or ``cancelled`` (``cancel``,
   ``cancel_job``), for good: ``finished_at``, the reason as its message, no reason to wait nor place in line,
   and every wanted replica stopping.
@@ -26,12 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Cause, Placement
+from scheduler.elastic.policy import RESTART
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
-from scheduler.store.models import JobRow, ReplicaRow
+from scheduler.store.models import EventRow, JobRow, ReplicaRow
 from scheduler.store.queries import add_event
 
 # given the replicas a release marked: the words and length of the preemption notice they got, if any
@@ -107,6 +112,44 @@ def release(
     action = Action.EVICT if evict else Action.SHRINK
     _event(session, job, action, now=now, replicas=indices, reason=reason, cause=cause, details=details)
     return marked
+
+
+def restart_launch(
+    session: Session,
+    job: JobRow,
+    members: Sequence[ReplicaRow],
+    *,
+    generation: int,
+    in_place: bool,
+    now: float,
+    cause: str,
+    reason: str,
+) -> None:
+    """Restart ``job``'s launch as launch ``generation`` of ``members`` (its wanted replicas, by rank), from
+    its checkpoint. Unless ``in_place`` (the members' agents relaunch their training), each live member's
+    process ends before the next launch: it is marked restarting."""
+    if not in_place:
+        for replica in members:
+            live = replica.pid is not None and replica.exit_code is None
+            if live and replica.status != ReplicaStatus.TERMINATING:
+                mark_restarting(replica)
+    job.generation = generation
+    add_event(
+        session, time=now, kind=RESTART, project=job.project.name, job=job.name,
+        replicas=[r.index for r in members], reason=reason, cause=cause,
+    )  # fmt: skip
+
+
+def count_restarts(session: Session, job: JobRow, cause: str, since: float) -> int:
+    """How many times ``job``'s launch restarted for ``cause`` since ``since``."""
+    query = select(func.count(EventRow.id)).where(
+        EventRow.project == job.project.name,
+        EventRow.job == job.name,
+        EventRow.kind == RESTART,
+        EventRow.cause == cause,
+        EventRow.time >= since,
+    )
+    return int(session.scalar(query) or 0)
 
 
 def finish_job(session: Session, job: JobRow, status: JobStatus, *, now: float, reason: str) -> None:

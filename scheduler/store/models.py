@@ -133,10 +133,10 @@ class ReplicaRow(Base):
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     stop_requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # in-place launches (scheduler.engine.inplace): the launch this replica's agent is to run, and since when
+    # in-place launches (scheduler.elastic.inplace): the launch this replica's agent is to run, and since when
     launch_generation: Mapped[int | None] = mapped_column(Integer, nullable=True)
     launch_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # preemption notice (scheduler.engine.notice): seconds between SIGUSR1 and SIGTERM, set when a reclaim
+    # preemption notice (scheduler.elastic.notice): seconds between SIGUSR1 and SIGTERM, set when a reclaim
     # or preemption releases it (already cut to its grace), and when its SIGUSR1 was given
     notice_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     noticed_at: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -11,7 +11,7 @@ runs: the launch's size, the replica's rank in it (members by replica index), th
 run id; else, after waiting up to ``wait`` seconds for that to change (a long-poll), ``wait``. The master
 (rank 0) offers a free port in each poll; the port of the launch it is first told is recorded, and the
 other members are answered only once it is known. A replica given a preemption notice
-(``ReplicaRow.noticed_at``, ``scheduler.engine.notice``) whose agent runs a launch and has not said it passed
+(``ReplicaRow.noticed_at``, ``scheduler.elastic.notice``) whose agent runs a launch and has not said it passed
 it on (``noticed``) is answered ``notice`` first, whether it stays or leaves. A job that is over, or a replica it no longer has, is a
 404 that says so (the agent stops); a replica that is being removed just waits for its pod's deletion.
 """
@@ -29,8 +29,8 @@ from starlette.concurrency import run_in_threadpool
 from api.server import longpoll, schemas
 from api.server.auth import bearer, hash_token
 from api.server.deps import Svc
+from scheduler.elastic.inplace import members
 from scheduler.elastic.launch import run_id_for
-from scheduler.engine.inplace import members
 from scheduler.statuses import ACTIVE
 from scheduler.store.models import AgentReportRow, JobRow, ProjectRow, ReplicaRow
 

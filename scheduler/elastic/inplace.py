@@ -2,24 +2,25 @@
 
 Contract (docs/kubernetes.md). On an executor with ``inplace_restarts`` a job whose command is a torchrun
 launch (``uses_torchrun``) keeps its replicas' pods across resizes: each pod runs ``tide agent``, which
-asks the service for its launch (``api.agent_polls``) and restarts its training workers at each new one.
+asks the service for its launch (``api.server.routes.agent``) and restarts its training workers at each new one.
 A launch is a generation number: ``ReplicaRow.launch_generation`` is the launch the replica's agent is to
 run; the replicas sharing the job's newest one are its members, ranked by replica index (the master is
 rank 0 and hosts the rendezvous). What the agents say is in ``AgentReportRow``.
 
 - ``prepare`` gives a job its agent token before its first pod starts: a random secret handed to the
   executor (a per-job Secret the pods read), only its SHA-256 kept in ``JobRow.agent_token_hash``.
-- ``sync`` moves each such job to its next launch, all in the caller's transaction (so a decision and the
-  deletion of the removed replicas' pods commit together, or neither does):
+- ``due`` finds such jobs and their agents' reports; ``fold_failure`` then ``relaunch`` move each one to
+  its next launch, all in the caller's transaction (so a decision and the deletion of the removed replicas'
+  pods commit together, or neither does; ``scheduler.elastic.coordinator`` calls them):
   a shrink (a member is told to stop) relaunches the rest at once, in the same cycle as the removed pods'
   deletion (with a preemption notice, once it ran: the leaving and the staying members' agents are all
-  told to pass SIGUSR1 to their training first, ``scheduler.engine.notice``); a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
+  told to pass SIGUSR1 to their training first, ``scheduler.elastic.notice``); a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
   ``WARM_TIMEOUT_S`` after its pod started), so the members keep training while the newcomers import torch;
   a job with no launch yet launches all its replicas at once.
 - A member whose training exited non-zero on its own (``exited``, the current launch) restarts the whole
-  launch from the checkpoint while the failures stay within the job's ``max_restarts`` (counted across
-  launches as ``restart`` events with cause ``failure``, as for the local executor); past it the job
-  fails with the reason. Resizes never count.
+  launch from the checkpoint, or fails the job, as the restart budget says (``scheduler.elastic.policy``,
+  the same as for the local executor): ``fold_failure`` restarts it (``lifecycle.restart_launch``) or
+  returns the ``Fail`` verdict for the caller to apply.
 Everything is persisted: a service killed mid-resize resumes it from the rows after its restart.
 """
 
@@ -27,22 +28,20 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic import notice, policy
 from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
-from scheduler.engine import notice
-from scheduler.engine.elastic import RESTART, count_restarts
 from scheduler.executors.base import Executor
 from scheduler.statuses import ACTIVE, ReplicaDesired
+from scheduler.store import lifecycle
 from scheduler.store.models import AgentReportRow, JobRow, ReplicaRow
-from scheduler.store.queries import add_event
 
 WARM_TIMEOUT_S = 60.0  # a newcomer whose launcher is not warm by then is admitted anyway (it starts cold)
 READY_STATES = ("warm", "running", "stopped", "exited")  # the agent is up and has a warm launcher
-FailJob = Callable[[Session, JobRow, str, float], None]
 
 
 def inplace(executor: Executor, job: JobRow) -> bool:
@@ -75,10 +74,8 @@ def members(job: JobRow, generation: int) -> list[ReplicaRow]:
     return sorted(chosen, key=lambda r: r.index)
 
 
-def sync(session: Session, executor: Executor, *, now: float, fail: FailJob) -> int:
-    """Move every in-place job to its next launch where one is due; how many newcomers still warm up."""
-    if not executor.capabilities.inplace_restarts:
-        return 0
+def due(session: Session, executor: Executor) -> tuple[list[JobRow], dict[int, AgentReportRow]]:
+    """The active in-place jobs, and their agents' reports by replica id."""
     jobs = session.scalars(
         select(JobRow)
         .where(JobRow.status.in_(ACTIVE))
@@ -86,15 +83,9 @@ def sync(session: Session, executor: Executor, *, now: float, fail: FailJob) -> 
     ).all()
     ours = [job for job in jobs if inplace(executor, job)]
     if not ours:
-        return 0
+        return [], {}
     rows = session.scalars(select(AgentReportRow).where(AgentReportRow.job_id.in_([j.id for j in ours])))
-    reports = {r.replica_id: r for r in rows}
-    warming = 0
-    for job in ours:
-        if _fold_failure(session, job, reports, now=now, fail=fail):
-            continue
-        warming += _relaunch(job, reports, now=now)
-    return warming
+    return ours, {r.replica_id: r for r in rows}
 
 
 def _launch(job: JobRow, replicas: Iterable[ReplicaRow], now: float) -> int:
@@ -107,7 +98,8 @@ def _launch(job: JobRow, replicas: Iterable[ReplicaRow], now: float) -> int:
     return generation
 
 
-def _relaunch(job: JobRow, reports: dict[int, AgentReportRow], *, now: float) -> int:
+def relaunch(job: JobRow, reports: dict[int, AgentReportRow], *, now: float) -> int:
+    """Move ``job`` to its next launch where one is due; how many of its newcomers still warm up."""
     current = current_launch(job.replicas)
     wanted = [r for r in job.replicas if r.desired == ReplicaDesired.RUN]
     if not wanted:
@@ -138,13 +130,14 @@ def _warm(replica: ReplicaRow, report: AgentReportRow | None, now: float) -> boo
     return replica.started_at is not None and now - replica.started_at >= WARM_TIMEOUT_S
 
 
-def _fold_failure(
-    session: Session, job: JobRow, reports: dict[int, AgentReportRow], *, now: float, fail: FailJob
-) -> bool:
-    """A member's training failed in the current launch: restart the launch, or fail the job. Handled?"""
+def fold_failure(
+    session: Session, job: JobRow, reports: dict[int, AgentReportRow], *, now: float
+) -> policy.Verdict | None:
+    """A member's training failed in the current launch: the budget's verdict, its restart done here
+    (None: no failure)."""
     current = current_launch(job.replicas)
     if current is None:
-        return False
+        return None
     failed = [
         (r, reports[r.id].exit_code)
         for r in members(job, current)
@@ -154,19 +147,17 @@ def _fold_failure(
         and reports[r.id].exit_code not in (None, 0)
     ]
     if not failed:
-        return False
+        return None
     replica, code = failed[0]
     what = f"replica {replica.index}'s training exited with code {code}"
     allowed = job_max_restarts(job.command, job.env)
-    failures = count_restarts(session, job, "failure", job.created_at)
-    if failures >= allowed:
-        fail(session, job, f"{what} after {failures} restarts (max_restarts {allowed})", now)
-        return True
-    ranks = members(job, current)
-    _launch(job, ranks, now)
-    reason = f"{what}; restarting from the checkpoint (failure {failures + 1} of max_restarts {allowed})"
-    add_event(
-        session, time=now, kind=RESTART, project=job.project.name, job=job.name,
-        replicas=[r.index for r in ranks], reason=reason, cause="failure",
-    )  # fmt: skip
-    return True
+    failures = lifecycle.count_restarts(session, job, policy.FAILURE, job.created_at)
+    verdict = policy.after_failure(what, failures=failures, allowed=allowed)
+    if isinstance(verdict, policy.Restart):
+        ranks = members(job, current)
+        generation = _launch(job, ranks, now)
+        lifecycle.restart_launch(
+            session, job, ranks, generation=generation, in_place=True,
+            now=now, cause=verdict.cause, reason=verdict.reason,
+        )  # fmt: skip
+    return verdict

@@ -10,7 +10,7 @@ Contract:
   releases): stores the notice on the replica, cut to its grace period, and returns it for the event.
 - ``reaches(executor, job)``: whether the executor can deliver a notice to that job's replicas: one whose
   ``preemption_notices`` is true (local, memory), or a job whose pods run Tide's agent (Kubernetes
-  in-place, ``scheduler.engine.inplace``: the agent is told by its poll, ``api.agent_polls``).
+  in-place, ``scheduler.elastic.inplace``: the agent is told by its poll, ``api.server.routes.agent``).
 - ``stop(executor, replica, grace, now)`` is how the engine asks a replica to stop. Without a notice:
   ``executor.stop(id, grace)`` at once. With one: ``executor.notify(id)`` (SIGUSR1) and ``noticed_at`` the
   first time, nothing more while the notice runs, then ``executor.stop(id, rest)``: the notice counts

@@ -10,48 +10,45 @@ marked ``terminating``; ``stop_requested_at`` records its SIGTERM.
 - ``sync_launches``: a job resized since its launch (wanted replicas not launched beside live ones after
   a GROW; live replicas told to stop beside live wanted ones after a SHRINK) has every live wanted
   replica marked; marked replicas get SIGTERM with the job's grace. After a shrink that gives its leaving
-  replicas a preemption notice, the marked ones get the same notice first (``scheduler.engine.notice``).
+  replicas a preemption notice, the marked ones get the same notice first (``scheduler.elastic.notice``).
   Returns how many are restarting.
 - ``on_exit``: a marked replica's exit is a restart: the row is cleared to launch again (GPUs kept).
   Any replica exiting 0 on its own means the training completed (the job succeeds, not shrinks).
   A replica that exited non-zero on its own restarts the whole job from its checkpoint (a new launch),
-  while the failures stay within the job's ``max_restarts`` (``job_max_restarts``; counted across
-  launches as ``restart`` events with cause ``failure``); past it the job fails with the reason.
-  Resizes never count.
+  or fails it, as the restart budget says (``scheduler.elastic.policy.after_failure``, with the job's
+  ``max_restarts`` from ``job_max_restarts``); the outcome carries the failure reason for the caller.
 - ``launchable``: all wanted replicas of such a job launch together, once no process of the job is left.
-- ``check_launches``: a launch whose workers have not started (``Observation.ready``) within the launch
-  timeout is stopped and tried again once (a ``restart`` event, cause ``timeout``); if the retry does not
-  start either, the job fails with the reason.
+- ``stuck`` and ``retry``: a launch whose workers have not started (``Observation.ready``) within the
+  launch timeout is stopped and tried again once; if the retry does not start either, ``retry`` returns
+  the ``Fail`` verdict for the caller to apply (``scheduler.elastic.policy.after_timeout``).
+A restart goes through ``scheduler.store.lifecycle.restart_launch`` (the ``restart`` event).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.elastic import notice, policy
 from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
-from scheduler.engine import notice
 from scheduler.executors.base import Executor, Observation
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
-from scheduler.store.models import EventRow, JobRow, ReplicaRow
-from scheduler.store.queries import add_event
-
-RESTART = "restart"
-FailJob = Callable[[Session, JobRow, str, float], None]
+from scheduler.store.models import JobRow, ReplicaRow
 
 
 @dataclass(frozen=True, slots=True)
 class ExitOutcome:
     """What ``on_exit`` made of an exit: ``handled`` (the job goes on), ``finished`` (the training is done:
-    a torchrun agent exits 0 only when its worker group completed), or a note for the failure reason."""
+    a torchrun agent exits 0 only when its worker group completed), or the job's failure ``reason`` once its
+    restart budget is spent."""
 
     handled: bool
     finished: bool = False
-    note: str = ""
+    reason: str = ""
 
 
 def coordinated(executor: Executor, job: JobRow) -> bool:
@@ -139,25 +136,12 @@ def _clear(replica: ReplicaRow) -> None:
     lifecycle.relaunchable(replica)
 
 
-def count_restarts(session: Session, job: JobRow, cause: str, since: float) -> int:
-    query = select(func.count(EventRow.id)).where(
-        EventRow.project == job.project.name,
-        EventRow.job == job.name,
-        EventRow.kind == RESTART,
-        EventRow.cause == cause,
-        EventRow.time >= since,
-    )
-    return int(session.scalar(query) or 0)
-
-
-def _restart_job(session: Session, job: JobRow, *, now: float, cause: str, reason: str) -> None:
+def _restart(session: Session, job: JobRow, verdict: policy.Restart, *, now: float) -> None:
     """End the current launch of ``job`` and launch it again at the same size (from its checkpoint)."""
-    _mark(job)
-    job.generation += 1
-    replicas = sorted(r.index for r in job.replicas if r.desired == ReplicaDesired.RUN)
-    add_event(
-        session, time=now, kind=RESTART, project=job.project.name, job=job.name,
-        replicas=replicas, reason=reason, cause=cause,
+    members = sorted((r for r in job.replicas if r.desired == ReplicaDesired.RUN), key=lambda r: r.index)
+    lifecycle.restart_launch(
+        session, job, members, generation=job.generation + 1, in_place=False,
+        now=now, cause=verdict.cause, reason=verdict.reason,
     )  # fmt: skip
 
 
@@ -174,12 +158,12 @@ def on_exit(
     if code == 0:
         return ExitOutcome(handled=False, finished=True)
     allowed = job_max_restarts(job.command, job.env)
-    failures = count_restarts(session, job, "failure", job.created_at)
-    if failures >= allowed:
-        return ExitOutcome(handled=False, note=f"after {failures} restarts (max_restarts {allowed})")
+    failures = lifecycle.count_restarts(session, job, policy.FAILURE, job.created_at)
+    verdict = policy.after_failure(what, failures=failures, allowed=allowed)
+    if isinstance(verdict, policy.Fail):
+        return ExitOutcome(handled=False, reason=verdict.reason)
     _clear(replica)
-    reason = f"{what}; restarting from the checkpoint (failure {failures + 1} of max_restarts {allowed})"
-    _restart_job(session, job, now=now, cause="failure", reason=reason)
+    _restart(session, job, verdict, now=now)
     return ExitOutcome(handled=True)
 
 
@@ -188,33 +172,30 @@ def launchable(job: JobRow) -> bool:
     return not any(_live(r) for r in job.replicas)
 
 
-def check_launches(
-    session: Session,
-    executor: Executor,
-    seen: Mapping[int, Observation],
-    *,
-    now: float,
-    timeout: float,
-    fail: FailJob,
-) -> None:
-    """Stop a launch whose workers did not start within ``timeout``: retry once, then fail the job."""
-    stuck = [rid for rid, obs in seen.items() if obs.running and obs.ready is False and not obs.stopping]
-    if not stuck:
-        return
+def stuck(session: Session, seen: Mapping[int, Observation], *, now: float, timeout: float) -> list[JobRow]:
+    """The active jobs with a launch whose workers did not start within ``timeout``."""
+    waiting = [rid for rid, obs in seen.items() if obs.running and obs.ready is False and not obs.stopping]
+    if not waiting:
+        return []
     rows = session.scalars(
         select(ReplicaRow)
         .where(
-            ReplicaRow.id.in_(stuck),
+            ReplicaRow.id.in_(waiting),
             ReplicaRow.desired == ReplicaDesired.RUN,
             ReplicaRow.started_at < now - timeout,
         )
         .options(selectinload(ReplicaRow.job).selectinload(JobRow.replicas))
     ).all()
-    for job in {r.job.id: r.job for r in rows if r.job.status in ACTIVE}.values():
-        size = sum(1 for r in job.replicas if r.desired == ReplicaDesired.RUN)
-        what = f"the launch at {size} replicas did not start its workers within {timeout:g} s"
-        since = job.last_resized_at if job.last_resized_at is not None else job.created_at
-        if count_restarts(session, job, "timeout", since) >= 1:
-            fail(session, job, f"{what}, twice: giving up", now)
-        else:
-            _restart_job(session, job, now=now, cause="timeout", reason=f"{what}; trying once more")
+    return list({r.job.id: r.job for r in rows if r.job.status in ACTIVE}.values())
+
+
+def retry(session: Session, job: JobRow, *, now: float, timeout: float) -> policy.Fail | None:
+    """Stop ``job``'s stuck launch and try it once more, or give the verdict that fails it."""
+    size = sum(1 for r in job.replicas if r.desired == ReplicaDesired.RUN)
+    since = job.last_resized_at if job.last_resized_at is not None else job.created_at
+    retries = lifecycle.count_restarts(session, job, policy.TIMEOUT, since)
+    verdict = policy.after_timeout(size, timeout, retries=retries)
+    if isinstance(verdict, policy.Fail):
+        return verdict
+    _restart(session, job, verdict, now=now)
+    return None
