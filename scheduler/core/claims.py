@@ -1,0 +1,111 @@
+"""Claims and their order: what the claim pass records per job, and the line it serves claims in.
+
+Contract: a claim is a pending job that wants to start (R8) or a running elastic job below ``max_replicas``
+that wants to grow. ``project_queues`` lines up each project's claims: highest priority first; at equal
+priority interactive jobs, then starts before growth, then the oldest job. ``rank`` orders the projects:
+below their guarantee first (R2), then the lowest allocated/fair-share ratio, then the oldest; the pass
+re-ranks a project after each of its claims. ``is_owed`` tells the claims that keep their project within its
+fair share (served first, and allowed to reclaim: R7) from the borrowers'. ``Claims`` gathers what the pass
+decides: each waiting claim's reason and place in line (R13) and each start's reason. Nothing here changes
+the ledger.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.model import Job
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to a claim. ``waiting`` claims get a place in line (R13)."""
+
+    reason: str
+    waiting: bool
+
+
+@dataclass(slots=True)
+class Claims:
+    """Per-cycle bookkeeping shared by the passes."""
+
+    outcomes: dict[JobKey, Outcome]
+    start_reasons: dict[JobKey, str]
+    line: list[JobKey]
+    # blocked starts whose one chance (preempt, drain) failed in the owed phase
+    held_in_vain: set[JobKey] = field(default_factory=set)
+    # (start shape, ledger version) of starts that failed, with whether they were entitled; see ``shape``
+    failed_starts: dict[tuple[tuple[str, int, int, int, bool, str], tuple[int, int]], bool] = field(
+        default_factory=dict
+    )
+    failed_holds: set[tuple[tuple[str, int, int, int, bool, str], tuple[int, int]]] = field(
+        default_factory=set
+    )
+    # whether the plan explains waiting jobs (R13 notes); if not, outcomes that only notes read are not kept
+    explain: bool = True
+    # starts that failed: tried again after the owed phase and after the borrowing phase if a later claim
+    # released GPUs of their own project or department (a preemption inside it may have made room under its
+    # share or limit)
+    owed_phase: bool = True  # whether failed starts are kept for another turn (not in the last one)
+    retry: list[tuple[Job, int]] = field(default_factory=list)  # with how many releases the ledger had then
+
+
+def record(claims: Claims, job: Job, reason: str, *, waiting: bool) -> None:
+    claims.outcomes[job.key] = Outcome(reason, waiting)
+    if waiting:
+        claims.line.append(job.key)
+
+
+def project_queues(ledger: Ledger) -> dict[str, deque[Job]]:
+    queues: dict[str, list[Job]] = {}
+    active, released, started, stopping = ledger.active, ledger.released, ledger.started, ledger.stopping
+    elastic = ledger.config.elastic
+    for key, job in ledger.jobs.items():
+        if key in released or key in started:
+            continue  # touched already this cycle (limits, restores)
+        if key in stopping:
+            continue  # resized again only once its stopping replicas have exited (no index reused)
+        act = active[key]
+        if act and (len(act) >= job.max_replicas or not elastic):
+            continue
+        queues.setdefault(job.project, []).append(job)
+    for jobs in queues.values():
+        jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key]), j.submitted_at, j.name))
+    return {p: deque(jobs) for p, jobs in queues.items()}
+
+
+def rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:
+    """Projects below their guarantee first (R2), then the lowest allocated/fair-share ratio, then the oldest."""
+    p = ledger.projects[project]
+    alloc, share = ledger.committed(project), ledger.shares.project[project]
+    tier = 0 if alloc < ledger.shares.guarantee[project] else 1
+    ratio = alloc / share if share else float("inf")
+    return (tier, ratio, p.created_at, project)
+
+
+def is_owed(ledger: Ledger, job: Job) -> bool:
+    """Whether serving this claim keeps its project within fair share (so it may reclaim, R7)."""
+    if job.key in ledger.released:
+        return True  # dropped when served
+    if ledger.active[job.key]:
+        return ledger.shares.project[job.project] - ledger.committed(job.project) >= job.gpus_per_replica
+    return entitled_to(ledger, job, job.min_replicas * job.gpus_per_replica)
+
+
+def entitled_to(ledger: Ledger, job: Job, need: int) -> bool:
+    """R7: a claim may take GPUs from others only while its project stays within its fair share."""
+    return ledger.committed(job.project) + need <= ledger.shares.project[job.project]
+
+
+def below_guarantee(ledger: Ledger, project: str) -> bool:
+    return ledger.committed(project) < ledger.shares.guarantee[project]
+
+
+def shape(job: Job) -> tuple[str, int, int, int, bool, str]:
+    """What a failed start or hold depends on besides the ledger, the job's place in line and whether it was
+    a victim this cycle (neither of which lets a later job succeed: a victim is served in the next cycle, and
+    a job further back in its project's line has at least as many GPUs ahead of it). So a start of this shape
+    that failed on an unchanged ledger (same ``Ledger.version``) fails again: it is not searched again."""
+    return (job.project, job.gpus_per_replica, job.min_replicas, job.priority, job.interactive, job.topology)
