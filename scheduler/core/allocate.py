@@ -24,9 +24,10 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from scheduler.core.claims import Claims, is_owed, project_queues, rank, shape
+from scheduler.core.claims import Claims, is_owed, project_queues, rank
 from scheduler.core.growth import serve_growth
 from scheduler.core.ledger import Ledger
+from scheduler.core.memo import Retry, Shape, Tried
 from scheduler.core.model import Job
 from scheduler.core.starts import blocked_start, hold_place, same_pending, serve_start
 from scheduler.core.victims import VictimOrder
@@ -37,6 +38,7 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
     queues = project_queues(ledger)
     borrowers: dict[str, deque[Job]] = {}
     head_of_line: set[str] = set()
+    memo = ledger.memo
     heap = [(rank(ledger, p), p) for p in sorted(queues)]
     heapq.heapify(heap)
     while heap:
@@ -45,25 +47,25 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
         while queue and not is_owed(ledger, queue[0]):
             job = queue.popleft()
             if blocked_start(ledger, job):
-                if (shape(job), ledger.version()) not in claims.failed_holds and hold_place(
+                if Tried(Shape.of(job), ledger.version()) not in memo.holds and hold_place(
                     ledger, order, claims, job, head_of_line
                 ):
                     continue  # it keeps its place in its project's line: younger jobs do not take its GPUs
-                claims.failed_holds.add((shape(job), ledger.version()))
-                claims.held_in_vain.add(job.key)
+                memo.holds.add(Tried(Shape.of(job), ledger.version()))  # the version after the failed hold
+                memo.held_in_vain.add(job.key)
             waiting = borrowers.setdefault(project, deque())
             waiting.append(job)  # its turn comes in the borrowing phase
             # pending jobs of the same shape right behind it go the same way on this unchanged ledger: not owed,
-            # and blocked with a hold that failed for their shape, or not blocked (``shape``)
+            # and blocked with a hold that failed for their shape, or not blocked (``memo``)
             if not ledger.active[job.key]:
-                held = job.key in claims.held_in_vain
+                held = job.key in memo.held_in_vain
                 while queue and same_pending(ledger, job, queue[0]):
                     nxt = queue.popleft()
                     if held and not claims.explain:
                         continue  # its turn would only record why it waits, which nobody reads
                     waiting.append(nxt)
                     if held:
-                        claims.held_in_vain.add(nxt.key)
+                        memo.held_in_vain.add(nxt.key)
         if not queue:
             continue
         _serve(ledger, order, claims, queue, head_of_line)
@@ -104,16 +106,17 @@ def _retry_failed_starts(ledger: Ledger, claims: Claims, borrowers: dict[str, de
     for position, project in enumerate(ledger.release_log):  # a job released twice counts twice
         released_last[project] = top_last[ledger.top_key(project)] = position
     again: dict[str, list[Job]] = {}
-    later: list[tuple[Job, int]] = []  # nothing freed for them yet: a release in the next phase may
-    for job, seen in claims.retry:
+    later: list[Retry] = []  # nothing freed for them yet: a release in the next phase may
+    for retry in ledger.memo.retry:
+        job, seen = retry
         if ledger.active[job.key] or job.key in ledger.released:
             continue
         newest = max(released_last.get(job.project, -1), top_last.get(ledger.top_key(job.project), -1))
         if newest >= seen:
             again.setdefault(job.project, []).append(job)
         else:
-            later.append((job, seen))
-    claims.retry[:] = later
+            later.append(retry)
+    ledger.memo.retry[:] = later
     if not again:
         return
     keys = {job.key for jobs in again.values() for job in jobs}

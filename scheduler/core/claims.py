@@ -13,7 +13,7 @@ the ledger.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job
@@ -34,22 +34,10 @@ class Claims:
     outcomes: dict[JobKey, Outcome]
     start_reasons: dict[JobKey, str]
     line: list[JobKey]
-    # blocked starts whose one chance (preempt, drain) failed in the owed phase
-    held_in_vain: set[JobKey] = field(default_factory=set)
-    # (start shape, ledger version) of starts that failed, with whether they were entitled; see ``shape``
-    failed_starts: dict[tuple[tuple[str, int, int, int, bool, str], tuple[int, int]], bool] = field(
-        default_factory=dict
-    )
-    failed_holds: set[tuple[tuple[str, int, int, int, bool, str], tuple[int, int]]] = field(
-        default_factory=set
-    )
     # whether the plan explains waiting jobs (R13 notes); if not, outcomes that only notes read are not kept
     explain: bool = True
-    # starts that failed: tried again after the owed phase and after the borrowing phase if a later claim
-    # released GPUs of their own project or department (a preemption inside it may have made room under its
-    # share or limit)
-    owed_phase: bool = True  # whether failed starts are kept for another turn (not in the last one)
-    retry: list[tuple[Job, int]] = field(default_factory=list)  # with how many releases the ledger had then
+    # whether failed starts are kept for another turn (``CycleMemo.retry``; not in the last one)
+    owed_phase: bool = True
 
 
 def record(claims: Claims, job: Job, reason: str, *, waiting: bool) -> None:
@@ -101,11 +89,3 @@ def entitled_to(ledger: Ledger, job: Job, need: int) -> bool:
 
 def below_guarantee(ledger: Ledger, project: str) -> bool:
     return ledger.committed(project) < ledger.shares.guarantee[project]
-
-
-def shape(job: Job) -> tuple[str, int, int, int, bool, str]:
-    """What a failed start or hold depends on besides the ledger, the job's place in line and whether it was
-    a victim this cycle (neither of which lets a later job succeed: a victim is served in the next cycle, and
-    a job further back in its project's line has at least as many GPUs ahead of it). So a start of this shape
-    that failed on an unchanged ledger (same ``Ledger.version``) fails again: it is not searched again."""
-    return (job.project, job.gpus_per_replica, job.min_replicas, job.priority, job.interactive, job.topology)

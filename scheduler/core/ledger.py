@@ -17,6 +17,7 @@ from operator import attrgetter
 
 from scheduler.core import minruntime
 from scheduler.core.fairshare import Shares
+from scheduler.core.memo import CycleMemo
 from scheduler.core.model import ClusterState, Config, Department, Job, Project, Replica
 from scheduler.core.placement import NodeIndex, node_sort_key
 from scheduler.core.plan import Cause, Placement, Reservation
@@ -69,10 +70,7 @@ class Ledger:
     running: list[JobKey] = field(default_factory=list)
     young: dict[JobKey, float] = field(default_factory=dict)  # R15: protected jobs, when protection ends
     largest_node: int = 0
-    line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
-    failed_consolidations: dict[tuple[int, bool], int] = field(default_factory=dict)
-    # reclaims that failed this cycle, by what they could take (R17: and the one domain they must fit in)
-    failed_reclaims: dict[tuple[object, ...], int] = field(default_factory=dict)
+    memo: CycleMemo = field(default_factory=CycleMemo)  # what this cycle found cannot work
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
     # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"

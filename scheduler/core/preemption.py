@@ -16,6 +16,7 @@ from collections.abc import Callable
 from scheduler.core import minruntime, sizes
 from scheduler.core.explain import counted
 from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.memo import ReclaimPowers, fails, note_failure
 from scheduler.core.model import Job
 from scheduler.core.plan import Cause
 from scheduler.core.victims import Floor, Unit, VictimOrder
@@ -220,20 +221,19 @@ def reclaim(
     """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit."""
     g = claim.gpus_per_replica
     rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor, spare=spare)
-    # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
-    # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
-    # R17: a claim that requires one domain is measured in one (its master's, or the roomiest): its own key
+    # what failed for fewer replicas with the same powers fails for more (``memo``); R17: a claim that requires
+    # one domain is measured in one (its master's, or the roomiest): its own key
     c_top = rules.c_top
     required = ledger.domains.required(claim)
-    where = (ledger.home(claim),) if required else ()
     dept = c_top if c_top.startswith("dept:") else None
-    memo = (g, r2, dept, rules.c_top_ok, rules.floor, rules.spare, *where)
-    if count >= ledger.failed_reclaims.get(memo, 1 << 30):
+    home = ledger.home(claim) if required else None
+    memo = ReclaimPowers(g, r2, dept, rules.c_top_ok, rules.floor, rules.spare, required, home)
+    if fails(ledger.memo.reclaims, memo, count):
         return None
     # R17: until it fits in one domain; fill-back returns the rest
     taken = rules.until(fits(ledger, claim, count), g) if required else reclaim_with(rules, count)
     if taken is None:
-        ledger.failed_reclaims[memo] = min(count, ledger.failed_reclaims.get(memo, count))
+        note_failure(ledger.memo.reclaims, memo, count)
     return taken
 
 

@@ -12,7 +12,7 @@ that works:
    being refilled by small jobs (R12: the 8-GPU replica does not starve), holding at most what its project is
    owed (GPUs held beyond its fair share would be other projects').
 
-A failure is recorded (a reason, a place in line) and remembered for the cycle (``shape``): the same-shape
+A failure is recorded (a reason, a place in line) and remembered for the cycle (``memo``): the same-shape
 pending jobs right behind it in its project's line fail alike and are taken from the line at once.
 ``hold_place`` is a blocked start's one chance when it is not owed (preempt lower priority in its project,
 else drain). ``place_in_room``, ``consolidate_for_guarantee`` and ``explain_start`` serve growth as well.
@@ -24,9 +24,10 @@ import bisect
 from collections import deque
 
 from scheduler.core import explain
-from scheduler.core.claims import Claims, below_guarantee, entitled_to, record, shape
+from scheduler.core.claims import Claims, below_guarantee, entitled_to, record
 from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import Ledger
+from scheduler.core.memo import Line, Retry, Shape, Tried
 from scheduler.core.model import Job
 from scheduler.core.preemption import Reclaimer, lost_to_reclaim
 from scheduler.core.room import make_room
@@ -43,10 +44,11 @@ def serve_start(
         # owed or not alike, would be served next in the same phase)
         _record_alike(ledger, claims, job, queue, blocked)
         return
-    if job.key in claims.held_in_vain:
+    memo = ledger.memo
+    if job.key in memo.held_in_vain:
         _record_alike(ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=False))
         return
-    entitled_before = claims.failed_starts.get((shape(job), ledger.version()))
+    entitled_before = memo.starts.get(Tried(Shape.of(job), ledger.version()))
     if entitled_before is not None:  # failed before on this ledger: so do the same-shape jobs behind it
         _record_alike(
             ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=entitled_before)
@@ -66,7 +68,7 @@ def serve_start(
     if _try_drain(ledger, claims, job, head_of_line):
         _may_retry(ledger, claims, job)  # it holds GPUs as they drain; room made later may start it now
         return
-    claims.failed_starts[(shape(job), ledger.version())] = entitled
+    memo.starts[Tried(Shape.of(job), ledger.version())] = entitled
     record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
     _may_retry(ledger, claims, job)
 
@@ -78,8 +80,9 @@ def _record_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], r
     so they are taken from the line at once (and their reasons recorded when the plan explains)."""
     record(claims, job, reason, waiting=True)
     _may_retry(ledger, claims, job)
-    held = job.key in claims.held_in_vain
-    while queue and same_pending(ledger, job, nxt := queue[0]) and (nxt.key in claims.held_in_vain) == held:
+    held_in_vain = ledger.memo.held_in_vain
+    held = job.key in held_in_vain
+    while queue and same_pending(ledger, job, nxt := queue[0]) and (nxt.key in held_in_vain) == held:
         queue.popleft()
         _may_retry(ledger, claims, nxt)
         if claims.explain:
@@ -88,11 +91,11 @@ def _record_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], r
 
 def _may_retry(ledger: Ledger, claims: Claims, job: Job) -> None:
     if claims.owed_phase:
-        claims.retry.append((job, len(ledger.release_log)))
+        ledger.memo.retry.append(Retry(job, len(ledger.release_log)))
 
 
 def same_pending(ledger: Ledger, job: Job, other: Job) -> bool:
-    """Whether ``other`` (behind ``job`` in the same project's line) is a pending job of the same ``shape``."""
+    """Whether ``other`` (behind ``job`` in the same project's line) is a pending job of the same ``Shape``."""
     return (
         other.gpus_per_replica == job.gpus_per_replica
         and other.min_replicas == job.min_replicas
@@ -204,16 +207,16 @@ def _line_key(job: Job) -> tuple[int, bool, float, str]:
 def _ahead_in_line(ledger: Ledger, job: Job) -> int:
     """GPUs its project held at the start of the cycle in jobs ahead of this one in the project's line
     (younger ones do not count). Prefix sums per project, built once per cycle."""
-    line = ledger.line_cache.get(job.project)
+    line = ledger.memo.lines.get(job.project)
     if line is None:  # only jobs that held GPUs count: pending ones add nothing to the sums
         held = ledger.held_gpus
         jobs = sorted((ledger.jobs[k] for k in ledger.by_project[job.project] if held.get(k)), key=_line_key)
         prefix = [0]
         for j in jobs:
             prefix.append(prefix[-1] + held[j.key])
-        line = ([_line_key(j) for j in jobs], prefix)
-        ledger.line_cache[job.project] = line
-    return line[1][bisect.bisect_left(line[0], _line_key(job))]
+        line = Line([_line_key(j) for j in jobs], prefix)
+        ledger.memo.lines[job.project] = line
+    return line.ahead[bisect.bisect_left(line.keys, _line_key(job))]
 
 
 def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:

@@ -227,7 +227,7 @@ def test_failed_reclaim_is_not_retried_for_a_claim_as_big_in_the_same_cycle() ->
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     order = VictimOrder(ledger)
     assert reclaim(ledger, order, ledger.jobs[("b", "x")], 2, r2=False) is None
-    assert ledger.failed_reclaims == {(1, False, None, False, Floor.SHARE, True): 2}
+    assert ledger.memo.reclaims == {(1, False, None, False, Floor.SHARE, True, False, None): 2}
     assert reclaim(ledger, order, ledger.jobs[("b", "y")], 3, r2=False) is None  # answered from the memo
 
 
@@ -286,7 +286,7 @@ def test_failed_consolidation_is_not_retried_for_a_claim_as_big_in_the_same_cycl
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     claim = ledger.jobs[("b", "x")]
     assert consolidate(ledger, claim, 1) is None
-    assert ledger.failed_consolidations == {(4, False): 1}
+    assert ledger.memo.consolidations == {(4, False): 1}
     assert consolidate(ledger, claim, 2) is None  # answered from the memo: free GPUs only dwindle in a cycle
 
 
@@ -312,4 +312,4 @@ def test_consolidation_with_reclaim_takes_no_whole_job_bigger_than_the_replica_i
     rules = Reclaimer(ledger, VictimOrder(ledger), claim, 1, r2=True)
     assert consolidate(ledger, claim, 1, rules=rules) is None
     assert ledger.released == {} and ledger.reservations == []
-    assert ledger.failed_consolidations == {(4, True): 1}
+    assert ledger.memo.consolidations == {(4, True): 1}
