@@ -12,6 +12,7 @@ once (every resize restarts workers).
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
 
 from scheduler.core import sizes
 from scheduler.core.claims import Claims
@@ -80,29 +81,50 @@ def serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) -
     k = sizes.grow_by(job, act, min(job.max_replicas - act, (owed + lower) // g, (room + lower) // g))  # R16
     if k <= 0:
         return
-    # the guarantee's share of the growth, then (when that is several replicas and none could be made room
-    # for) the smallest step: part of what is owed now beats all of it later (node-targeted reclaim is for one)
-    r2_count = min(k, sizes.grow_at_least(job, act, -(-short // g)))
-    step = sizes.grow_at_least(job, act, 1)
-    for count, r2 in (
-        (k, False),
-        (r2_count, True),
-        (step if r2_count > step else 0, True),
-        (step if k > step else 0, False),
-    ):
-        if count <= 0 or (r2 and short <= 0):
-            continue
+    for count, for_guarantee in _growth_attempts(job, act, k, short):
         entitled = count * g <= min(owed, room)
         if entitled and ledger.slots_for(job, ledger.free) >= count:
             ledger.place(job, count, reserve=False)
             explain_start(ledger, claims, job, owed=True)
             return
-        units = make_room(ledger, order, job, count, entitled=entitled, r2=r2, growth=True)
+        units = make_room(
+            ledger, order, job, count, entitled=entitled, below_guarantee=for_guarantee, growth=True
+        )
         if units is not None:
             place_in_room(ledger, claims, job, count, units)
             return
-        if r2 and consolidate_for_guarantee(ledger, order, claims, job, count):
+        if for_guarantee and consolidate_for_guarantee(ledger, order, claims, job, count):
             return
+
+
+class Attempt(NamedTuple):
+    """One try at growing a job by ``replicas``. ``below_guarantee``: with R2's powers (victims may drop
+    below their fair share, consolidation), for growth its project's guarantee needs."""
+
+    replicas: int
+    below_guarantee: bool
+
+
+def _growth_attempts(job: Job, act: int, k: int, short: int) -> list[Attempt]:
+    """The growths ``serve_growth`` tries, in order, for a job of ``act`` replicas owed ``k`` more, its
+    project ``short`` GPUs below its guarantee; the first that works is kept:
+
+    1. all ``k``, victims staying at their fair share (R7);
+    2. the part of it the guarantee needs, with R2's powers;
+    3. when that is several replicas and none could be made room for, the smallest step, with R2's powers:
+       part of what is owed now beats all of it later (node-targeted reclaim is for one replica);
+    4. the smallest step, victims staying at their fair share.
+    """
+    step = sizes.grow_at_least(job, act, 1)
+    attempts = [Attempt(k, below_guarantee=False)]
+    if short > 0:
+        guaranteed = min(k, sizes.grow_at_least(job, act, -(-short // job.gpus_per_replica)))
+        attempts.append(Attempt(guaranteed, below_guarantee=True))
+        if guaranteed > step:
+            attempts.append(Attempt(step, below_guarantee=True))
+    if k > step:
+        attempts.append(Attempt(step, below_guarantee=False))
+    return attempts
 
 
 def grow_idle(ledger: Ledger, claims: Claims) -> None:

@@ -18,7 +18,7 @@ from operator import attrgetter
 from scheduler.core import minruntime
 from scheduler.core.fairshare import Shares
 from scheduler.core.memo import CycleMemo
-from scheduler.core.model import ClusterState, Config, Department, Job, Project, Replica
+from scheduler.core.model import UNLIMITED, ClusterState, Config, Department, Job, Project, Replica
 from scheduler.core.placement import NodeIndex, node_sort_key
 from scheduler.core.plan import Cause, Placement, Reservation
 from scheduler.core.topology import Domains
@@ -203,7 +203,7 @@ class Ledger:
                 caps.append(dept.deserved_gpus - top_alloc)
             if job.interactive:
                 caps.append(dept.deserved_gpus - self.dept_interactive.get(dept.name, 0))
-        return min(caps) if caps else 1 << 30
+        return min(caps) if caps else UNLIMITED
 
     def slots_for(self, job: Job, index: NodeIndex) -> int:
         """Replicas of ``job`` that fit on ``index`` where it may go (R17: one domain if it requires it)."""

@@ -59,7 +59,9 @@ def serve_start(
         claims.start_reasons[job.key] = explain.started(ledger, job, k)
         return
     entitled = entitled_to(ledger, job, k * g)
-    units = make_room(ledger, order, job, k, entitled=entitled, r2=below_guarantee(ledger, job.project))
+    units = make_room(
+        ledger, order, job, k, entitled=entitled, below_guarantee=below_guarantee(ledger, job.project)
+    )
     if units is not None:
         place_in_room(ledger, claims, job, k, units)
         return
@@ -126,7 +128,9 @@ def hold_place(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, hea
     """A blocked start ahead of owed claims of its own project: preempt lower priority (R10), else drain."""
     k = job.min_replicas
     if _blocked(ledger, order, job, k * job.gpus_per_replica) is None:
-        units = make_room(ledger, order, job, k, entitled=False, r2=below_guarantee(ledger, job.project))
+        units = make_room(
+            ledger, order, job, k, entitled=False, below_guarantee=below_guarantee(ledger, job.project)
+        )
         if units is not None:
             place_in_room(ledger, claims, job, k, units)
             return True
@@ -158,7 +162,9 @@ def consolidate_for_guarantee(
         return False  # its caps (limit, quota, department) would keep it from the node made whole
     moves = consolidate(ledger, job, count)
     if moves is None and g > 1 and ledger.config.reclaim and not lost_to_reclaim(ledger, job.project):
-        moves = consolidate(ledger, job, count, rules=Reclaimer(ledger, order, job, count, r2=True))
+        moves = consolidate(
+            ledger, job, count, rules=Reclaimer(ledger, order, job, count, below_guarantee=True)
+        )
     if moves is None:
         return False
     reason = explain.consolidating(ledger, job, count * g, moves.moved, moves.reclaimed)
