@@ -25,9 +25,10 @@ import heapq
 from collections import deque
 
 from scheduler.core.claims import Claims, is_owed, project_queues, rank
+from scheduler.core.fairshare import Top
 from scheduler.core.growth import serve_growth
 from scheduler.core.ledger import Ledger
-from scheduler.core.memo import Retry, Shape, Tried
+from scheduler.core.memo import Retry, shape_of
 from scheduler.core.model import Job
 from scheduler.core.starts import blocked_start, hold_place, same_pending, serve_start
 from scheduler.core.victims import VictimOrder
@@ -47,11 +48,12 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
         while queue and not is_owed(ledger, queue[0]):
             job = queue.popleft()
             if blocked_start(ledger, job):
-                if Tried(Shape.of(job), ledger.version()) not in memo.holds and hold_place(
+                shape = shape_of(job)
+                if memo.holds.get(shape) != ledger.version() and hold_place(
                     ledger, order, claims, job, head_of_line
                 ):
                     continue  # it keeps its place in its project's line: younger jobs do not take its GPUs
-                memo.holds.add(Tried(Shape.of(job), ledger.version()))  # the version after the failed hold
+                memo.holds[shape] = ledger.version()  # the version after the failed hold
                 memo.held_in_vain.add(job.key)
             waiting = borrowers.setdefault(project, deque())
             waiting.append(job)  # its turn comes in the borrowing phase
@@ -102,7 +104,7 @@ def _retry_failed_starts(ledger: Ledger, claims: Claims, borrowers: dict[str, de
     interactive job preempted a big low-priority job; or a job that found its department at its limit, before
     another project of that department preempted its own low-priority job."""
     released_last: dict[str, int] = {}  # project -> position of its newest release this cycle
-    top_last: dict[str, int] = {}  # the same for its department (ledger.top_key)
+    top_last: dict[Top, int] = {}  # the same for its department (ledger.top_key)
     for position, project in enumerate(ledger.release_log):  # a job released twice counts twice
         released_last[project] = top_last[ledger.top_key(project)] = position
     again: dict[str, list[Job]] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from scheduler.core import minruntime, sizes, topology
 from scheduler.core.cycle import apply_plan
-from scheduler.core.fairshare import Shares, fair_shares
+from scheduler.core.fairshare import Shares, Top, fair_shares
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Job, Project
 from scheduler.core.plan import Action, Cause, Plan
 
@@ -307,7 +307,7 @@ def _takeable(state: ClusterState, shares: Shares, claimant: Project, gang: int)
     )
     alloc, fixed = _alloc(state), _alloc(state, interactive=True)
     projects = {p.name: p for p in state.projects}
-    top_alloc: dict[str, int] = {}
+    top_alloc: dict[Top, int] = {}
     for name, a in alloc.items():
         key = shares.top(projects[name])[0]
         top_alloc[key] = top_alloc.get(key, 0) + a

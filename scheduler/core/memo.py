@@ -5,10 +5,11 @@ plan the same, slower. Remembering a failure is safe because of how a cycle chan
 fails is rolled back, and what is kept only fills the cluster up, so the GPUs available and the units other
 projects may lose ("victims") only dwindle while claims are served. Hence two kinds of failure memory:
 
-- on an unchanged ledger (``Tried``: a start's ``Shape`` and ``Ledger.version``): a start or hold of that
-  shape fails again while the ledger stays as it was. Nothing else about the job lets a later one of the same
-  shape succeed: one further back in its project's line has at least as many GPUs ahead of it, and a victim
-  of this cycle is served in the next one;
+- on an unchanged ledger (a start's ``Shape``, with the ``Ledger.version`` it failed at): a start or hold of
+  that shape fails again while the ledger stays as it was. Nothing else about the job lets a later one of the
+  same shape succeed: one further back in its project's line has at least as many GPUs ahead of it, and a
+  victim of this cycle is served in the next one. A version never comes back once the ledger has changed,
+  so only the latest failure of each shape is kept;
 - for the rest of the cycle (``ReclaimPowers``, ``Consolidation``): as victims and available GPUs only
   dwindle, a reclaim or consolidation that failed for ``count`` replicas fails for every later claim at least
   as big with the same powers; the smallest failing count is kept (KAI's signatures).
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from scheduler.core.victims import Floor
 
 K = TypeVar("K")
+_tuple_new = tuple.__new__
 
 
 class Shape(NamedTuple):
@@ -41,18 +43,26 @@ class Shape(NamedTuple):
     interactive: bool
     topology: str
 
-    @classmethod
-    def of(cls, job: Job) -> Shape:
-        return cls(
-            job.project, job.gpus_per_replica, job.min_replicas, job.priority, job.interactive, job.topology
-        )
+
+def shape_of(job: Job) -> Shape:
+    """The job's ``Shape``, built as ``Shape(...)`` would, less the generated constructor's call (this runs
+    for every start tried)."""
+    fields = (
+        job.project,
+        job.gpus_per_replica,
+        job.min_replicas,
+        job.priority,
+        job.interactive,
+        job.topology,
+    )
+    return _tuple_new(Shape, fields)
 
 
-class Tried(NamedTuple):
-    """A start or hold of ``shape`` tried on the ledger at ``version`` (``Ledger.version``)."""
+class FailedStart(NamedTuple):
+    """The latest ``Ledger.version`` a start of one shape failed at, and whether it was entitled then."""
 
-    shape: Shape
     version: tuple[int, int]
+    entitled: bool
 
 
 class ReclaimPowers(NamedTuple):
@@ -94,8 +104,8 @@ class Line(NamedTuple):
 class CycleMemo:
     """The one cycle's memory (the module contract)."""
 
-    starts: dict[Tried, bool] = field(default_factory=dict)  # failed starts: whether they were entitled
-    holds: set[Tried] = field(default_factory=set)  # failed holds
+    starts: dict[Shape, FailedStart] = field(default_factory=dict)
+    holds: dict[Shape, tuple[int, int]] = field(default_factory=dict)  # the latest version a hold failed at
     held_in_vain: set[tuple[str, str]] = field(default_factory=set)
     retry: list[Retry] = field(default_factory=list)
     reclaims: dict[ReclaimPowers, int] = field(default_factory=dict)  # the smallest count that failed

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from scheduler.core import minruntime, sizes
 from scheduler.core.explain import counted
+from scheduler.core.fairshare import DEPARTMENT
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.memo import ReclaimPowers, fails, note_failure
 from scheduler.core.model import UNLIMITED, Job
@@ -226,7 +227,7 @@ def reclaim(
     # one domain is measured in one (its master's, or the roomiest): its own key
     c_top = rules.c_top
     required = ledger.domains.required(claim)
-    dept = c_top if c_top.startswith("dept:") else None
+    dept = c_top.name if c_top.kind == DEPARTMENT else None
     home = ledger.home(claim) if required else None
     memo = ReclaimPowers(g, below_guarantee, dept, rules.c_top_ok, rules.floor, rules.spare, required, home)
     if fails(ledger.memo.reclaims, memo, count):

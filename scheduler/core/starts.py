@@ -27,7 +27,7 @@ from scheduler.core import explain
 from scheduler.core.claims import Claims, below_guarantee, entitled_to, record
 from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import Ledger
-from scheduler.core.memo import Line, Retry, Shape, Tried
+from scheduler.core.memo import FailedStart, Line, Retry, shape_of
 from scheduler.core.model import Job
 from scheduler.core.preemption import Reclaimer, lost_to_reclaim
 from scheduler.core.room import make_room
@@ -48,10 +48,12 @@ def serve_start(
     if job.key in memo.held_in_vain:
         _record_alike(ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=False))
         return
-    entitled_before = memo.starts.get(Tried(Shape.of(job), ledger.version()))
-    if entitled_before is not None:  # failed before on this ledger: so do the same-shape jobs behind it
+    shape = shape_of(job)
+    failed = memo.starts.get(shape)
+    if failed is not None and failed.version == ledger.version():
+        # failed before on this ledger: so do the same-shape jobs behind it
         _record_alike(
-            ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=entitled_before)
+            ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=failed.entitled)
         )
         return
     if ledger.slots_for(job, ledger.free) >= k and ledger.room(job) >= k * g:
@@ -70,7 +72,7 @@ def serve_start(
     if _try_drain(ledger, claims, job, head_of_line):
         _may_retry(ledger, claims, job)  # it holds GPUs as they drain; room made later may start it now
         return
-    memo.starts[Tried(Shape.of(job), ledger.version())] = entitled
+    memo.starts[shape] = FailedStart(ledger.version(), entitled)
     record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
     _may_retry(ledger, claims, job)
 
