@@ -22,7 +22,7 @@ prefix sums of the GPUs its jobs held in the snapshot, which does not change).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar
 
 from scheduler.core.model import UNLIMITED, Job
 
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from scheduler.core.victims import Floor
 
 K = TypeVar("K")
-_tuple_new = tuple.__new__
+# ``_build(T, fields)``: the named tuple ``T(*fields)``, less the generated constructor's Python call
+_build = tuple.__new__
 
 
 class Shape(NamedTuple):
@@ -45,8 +46,7 @@ class Shape(NamedTuple):
 
 
 def shape_of(job: Job) -> Shape:
-    """The job's ``Shape``, built as ``Shape(...)`` would, less the generated constructor's call (this runs
-    for every start tried)."""
+    """The job's ``Shape`` (``_build``: this runs for every start tried)."""
     fields = (
         job.project,
         job.gpus_per_replica,
@@ -55,14 +55,13 @@ def shape_of(job: Job) -> Shape:
         job.interactive,
         job.topology,
     )
-    return _tuple_new(Shape, fields)
+    return _build(Shape, fields)
 
 
-class FailedStart(NamedTuple):
-    """The latest ``Ledger.version`` a start of one shape failed at, and whether it was entitled then."""
-
-    version: tuple[int, int]
-    entitled: bool
+# The memo's values are plain tuples (one or more is made per claim; a named tuple costs several times more):
+Version: TypeAlias = tuple[int, int]  # ``Ledger.version``
+FailedStart: TypeAlias = tuple[Version, bool]  # the latest version a start failed at, whether it was entitled
+Retry: TypeAlias = tuple[Job, int]  # a failed start, with how many releases the ledger had logged then
 
 
 class ReclaimPowers(NamedTuple):
@@ -85,13 +84,6 @@ class Consolidation(NamedTuple):
     reclaiming: bool
 
 
-class Retry(NamedTuple):
-    """A failed start, with how many releases the ledger had logged when it failed."""
-
-    job: Job
-    releases: int
-
-
 class Line(NamedTuple):
     """A project's line of jobs that held GPUs in the snapshot: their sort keys, and ``ahead[i]``, the GPUs
     held by the first ``i`` of them."""
@@ -105,7 +97,7 @@ class CycleMemo:
     """The one cycle's memory (the module contract)."""
 
     starts: dict[Shape, FailedStart] = field(default_factory=dict)
-    holds: dict[Shape, tuple[int, int]] = field(default_factory=dict)  # the latest version a hold failed at
+    holds: dict[Shape, Version] = field(default_factory=dict)  # the latest version a hold failed at
     held_in_vain: set[tuple[str, str]] = field(default_factory=set)
     retry: list[Retry] = field(default_factory=list)
     reclaims: dict[ReclaimPowers, int] = field(default_factory=dict)  # the smallest count that failed

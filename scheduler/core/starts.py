@@ -27,7 +27,7 @@ from scheduler.core import explain
 from scheduler.core.claims import Claims, below_guarantee, entitled_to, record
 from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import Ledger
-from scheduler.core.memo import FailedStart, Line, Retry, shape_of
+from scheduler.core.memo import Line, shape_of
 from scheduler.core.model import Job
 from scheduler.core.preemption import Reclaimer, lost_to_reclaim
 from scheduler.core.room import make_room
@@ -50,11 +50,9 @@ def serve_start(
         return
     shape = shape_of(job)
     failed = memo.starts.get(shape)
-    if failed is not None and failed.version == ledger.version():
-        # failed before on this ledger: so do the same-shape jobs behind it
-        _record_alike(
-            ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=failed.entitled)
-        )
+    if failed is not None and failed[0] == ledger.version():
+        # failed before on this ledger (``FailedStart``): so do the same-shape jobs behind it
+        _record_alike(ledger, claims, job, queue, explain.pending(ledger, job, k * g, entitled=failed[1]))
         return
     if ledger.slots_for(job, ledger.free) >= k and ledger.room(job) >= k * g:
         ledger.place(job, k, reserve=False)
@@ -72,7 +70,7 @@ def serve_start(
     if _try_drain(ledger, claims, job, head_of_line):
         _may_retry(ledger, claims, job)  # it holds GPUs as they drain; room made later may start it now
         return
-    memo.starts[shape] = FailedStart(ledger.version(), entitled)
+    memo.starts[shape] = (ledger.version(), entitled)
     record(claims, job, explain.pending(ledger, job, k * g, entitled=entitled), waiting=True)
     _may_retry(ledger, claims, job)
 
@@ -95,7 +93,7 @@ def _record_alike(ledger: Ledger, claims: Claims, job: Job, queue: deque[Job], r
 
 def _may_retry(ledger: Ledger, claims: Claims, job: Job) -> None:
     if claims.owed_phase:
-        ledger.memo.retry.append(Retry(job, len(ledger.release_log)))
+        ledger.memo.retry.append((job, len(ledger.release_log)))
 
 
 def same_pending(ledger: Ledger, job: Job, other: Job) -> bool:
