@@ -41,12 +41,15 @@ class Claims:
 
 
 def record(claims: Claims, job: Job, reason: str, *, waiting: bool) -> None:
+    """What happened to a claim; a waiting one takes the next place in line (R13)."""
     claims.outcomes[job.key] = Outcome(reason, waiting)
     if waiting:
         claims.line.append(job.key)
 
 
 def project_queues(ledger: Ledger) -> dict[str, deque[Job]]:
+    """Each project's claims in line order (the module contract); jobs touched already this cycle, or with
+    replicas still stopping, claim nothing."""
     queues: dict[str, list[Job]] = {}
     active, released, started, stopping = ledger.active, ledger.released, ledger.started, ledger.stopping
     elastic = ledger.config.elastic
@@ -88,4 +91,5 @@ def entitled_to(ledger: Ledger, job: Job, need: int) -> bool:
 
 
 def below_guarantee(ledger: Ledger, project: str) -> bool:
+    """R2: the project holds less than ``min(deserved, demand)`` (with what is held for it)."""
     return ledger.committed(project) < ledger.shares.guarantee[project]
