@@ -30,6 +30,7 @@ from functools import partial
 
 from scheduler.core import minruntime
 from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.memo import Consolidation, fails, note_failure
 from scheduler.core.model import Job, Replica
 from scheduler.core.plan import Cause
 from scheduler.core.preemption import Reclaimer
@@ -51,9 +52,8 @@ def consolidate(ledger: Ledger, claim: Job, count: int, *, rules: Reclaimer | No
     from projects above their fair share, on the node being freed first, then elsewhere for the moved
     replicas to land on when no GPUs are available for them."""
     g = claim.gpus_per_replica
-    memo = (g, rules is not None)
-    # available GPUs and victims only dwindle in a cycle: what failed for fewer fails for more
-    if count >= ledger.failed_consolidations.get(memo, 1 << 30):
+    memo = Consolidation(g, rules is not None)
+    if fails(ledger.memo.consolidations, memo, count):  # what failed for fewer fails for more
         return None
     mark = ledger.checkpoint()
     fit = min(ledger.avail.slots(g), count)
@@ -63,7 +63,7 @@ def consolidate(ledger: Ledger, claim: Job, count: int, *, rules: Reclaimer | No
     for _ in range(count - fit):
         if not _free_one_node(ledger, claim, rules, moves):
             ledger.rollback(mark)
-            ledger.failed_consolidations[memo] = min(count, ledger.failed_consolidations.get(memo, count))
+            note_failure(ledger.memo.consolidations, memo, count)
             return None
     return moves
 

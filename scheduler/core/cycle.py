@@ -21,8 +21,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from scheduler.core import explain
-from scheduler.core.allocate import Claims, grow_idle, restore_gangs, serve_claims
+from scheduler.core.allocate import serve_claims
+from scheduler.core.claims import Claims
 from scheduler.core.fairshare import fair_shares
+from scheduler.core.growth import grow_idle, restore_gangs
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import ClusterState, Config, Job, Replica
 from scheduler.core.plan import Action, Decision, JobNote, Placement, Plan, ProjectShare

@@ -21,19 +21,30 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 from scheduler.core import usage as r14
 from scheduler.core.model import ClusterState, Config, Project
 
 Rational: TypeAlias = Fraction | int  # exact; ints where no fraction arose
 
+DEPARTMENT, PROJECT = "dept", "proj"  # the kinds of ``Top``, in their order
+
+
+class Top(NamedTuple):
+    """Who takes part in a division: a department or a project (``kind``), by name. Ties at equal need go
+    to departments first, then by name. At the top level a project's ``Top`` is its department's, if it has
+    one (``Shares.top``): the department's limit and share count for all its projects."""
+
+    kind: str  # DEPARTMENT or PROJECT
+    name: str
+
 
 @dataclass(frozen=True, slots=True)
 class Claimant:
     """One participant of a division at one level."""
 
-    name: str
+    name: Top
     deserved: int
     weight: Fraction | int
     cap: int
@@ -51,11 +62,11 @@ class Shares:
     guarantee: dict[str, int]
     weight: dict[str, float]
 
-    def top(self, project: Project) -> tuple[str, int]:
+    def top(self, project: Project) -> tuple[Top, int]:
         """The project's top-level entity (its department, if any) and that entity's fair share."""
         if project.department is not None and project.department in self.department:
-            return ("dept:" + project.department, self.department[project.department])
-        return ("proj:" + project.name, self.project[project.name])
+            return (Top(DEPARTMENT, project.department), self.department[project.department])
+        return (Top(PROJECT, project.name), self.project[project.name])
 
 
 def project_cap(project: Project, demand: int, config: Config) -> int:
@@ -91,26 +102,30 @@ def fair_shares(state: ClusterState, config: Config) -> Shares:
             cap = min(cap, d.deserved_gpus)
         top.append(
             Claimant(
-                "dept:" + d.name, d.deserved_gpus, _weight(d.over_quota_weight), cap, (d.created_at, d.name)
+                Top(DEPARTMENT, d.name),
+                d.deserved_gpus,
+                _weight(d.over_quota_weight),
+                cap,
+                (d.created_at, d.name),
             )
         )
     usage = _usage(state, config, total)
     top = _with_usage(top, usage)
     top_share = divide(total, top)
-    project_share = {name[5:]: v for name, v in top_share.items() if name.startswith("proj:")}
-    dept_share = {name[5:]: v for name, v in top_share.items() if name.startswith("dept:")}
-    weight = {c.name[5:]: float(c.weight) for c in top if c.name.startswith("proj:")}
+    project_share = {top.name: v for top, v in top_share.items() if top.kind == PROJECT}
+    dept_share = {top.name: v for top, v in top_share.items() if top.kind == DEPARTMENT}
+    weight = {c.name.name: float(c.weight) for c in top if c.name.kind == PROJECT}
     for dname, projects in members.items():
         claimants = _with_usage([_project_claimant(p, caps[p.name]) for p in projects], usage)
-        weight.update({c.name[5:]: float(c.weight) for c in claimants})
+        weight.update({c.name.name: float(c.weight) for c in claimants})
         inner = divide(dept_share[dname], claimants)
-        project_share.update({k[5:]: v for k, v in inner.items()})
+        project_share.update({k.name: v for k, v in inner.items()})
     guarantee = {p.name: min(p.deserved_gpus, demand[p.name], caps[p.name]) for p in state.projects}
     return Shares(project_share, dept_share, demand, guarantee, weight)
 
 
-def _usage(state: ClusterState, config: Config, total: int) -> dict[str, float]:
-    """R14: each project's normalised usage (``proj:`` names), only those above 0; empty when it is off."""
+def _usage(state: ClusterState, config: Config, total: int) -> dict[Top, float]:
+    """R14: each project's normalised usage, only those above 0; empty when it is off."""
     half_life = config.usage_half_life
     if half_life <= 0:
         return {}
@@ -118,11 +133,11 @@ def _usage(state: ClusterState, config: Config, total: int) -> dict[str, float]:
     for p in state.projects:
         u = r14.normalised(p.usage_gpu_seconds, total, half_life)
         if u > 0:
-            out["proj:" + p.name] = u
+            out[Top(PROJECT, p.name)] = u
     return out
 
 
-def _with_usage(claimants: list[Claimant], usage: dict[str, float]) -> list[Claimant]:
+def _with_usage(claimants: list[Claimant], usage: dict[Top, float]) -> list[Claimant]:
     """R14: the weights of the claimants that want more than their quota, adjusted for their usage."""
     if not usage:
         return claimants
@@ -141,11 +156,11 @@ def _weight(w: float) -> Fraction | int:
 
 def _project_claimant(p: Project, cap: int) -> Claimant:
     return Claimant(
-        "proj:" + p.name, p.deserved_gpus, _weight(p.over_quota_weight), cap, (p.created_at, p.name)
+        Top(PROJECT, p.name), p.deserved_gpus, _weight(p.over_quota_weight), cap, (p.created_at, p.name)
     )
 
 
-def divide(pool: int, claimants: Sequence[Claimant]) -> dict[str, int]:
+def divide(pool: int, claimants: Sequence[Claimant]) -> dict[Top, int]:
     """Divide ``pool`` whole GPUs among ``claimants`` (steps 1-3 of the module contract).
 
     A pure function of its arguments, so it is memoised: consecutive cycles mostly ask the same division."""
@@ -153,10 +168,10 @@ def divide(pool: int, claimants: Sequence[Claimant]) -> dict[str, int]:
 
 
 @lru_cache(maxsize=1024)
-def _divide(pool: int, claimants: tuple[Claimant, ...]) -> dict[str, int]:
+def _divide(pool: int, claimants: tuple[Claimant, ...]) -> dict[Top, int]:
     pool = max(pool, 0)
     # exact rationals throughout; they stay ints (much faster) until a level or a proportion needs a fraction
-    base: dict[str, Rational] = {c.name: max(min(c.deserved, c.cap), 0) for c in claimants}
+    base: dict[Top, Rational] = {c.name: max(min(c.deserved, c.cap), 0) for c in claimants}
     if sum(base.values()) > pool:
         share = _proportional(pool, base)
     else:
@@ -164,14 +179,14 @@ def _divide(pool: int, claimants: tuple[Claimant, ...]) -> dict[str, int]:
         rest: Rational = pool - sum(share.values())
         weighted = [c for c in claimants if c.weight > 0]
         rest = _water_fill(share, [(c.name, c.weight, c.cap) for c in weighted], rest)
-        unweighted: list[tuple[str, Rational, Rational]] = [
+        unweighted: list[tuple[Top, Rational, Rational]] = [
             (c.name, 1, c.cap) for c in claimants if c.weight == 0
         ]
         _water_fill(share, unweighted, rest)
     return _whole(share, {c.name: c.order for c in claimants})
 
 
-def _proportional(pool: int, base: dict[str, Rational]) -> dict[str, Rational]:
+def _proportional(pool: int, base: dict[Top, Rational]) -> dict[Top, Rational]:
     """Quotas that oversubscribe the pool: each gets the pool in proportion to its quota."""
     total = sum(base.values())
     return {name: Fraction(pool * b) / total for name, b in base.items()}
@@ -182,7 +197,7 @@ def _ratio(need: Rational, w: Rational) -> Rational:
 
 
 def _water_fill(
-    share: dict[str, Rational], items: list[tuple[str, Rational, Rational]], rest: Rational
+    share: dict[Top, Rational], items: list[tuple[Top, Rational, Rational]], rest: Rational
 ) -> Rational:
     """Raise a common level; each item gets ``level * weight`` more, up to its cap. Returns what is left."""
     open_items = sorted(
@@ -205,7 +220,7 @@ def _water_fill(
     return rest
 
 
-def _whole(share: dict[str, Rational], order: dict[str, tuple[float, str]]) -> dict[str, int]:
+def _whole(share: dict[Top, Rational], order: dict[Top, tuple[float, str]]) -> dict[Top, int]:
     floors = {name: int(v) for name, v in share.items()}
     leftover = int(sum(share.values())) - sum(floors.values())
     by_fraction = sorted(share, key=lambda n: (-(share[n] - floors[n]), order[n]))

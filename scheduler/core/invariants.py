@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from scheduler.core import minruntime, sizes, topology
 from scheduler.core.cycle import apply_plan
-from scheduler.core.fairshare import Shares, fair_shares
-from scheduler.core.model import ClusterState, Config, Job, Project
+from scheduler.core.fairshare import Shares, Top, fair_shares
+from scheduler.core.model import UNLIMITED, ClusterState, Config, Job, Project
 from scheduler.core.plan import Action, Cause, Plan
 
 
@@ -229,7 +229,7 @@ def _room(limit: int | None, deserved: int, may_borrow: bool, alloc: int) -> int
     caps = [limit - alloc] if limit is not None else []
     if not may_borrow:
         caps.append(deserved - alloc)
-    return min(caps) if caps else 1 << 30
+    return min(caps) if caps else UNLIMITED
 
 
 def _dept_room(state: ClusterState, config: Config, held: dict[str, int] | None = None) -> dict[str, int]:
@@ -259,7 +259,7 @@ def _may_take(state: ClusterState, job: Job, gpus: int, config: Config) -> bool:
 def _dept_interactive_room(state: ClusterState, dept: str | None) -> int:
     d = next((d for d in state.departments if d.name == dept), None)
     if d is None:
-        return 1 << 30
+        return UNLIMITED
     members = {p.name for p in state.projects if p.department == dept}
     used = sum(r.gpus for j in state.jobs if j.interactive and j.project in members for r in j.active)
     return d.deserved_gpus - used
@@ -307,7 +307,7 @@ def _takeable(state: ClusterState, shares: Shares, claimant: Project, gang: int)
     )
     alloc, fixed = _alloc(state), _alloc(state, interactive=True)
     projects = {p.name: p for p in state.projects}
-    top_alloc: dict[str, int] = {}
+    top_alloc: dict[Top, int] = {}
     for name, a in alloc.items():
         key = shares.top(projects[name])[0]
         top_alloc[key] = top_alloc.get(key, 0) + a

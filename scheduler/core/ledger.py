@@ -5,8 +5,20 @@ every mutation can be rolled back to a ``checkpoint()``. Trial changes (a reclai
 and kept only when a whole gang fits. Nothing outside the core sees a ledger; ``cycle`` turns what it
 records into a ``Plan``.
 
-Per node it keeps ``free`` GPUs (neither held nor reserved) and ``rel`` GPUs (held by replicas that are being
-released and not yet promised to anyone). Allocation counts active replicas only.
+Glossary: how many GPUs a project has, from the snapshot's count to what its next claim is measured by:
+
+- ``held``: in active replicas in the snapshot (``held_gpus`` per job, ``held_by_project`` per project: the
+  plan's "allocated"); fixed for the cycle;
+- ``alloc``: in its active replicas as the cycle stands: held on nodes still in the snapshot, less what the
+  cycle released, plus what it started (``top_alloc``: the same per top-level entity, ``fairshare.Top``);
+- ``claimed``: ``alloc`` plus the GPUs firmly reserved for it this cycle (it starts there next cycle): what
+  caps (R11) and R7 measure it by (``top_claimed`` per top-level entity);
+- ``committed``: ``claimed`` plus the GPUs held for its drains (which may come to nothing): what its own
+  further claims are measured by.
+
+Per node it keeps ``free`` GPUs (neither held nor reserved) and ``avail`` ones: free plus ``rel``, GPUs of
+replicas being released that are not yet promised to anyone. What the cycle found cannot work is in ``memo``
+(``memo.CycleMemo``).
 """
 
 from __future__ import annotations
@@ -16,8 +28,9 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
 from scheduler.core import minruntime
-from scheduler.core.fairshare import Shares
-from scheduler.core.model import ClusterState, Config, Department, Job, Project, Replica
+from scheduler.core.fairshare import Shares, Top
+from scheduler.core.memo import CycleMemo
+from scheduler.core.model import UNLIMITED, ClusterState, Config, Department, Job, Project, Replica
 from scheduler.core.placement import NodeIndex, node_sort_key
 from scheduler.core.plan import Cause, Placement, Reservation
 from scheduler.core.topology import Domains
@@ -49,7 +62,7 @@ class Ledger:
     jobs: dict[JobKey, Job] = field(default_factory=dict)
     active: dict[JobKey, list[Replica]] = field(default_factory=dict)
     alloc: dict[str, int] = field(default_factory=dict)
-    top_alloc: dict[str, int] = field(default_factory=dict)
+    top_alloc: dict[Top, int] = field(default_factory=dict)
     interactive: dict[str, int] = field(default_factory=dict)
     dept_interactive: dict[str, int] = field(default_factory=dict)
     released: dict[JobKey, Release] = field(default_factory=dict)
@@ -58,21 +71,18 @@ class Ledger:
     reservations: list[Reservation] = field(default_factory=list)
     reserved: dict[str, int] = field(default_factory=dict)
     draining: dict[str, int] = field(default_factory=dict)  # GPUs held for drains (not firm), per project
-    top_reserved: dict[str, int] = field(default_factory=dict)
+    top_reserved: dict[Top, int] = field(default_factory=dict)
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _capacity: dict[str, int] = field(default_factory=dict)
     _cluster_slots: dict[int, int] = field(default_factory=dict)
-    _top: dict[str, str] = field(default_factory=dict)
+    _top: dict[str, Top] = field(default_factory=dict)
     _on_node: dict[str, list[JobKey]] = field(default_factory=dict)
     by_project: dict[str, list[JobKey]] = field(default_factory=dict)
     # jobs with an active replica in the snapshot, key order
     running: list[JobKey] = field(default_factory=list)
     young: dict[JobKey, float] = field(default_factory=dict)  # R15: protected jobs, when protection ends
     largest_node: int = 0
-    line_cache: dict[str, tuple[list[tuple[int, bool, float, str]], list[int]]] = field(default_factory=dict)
-    failed_consolidations: dict[tuple[int, bool], int] = field(default_factory=dict)
-    # reclaims that failed this cycle, by what they could take (R17: and the one domain they must fit in)
-    failed_reclaims: dict[tuple[object, ...], int] = field(default_factory=dict)
+    memo: CycleMemo = field(default_factory=CycleMemo)  # what this cycle found cannot work
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
     # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"
@@ -166,7 +176,7 @@ class Ledger:
                 self.dept_interactive[d] = self.dept_interactive.get(d, 0) + interactive[p]
 
     # -- reading -------------------------------------------------------------------------------------
-    def top_key(self, project: str) -> str:
+    def top_key(self, project: str) -> Top:
         key = self._top.get(project)
         if key is None:
             key = self._top[project] = self.shares.top(self.projects[project])[0]
@@ -205,7 +215,7 @@ class Ledger:
                 caps.append(dept.deserved_gpus - top_alloc)
             if job.interactive:
                 caps.append(dept.deserved_gpus - self.dept_interactive.get(dept.name, 0))
-        return min(caps) if caps else 1 << 30
+        return min(caps) if caps else UNLIMITED
 
     def slots_for(self, job: Job, index: NodeIndex) -> int:
         """Replicas of ``job`` that fit on ``index`` where it may go (R17: one domain if it requires it)."""
@@ -418,7 +428,7 @@ class Ledger:
         """``claimed`` plus the GPUs held for its drains: what its own further claims are measured by."""
         return self.claimed(project) + self.draining.get(project, 0)
 
-    def top_claimed(self, top: str) -> int:
+    def top_claimed(self, top: Top) -> int:
         return self.top_alloc.get(top, 0) + self.top_reserved.get(top, 0)
 
     def _reserve(self, r: Reservation) -> None:

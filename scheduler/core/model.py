@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# a count or number of GPUs that no cap, step or memo reaches: no limit
+UNLIMITED = 1 << 30
+
 
 class JobPhase(StrEnum):
     """Where a job stands as the core sees it. Finished jobs are not part of a snapshot."""

@@ -15,8 +15,10 @@ from collections.abc import Callable
 
 from scheduler.core import minruntime, sizes
 from scheduler.core.explain import counted
+from scheduler.core.fairshare import DEPARTMENT
 from scheduler.core.ledger import JobKey, Ledger
-from scheduler.core.model import Job
+from scheduler.core.memo import ReclaimPowers, fails, note_failure
+from scheduler.core.model import UNLIMITED, Job
 from scheduler.core.plan import Cause
 from scheduler.core.victims import Floor, Unit, VictimOrder
 
@@ -30,10 +32,11 @@ class Reclaimer:
     """R5-R7 for one claimant: which projects may lose what to it (``over``, ``allowed``, ``eligible``).
 
     A victim is measured by what it holds plus what is already promised to it this cycle (``claimed``);
-    ``r2``: the claimant's project is below its guarantee, so settling jobs are not spared; ``floor``: how far
-    a victim project may drop (``victims.Floor``: below its fair share only for a unit that cannot be split);
-    by default R2's full power with ``r2``, else a victim stays at its fair share. ``spare``: jobs inside
-    their minimum runtime are not taken (R15); only a claim with ``r2`` may turn it off (R2 wins).
+    ``below_guarantee``: the claimant's project is below its guarantee, so settling jobs are not spared;
+    ``floor``: how far a victim project may drop (``victims.Floor``: below its fair share only for a unit that
+    cannot be split); by default R2's full power with ``below_guarantee``, else a victim stays at its fair
+    share. ``spare``: jobs inside their minimum runtime are not taken (R15); only a claim with
+    ``below_guarantee`` may turn it off (R2 wins).
     """
 
     def __init__(
@@ -43,13 +46,13 @@ class Reclaimer:
         claim: Job,
         count: int,
         *,
-        r2: bool,
+        below_guarantee: bool,
         floor: Floor | None = None,
         spare: bool = True,
     ) -> None:
-        self.ledger, self.order, self.claim, self.r2 = ledger, order, claim, r2
-        self.spare = spare or not r2
-        self.floor = floor if floor is not None else (Floor.ANY if r2 else Floor.SHARE)
+        self.ledger, self.order, self.claim, self.below_guarantee = ledger, order, claim, below_guarantee
+        self.spare = spare or not below_guarantee
+        self.floor = floor if floor is not None else (Floor.ANY if below_guarantee else Floor.SHARE)
         self.c_top = ledger.top_key(claim.project)
         need = count * claim.gpus_per_replica
         self.c_top_ok = ledger.top_claimed(self.c_top) + need <= _top_share(ledger, claim.project)
@@ -75,10 +78,10 @@ class Reclaimer:
         ledger = self.ledger
         if self.spare and job.key in ledger.young:  # R15
             return False
-        return job.key != self.claim.key and (self.r2 or not ledger.settling(job))
+        return job.key != self.claim.key and (self.below_guarantee or not ledger.settling(job))
 
     def until(
-        self, done: Callable[[], bool], node_min: int, most: int = 1 << 30, avoid: str | None = None
+        self, done: Callable[[], bool], node_min: int, most: int = UNLIMITED, avoid: str | None = None
     ) -> list[Unit] | None:
         """Take units, projects furthest above their fair share first, until ``done()`` (R6 fill-back);
         ``most``: no whole job holding more GPUs than that; ``avoid``: no job with a replica on that node."""
@@ -213,27 +216,26 @@ def reclaim(
     claim: Job,
     count: int,
     *,
-    r2: bool,
+    below_guarantee: bool,
     floor: Floor | None = None,
     spare: bool = True,
 ) -> list[Unit] | None:
     """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit."""
     g = claim.gpus_per_replica
-    rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor, spare=spare)
-    # Within a cycle's owed phase the victims only dwindle, so a reclaim that failed for ``count`` replicas of
-    # ``g`` GPUs fails for every later claim at least as big with the same powers (KAI's signatures).
-    # R17: a claim that requires one domain is measured in one (its master's, or the roomiest): its own key
+    rules = Reclaimer(ledger, order, claim, count, below_guarantee=below_guarantee, floor=floor, spare=spare)
+    # what failed for fewer replicas with the same powers fails for more (``memo``); R17: a claim that requires
+    # one domain is measured in one (its master's, or the roomiest): its own key
     c_top = rules.c_top
     required = ledger.domains.required(claim)
-    where = (ledger.home(claim),) if required else ()
-    dept = c_top if c_top.startswith("dept:") else None
-    memo = (g, r2, dept, rules.c_top_ok, rules.floor, rules.spare, *where)
-    if count >= ledger.failed_reclaims.get(memo, 1 << 30):
+    dept = c_top.name if c_top.kind == DEPARTMENT else None
+    home = ledger.home(claim) if required else None
+    memo = ReclaimPowers(g, below_guarantee, dept, rules.c_top_ok, rules.floor, rules.spare, required, home)
+    if fails(ledger.memo.reclaims, memo, count):
         return None
     # R17: until it fits in one domain; fill-back returns the rest
     taken = rules.until(fits(ledger, claim, count), g) if required else reclaim_with(rules, count)
     if taken is None:
-        ledger.failed_reclaims[memo] = min(count, ledger.failed_reclaims.get(memo, count))
+        note_failure(ledger.memo.reclaims, memo, count)
     return taken
 
 
@@ -267,7 +269,7 @@ def _take_until_fits(
     heap: list[tuple[int, str]],
     *,
     node_min: int,
-    most: int = 1 << 30,
+    most: int = UNLIMITED,
     order: VictimOrder,
     eligible: Callable[[Job], bool],
     allowed: Callable[[str, Unit], bool],

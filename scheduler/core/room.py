@@ -14,6 +14,8 @@ claimant's own lower-priority jobs are not (R10 is the project's own order).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job
 from scheduler.core.plan import Cause
@@ -35,49 +37,79 @@ def make_room(
     count: int,
     *,
     entitled: bool,
-    r2: bool,
+    below_guarantee: bool,
     may_preempt: bool = True,
     growth: bool = False,
 ) -> list[Unit] | None:
     """Make room for ``count`` replicas of ``claim``: the first of ``victims.searches`` that works, else
     ``None`` (ledger unchanged). ``[]``: GPUs already being released serve it (they are held for it).
 
-    ``entitled``: its project's fair share covers the claim as the project stands; ``r2``: the project is
-    below its guarantee; ``growth``: a running job's growth, which must also end within its project's fair
-    share when it preempts, and spares its project's jobs that are settling after a resize (R7)."""
+    ``entitled``: its project's fair share covers the claim as the project stands; ``below_guarantee``: the
+    project is below its guarantee; ``growth``: a running job's growth, which must also end within its
+    project's fair share when it preempts, and spares its project's jobs that are settling after a resize
+    (R7)."""
     need = count * claim.gpus_per_replica
     if entitled and ledger.slots_for(claim, ledger.avail) >= count and ledger.room(claim) >= need:
         return []
     own_hopeless = False
     for search in searches(
         entitled=entitled,
-        r2=r2,
+        below_guarantee=below_guarantee,
         may_reclaim=ledger.config.reclaim and not lost_to_reclaim(ledger, claim.project),
         may_preempt=may_preempt and order.has_lower(claim),
         young=bool(ledger.young),
     ):
         if not search.own:
             if ledger.room(claim) >= need:
-                units = reclaim(ledger, order, claim, count, r2=r2, floor=search.floor, spare=search.spare)
+                units = reclaim(
+                    ledger,
+                    order,
+                    claim,
+                    count,
+                    below_guarantee=below_guarantee,
+                    floor=search.floor,
+                    spare=search.spare,
+                )
                 if units is not None:
                     return units
             continue
         if own_hopeless:
             continue
-        outcome = _own_first(ledger, order, claim, count, search, r2=r2, growth=growth)
-        if isinstance(outcome, list):
-            return outcome
-        own_hopeless = outcome  # its own jobs cannot make it fit or entitled: no floor will change that
+        outcome = _own_first(
+            ledger, order, claim, count, search, below_guarantee=below_guarantee, growth=growth
+        )
+        if outcome.units is not None:
+            return outcome.units
+        own_hopeless = outcome.hopeless
     return None
 
 
+class OwnFirst(NamedTuple):
+    """What a search with the claimant's own jobs first found: the units it took (R6's fill-back done), or
+    ``None`` with the ledger rolled back; then ``hopeless``: its own jobs can neither make it fit nor bring its
+    project within its fair share, so no other floor will help."""
+
+    units: list[Unit] | None
+    hopeless: bool = False
+
+
+_NEXT_FLOOR = OwnFirst(None)
+_HOPELESS = OwnFirst(None, hopeless=True)
+
+
 def _own_first(
-    ledger: Ledger, order: VictimOrder, claim: Job, count: int, search: Search, *, r2: bool, growth: bool
-) -> list[Unit] | bool:
+    ledger: Ledger,
+    order: VictimOrder,
+    claim: Job,
+    count: int,
+    search: Search,
+    *,
+    below_guarantee: bool,
+    growth: bool,
+) -> OwnFirst:
     """R10, then R2/R7 down to ``floor``: take the claimant's own lower-priority units (R5 order) until it
     fits; if they do not suffice, reclaim the rest from other projects, provided the claimant's project is
-    then within its fair share. Returns the units kept after R6's fill-back or, rolled back, whether no other
-    floor could help (its own jobs could neither make it fit nor bring its project within its share)."""
+    then within its fair share."""
     g, p, floor = claim.gpus_per_replica, claim.project, search.floor
     need, share = count * g, ledger.shares.project[p]
     # a training job's preemption never drops its own project below its guarantee (what a reclaim spared)
@@ -113,18 +145,20 @@ def _own_first(
     if not placed():
         if floor is None or not within() or ledger.room(claim) < need:
             ledger.rollback(mark)
-            return True
+            return _HOPELESS
         # R5 order only: node-targeted reclaim (``Reclaimer.by_node``) serves claims of other projects' GPUs
         # alone; here the own units freed already shape where the claimant goes
-        rules = Reclaimer(ledger, order, claim, count, r2=r2, floor=floor, spare=search.spare)
+        rules = Reclaimer(
+            ledger, order, claim, count, below_guarantee=below_guarantee, floor=floor, spare=search.spare
+        )
         more = rules.until(placeable, g)
         if more is None:
             ledger.rollback(mark)
-            return False
+            return _NEXT_FLOOR
         taken += more
 
     def done() -> bool:
         others = any(u.key[0] != p and u.key in ledger.released for u in taken)
         return placed() and (within() or not others)
 
-    return fill_back(ledger, taken, done)
+    return OwnFirst(fill_back(ledger, taken, done))

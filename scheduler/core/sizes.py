@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from scheduler.core.model import Job, Replica
+from scheduler.core.model import UNLIMITED, Job, Replica
 
 
 def sizes(job: Job) -> tuple[int, ...]:
@@ -44,13 +44,13 @@ def grow_by(job: Job, now: int, most: int) -> int:
 
 
 def grow_at_least(job: Job, now: int, want: int) -> int:
-    """Replicas to add to reach the smallest allowed count of at least ``now + want`` (a large number when
+    """Replicas to add to reach the smallest allowed count of at least ``now + want`` (``UNLIMITED`` when
     there is none: callers cap it by what they may take)."""
     if not job.allowed_replicas:
         return want
     steps = sizes(job)
     i = bisect_left(steps, now + want)
-    return steps[i] - now if i < len(steps) else 1 << 30
+    return steps[i] - now if i < len(steps) else UNLIMITED
 
 
 def shrink_to(job: Job, now: int) -> int:

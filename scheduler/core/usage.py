@@ -23,10 +23,13 @@ between cycles while usage drifts. ``half_life == 0`` switches it all off (usage
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from fractions import Fraction
+from typing import TypeVar
 
 from scheduler.core.model import ClusterState
+
+K = TypeVar("K", bound=Hashable)  # a competitor's name
 
 STEPS = 32  # the weight factor moves in steps of 1/32
 
@@ -63,10 +66,10 @@ def factor(u: float, s: Fraction | int) -> Fraction:
     return Fraction(min(max(steps, 1), STEPS), STEPS)
 
 
-def adjusted(weights: Mapping[str, Fraction | int], usage: Mapping[str, float]) -> dict[str, Fraction | int]:
+def adjusted(weights: Mapping[K, Fraction | int], usage: Mapping[K, float]) -> dict[K, Fraction | int]:
     """R14 weights of one division's competitors (``weights``: name -> weight > 0; ``usage``: name -> u)."""
     total = sum(weights.values())
-    out: dict[str, Fraction | int] = {}
+    out: dict[K, Fraction | int] = {}
     for name, w in weights.items():
         u = usage.get(name, 0.0)
         if u <= 0:

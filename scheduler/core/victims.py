@@ -41,7 +41,7 @@ from enum import IntEnum
 
 from scheduler.core import sizes
 from scheduler.core.ledger import JobKey, Ledger
-from scheduler.core.model import Job, Replica
+from scheduler.core.model import UNLIMITED, Job, Replica
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ class VictimOrder:
         eligible: Callable[[Job], bool],
         *,
         fits: int = 0,
-        most: int = 1 << 30,
+        most: int = UNLIMITED,
         within: str | None = None,
     ) -> Unit | None:
         """The next unit of ``project`` in R5 order; a job started or grown this cycle is not a victim.
@@ -192,17 +192,17 @@ class Search:
 
 
 def searches(
-    *, entitled: bool, r2: bool, may_reclaim: bool, may_preempt: bool, young: bool = False
+    *, entitled: bool, below_guarantee: bool, may_reclaim: bool, may_preempt: bool, young: bool = False
 ) -> list[Search]:
     """The candidate victim sets for one claim, most preferred first (the module contract).
 
-    ``entitled``: its fair share covers the claim as its project stands; ``r2``: its project is below its
-    guarantee (R2 may drop victims below their share); ``may_reclaim``: reclaim is on and its project lost
-    nothing to a reclaim this cycle; ``may_preempt``: it outranks running jobs of its own project;
-    ``young``: some job is inside its minimum runtime (R15: R2 may take it after every set that spares it)."""
+    ``entitled``: its fair share covers the claim as its project stands; ``below_guarantee``: its project is
+    below its guarantee (R2 may drop victims below their share); ``may_reclaim``: reclaim is on and its
+    project lost nothing to a reclaim this cycle; ``may_preempt``: it outranks running jobs of its own
+    project; ``young``: some job is inside its minimum runtime (R15: R2 may take it after every set that spares it)."""
     if not may_reclaim:
         return [Search(own=True, floor=None)] if may_preempt else []
-    if not r2:
+    if not below_guarantee:
         levels = [(Floor.SHARE, True)]
     elif not young:
         levels = [(Floor.SHARE, True), (Floor.GUARANTEE, True), (Floor.ANY, True)]

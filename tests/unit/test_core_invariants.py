@@ -226,9 +226,11 @@ def test_failed_reclaim_is_not_retried_for_a_claim_as_big_in_the_same_cycle() ->
     )
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     order = VictimOrder(ledger)
-    assert reclaim(ledger, order, ledger.jobs[("b", "x")], 2, r2=False) is None
-    assert ledger.failed_reclaims == {(1, False, None, False, Floor.SHARE, True): 2}
-    assert reclaim(ledger, order, ledger.jobs[("b", "y")], 3, r2=False) is None  # answered from the memo
+    assert reclaim(ledger, order, ledger.jobs[("b", "x")], 2, below_guarantee=False) is None
+    assert ledger.memo.reclaims == {(1, False, None, False, Floor.SHARE, True, False, None): 2}
+    assert (
+        reclaim(ledger, order, ledger.jobs[("b", "y")], 3, below_guarantee=False) is None
+    )  # answered from the memo
 
 
 def test_growth_above_the_guarantee_waits_out_a_settling_victim() -> None:
@@ -255,7 +257,7 @@ def test_reclaim_skips_a_unit_too_big_to_take_and_takes_a_smaller_one() -> None:
     )
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     assert ledger.shares.project == {"a": 2, "b": 1}
-    units = reclaim(ledger, VictimOrder(ledger), ledger.jobs[("b", "x")], 1, r2=False)
+    units = reclaim(ledger, VictimOrder(ledger), ledger.jobs[("b", "x")], 1, below_guarantee=False)
     assert units is not None and [u.key for u in units] == [("a", "small")]
 
 
@@ -269,7 +271,7 @@ def test_node_targeted_reclaim_takes_nothing_the_rules_forbid() -> None:
         nodes(1, gpus=2), (Project("a", 1), Project("b", 1)), (_running("b", "x", (0, "node-1")),)
     )
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
-    rules = Reclaimer(ledger, VictimOrder(ledger), Job("a", "big", 1, 1, 2), 1, r2=True)
+    rules = Reclaimer(ledger, VictimOrder(ledger), Job("a", "big", 1, 1, 2), 1, below_guarantee=True)
     rules.allowed = lambda p, u: False  # type: ignore[method-assign]
     assert rules.on_node("node-1", 2) == []
     assert ledger.released == {}
@@ -286,7 +288,7 @@ def test_failed_consolidation_is_not_retried_for_a_claim_as_big_in_the_same_cycl
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     claim = ledger.jobs[("b", "x")]
     assert consolidate(ledger, claim, 1) is None
-    assert ledger.failed_consolidations == {(4, False): 1}
+    assert ledger.memo.consolidations == {(4, False): 1}
     assert consolidate(ledger, claim, 2) is None  # answered from the memo: free GPUs only dwindle in a cycle
 
 
@@ -309,7 +311,7 @@ def test_consolidation_with_reclaim_takes_no_whole_job_bigger_than_the_replica_i
     )
     ledger = Ledger(state, fair_shares(state, CFG), CFG, 0.0)
     claim = ledger.jobs[("a", "big")]
-    rules = Reclaimer(ledger, VictimOrder(ledger), claim, 1, r2=True)
+    rules = Reclaimer(ledger, VictimOrder(ledger), claim, 1, below_guarantee=True)
     assert consolidate(ledger, claim, 1, rules=rules) is None
     assert ledger.released == {} and ledger.reservations == []
-    assert ledger.failed_consolidations == {(4, True): 1}
+    assert ledger.memo.consolidations == {(4, True): 1}
