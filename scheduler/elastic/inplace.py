@@ -34,6 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.elastic import notice, policy
+from scheduler.elastic.launch import Launch
 from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
 from scheduler.executors.base import Executor
 from scheduler.statuses import ACTIVE, ReplicaDesired
@@ -72,6 +73,11 @@ def members(job: JobRow, generation: int) -> list[ReplicaRow]:
         r for r in job.replicas if r.desired == ReplicaDesired.RUN and r.launch_generation == generation
     ]
     return sorted(chosen, key=lambda r: r.index)
+
+
+def launch(job: JobRow, generation: int) -> Launch:
+    """Launch ``generation`` of ``job`` as one thing (``ValueError`` when no wanted replica belongs to it)."""
+    return Launch(job.project.name, job.name, generation, tuple(r.id for r in members(job, generation)))
 
 
 def due(session: Session, executor: Executor) -> tuple[list[JobRow], dict[int, AgentReportRow]]:

@@ -5,7 +5,8 @@ fresh rendezvous of exactly ``size`` replicas, ranked 0..N-1; rank (or index) 0 
 the rendezvous store on the launch's port. ``role_of(index)`` is the one place that says so (pod labels,
 ``TIDE_REPLICA_ROLE``, ``is_host`` of the rendezvous). ``run_id_for(project, job, generation)`` names a
 launch's rendezvous: one per generation, so a new launch never joins the state of an earlier one, and safe
-inside torchrun's ``--rdzv-conf``. ``Launch`` holds one launch as a whole.
+inside torchrun's ``--rdzv-conf``. ``Launch`` holds one launch as a whole: the service builds it from the rows (``scheduler.elastic.inplace.launch``) to
+answer a pod agent's poll with its size, rank and run id.
 """
 
 from __future__ import annotations
@@ -39,37 +40,30 @@ def endpoint(host: str, port: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """Generation ``generation`` of ``project/job`` at ``size`` replicas.
-
-    ``members`` are the replica ids in rank order (rank 0 the master; empty while not known), ``host`` and
-    ``port`` the master's rendezvous endpoint.
-    """
+    """Generation ``generation`` of ``project/job``: its ``members`` are the replica ids in rank order (rank 0
+    the master, which hosts the rendezvous), so its size is their number."""
 
     project: str
     job: str
     generation: int
-    size: int
-    host: str
-    port: int
-    members: tuple[int, ...] = ()
+    members: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        if self.size < 1:
-            raise ValueError(f"a launch has at least one replica, got size {self.size}")
-        if self.members and len(self.members) != self.size:
-            raise ValueError(f"{len(self.members)} members for a launch of size {self.size}")
+        if not self.members:
+            raise ValueError("a launch has at least one member")
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
 
     @property
     def run_id(self) -> str:
         return run_id_for(self.project, self.job, self.generation)
 
     @property
-    def endpoint(self) -> str:
-        return endpoint(self.host, self.port)
+    def master(self) -> int:
+        return self.members[MASTER_INDEX]
 
     def rank_of(self, replica_id: int) -> int:
         """The member's rank (``ValueError`` for a replica that is no member)."""
         return self.members.index(replica_id)
-
-    def role(self, rank: int) -> Role:
-        return role_of(rank)

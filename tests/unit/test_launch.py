@@ -24,17 +24,23 @@ def test_index_zero_is_the_master_everywhere() -> None:
 
 
 def test_a_launch_has_a_run_id_per_generation_and_ranked_members() -> None:
-    launch = Launch("a", "train", generation=3, size=2, host="10.0.0.5", port=29400, members=(11, 7))
+    launch = Launch("a", "train", generation=3, members=(11, 7))
     assert launch.run_id == run_id_for("a", "train", 3) == "a.train.g3"
-    assert launch.endpoint == "10.0.0.5:29400"
-    assert (launch.rank_of(7), launch.role(launch.rank_of(11))) == (1, Role.MASTER)
+    assert (launch.size, launch.master, launch.rank_of(7), role_of(launch.rank_of(11))) == (
+        2,
+        11,
+        1,
+        Role.MASTER,
+    )
+    assert endpoint("10.0.0.5", 29400) == "10.0.0.5:29400"
     assert endpoint("fd00::1", 1) == "[fd00::1]:1"
-
-
-@pytest.mark.parametrize("fields", [{"size": 0}, {"size": 2, "members": (1,)}])
-def test_a_launch_without_replicas_or_with_missing_members_is_refused(fields: dict[str, object]) -> None:
     with pytest.raises(ValueError):
-        Launch("a", "train", 1, host="h", port=1, **fields)  # type: ignore[arg-type]
+        launch.rank_of(5)
+
+
+def test_a_launch_without_members_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Launch("a", "train", 1, members=())
 
 
 def test_each_executor_declares_what_it_can_do(tmp_path: Path) -> None:

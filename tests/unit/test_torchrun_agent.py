@@ -38,7 +38,7 @@ def tide_env(index: int, size: int = 2, **extra: str) -> dict[str, str]:
 
 def planned(
     argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> torchrun_agent.Launch | str:
+) -> torchrun_agent.NodeLaunch | str:
     for key in [k for k in os.environ if k.startswith("PET_")]:
         monkeypatch.delenv(key)
     for key, value in env.items():
@@ -49,7 +49,7 @@ def planned(
 def test_a_tide_launch_is_planned_from_torchruns_own_parser(monkeypatch: pytest.MonkeyPatch) -> None:
     env = tide_env(index=1, size=2)
     launch = planned(["train.py", "--steps", "5"], env, monkeypatch)
-    assert isinstance(launch, torchrun_agent.Launch)
+    assert isinstance(launch, torchrun_agent.NodeLaunch)
     assert (launch.node_rank, launch.nnodes, launch.nproc) == (1, 2, 1)
     assert (launch.host, launch.port) == ("127.0.0.1", int(env["PET_RDZV_ENDPOINT"].rsplit(":", 1)[1]))
     assert launch.run_id == "a.train.g3"
@@ -84,7 +84,7 @@ def test_workers_get_every_variable_torchruns_agent_sets() -> None:
     source = Path(torchrun.__file__).parent / "elastic" / "agent" / "server" / "local_elastic_agent.py"
     block = source.read_text().split("worker_env = {", 1)[1].split("}", 1)[0]
     torch_keys = set(re.findall(r'"([A-Z_]+)":', block)) | {"LOCAL_RANK"}
-    launch = torchrun_agent.Launch(node_rank=1, nnodes=3, nproc=2, host="127.0.0.1", port=1, run_id="r",
+    launch = torchrun_agent.NodeLaunch(node_rank=1, nnodes=3, nproc=2, host="127.0.0.1", port=1, run_id="r",
                                max_restarts=0, shutdown_timeout=5, role="default")  # fmt: skip
     env = torchrun_agent.worker_env(launch, local_rank=1, master_port=2345)
     assert torch_keys <= set(env), torch_keys - set(env)
@@ -98,7 +98,7 @@ def test_the_replicas_of_a_launch_agree_on_one_store_port() -> None:
     ports: dict[int, int] = {}
 
     def replica(rank: int) -> None:
-        launch = torchrun_agent.Launch(node_rank=rank, nnodes=3, nproc=1, host="127.0.0.1", port=port,
+        launch = torchrun_agent.NodeLaunch(node_rank=rank, nnodes=3, nproc=1, host="127.0.0.1", port=port,
                                    run_id="a.train.g1", max_restarts=0, shutdown_timeout=5, role="default")  # fmt: skip
         ports[rank] = torchrun_agent.rendezvous(launch)
 
@@ -123,7 +123,7 @@ AGENT = """
 import os, sys, time
 from scheduler.elastic.agent import torchrun_agent
 codes = [int(c) for c in sys.argv[2].split(",")]
-launch = torchrun_agent.Launch(node_rank=0, nnodes=1, nproc=len(codes), host="127.0.0.1", port=1,
+launch = torchrun_agent.NodeLaunch(node_rank=0, nnodes=1, nproc=len(codes), host="127.0.0.1", port=1,
                            run_id="r", max_restarts=0, shutdown_timeout=2, role="default")
 def entry(local_rank):
     code = codes[local_rank]

@@ -29,8 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from api.server import longpoll, schemas
 from api.server.auth import bearer, hash_token
 from api.server.deps import Svc
-from scheduler.elastic.inplace import members
-from scheduler.elastic.launch import run_id_for
+from scheduler.elastic.inplace import launch
 from scheduler.statuses import ACTIVE
 from scheduler.store.models import AgentReportRow, JobRow, ProjectRow, ReplicaRow
 
@@ -124,7 +123,8 @@ def _answer_now(svc: Svc, replica_id: int, body: schemas.AgentPoll) -> schemas.A
         if replica is None or not _due(replica, body):
             return None
         assert replica.launch_generation is not None
-        if members(replica.job, replica.launch_generation)[0].id != replica.id or _port(session, replica):
+        master = launch(replica.job, replica.launch_generation).master
+        if master != replica.id or _port(session, master, replica.launch_generation):
             return _order(session, replica, body)
     with svc.db.write() as session:  # the master's first poll for this launch: record its port
         replica = session.get(ReplicaRow, replica_id)
@@ -143,9 +143,10 @@ def _due(replica: ReplicaRow, body: schemas.AgentPoll) -> bool:
     )
 
 
-def _port(session: Session, replica: ReplicaRow) -> int | None:
-    report = session.get(AgentReportRow, replica.id)
-    if report is None or report.port_generation != replica.launch_generation:
+def _port(session: Session, master: int, generation: int) -> int | None:
+    """The rendezvous port the master replica ``master`` offered for launch ``generation``, once known."""
+    report = session.get(AgentReportRow, master)
+    if report is None or report.port_generation != generation:
         return None
     return report.port
 
@@ -159,27 +160,26 @@ def _order(session: Session, replica: ReplicaRow, body: schemas.AgentPoll) -> sc
         return None
     generation = replica.launch_generation
     assert generation is not None
-    ranks = members(replica.job, generation)
-    master = ranks[0]
-    if master.id == replica.id and _port(session, master) is None:
+    current = launch(replica.job, generation)
+    if current.master == replica.id and _port(session, current.master, generation) is None:
         if body.port is None:
             raise HTTPException(
                 status.HTTP_422_UNPROCESSABLE_ENTITY,
                 "the master replica's agent must offer a rendezvous port ('port') in its poll",
             )
-        report = session.get(AgentReportRow, master.id)
+        report = session.get(AgentReportRow, current.master)
         if report is None:
             return None
         report.port, report.port_generation = body.port, generation
         longpoll.bump()
-    port = _port(session, master)
+    port = _port(session, current.master, generation)
     if port is None:
         return None
     return schemas.AgentOrder(
         action="launch",
         generation=generation,
-        world_size=len(ranks),
-        rank=ranks.index(replica),
+        world_size=current.size,
+        rank=current.rank_of(replica.id),
         rdzv_port=port,
-        run_id=run_id_for(replica.job.project.name, replica.job.name, generation),
+        run_id=current.run_id,
     )

@@ -1,7 +1,7 @@
 """torchrun's agent, played by a warm launcher for a fixed-size launch (docs/elastic-resize.md, "The agent").
 
 Contract: ``plan(args, env)`` takes torchrun's parsed arguments (its own parser, ``PET_*`` defaults applied)
-and the replica's environment, and returns a ``Launch`` when the launch is one this module runs exactly as
+and the replica's environment, and returns a ``NodeLaunch`` when the launch is one this module runs exactly as
 torchrun's agent would run it for the training script: a fixed size (``--nnodes=N`` or ``N:N``), an integer
 ``--nproc-per-node``, a ``host:port`` rendezvous endpoint, the replica's node rank (``TIDE_NODE_RANK``, set by
 Tide's pod agent to the replica's rank in an in-place launch; else its index, ``TIDE_REPLICA_INDEX``), and
@@ -46,7 +46,7 @@ _HELLO = "tide-launch"
 
 
 @dataclass(frozen=True, slots=True)
-class Launch:
+class NodeLaunch:
     """One replica's part of a fixed-size launch."""
 
     node_rank: int
@@ -77,7 +77,7 @@ def _unsupported(args: Namespace) -> str | None:
     return ", ".join(used) if used else None
 
 
-def plan(args: Namespace, env: Mapping[str, str]) -> Launch | str:
+def plan(args: Namespace, env: Mapping[str, str]) -> NodeLaunch | str:
     """The launch this module can run for torchrun's ``args``, or why not (see the module's contract)."""
     if env.get(OPT_OUT, "tide") == "torchrun":
         return f"{OPT_OUT}=torchrun"
@@ -97,14 +97,14 @@ def plan(args: Namespace, env: Mapping[str, str]) -> Launch | str:
     if not port.isdigit() or not host:
         return f"--rdzv-endpoint={args.rdzv_endpoint!r} is not host:port"
     timeout = args.shutdown_timeout if args.shutdown_timeout is not None else 30
-    return Launch(
+    return NodeLaunch(
         node_rank=int(index), nnodes=size, nproc=int(args.nproc_per_node), host=host.strip("[]"),
         port=int(port), run_id=str(args.rdzv_id), max_restarts=int(args.max_restarts),
         shutdown_timeout=float(timeout), role=str(args.role),
     )  # fmt: skip
 
 
-def worker_env(launch: Launch, local_rank: int, master_port: int) -> dict[str, str]:
+def worker_env(launch: NodeLaunch, local_rank: int, master_port: int) -> dict[str, str]:
     """What torchrun's agent adds to a worker's environment (``local_elastic_agent._start_workers``)."""
     rank = launch.node_rank * launch.nproc + local_rank
     world = launch.nnodes * launch.nproc
@@ -141,7 +141,7 @@ def _readline(conn: socket.socket) -> str:
     return data.decode(errors="replace").strip()
 
 
-def _host(launch: Launch) -> int:
+def _host(launch: NodeLaunch) -> int:
     """The master replica: wait for every other replica of the launch, then tell them the store's port."""
     peers: dict[int, socket.socket] = {}
     family = socket.AF_INET6 if ":" in launch.host else socket.AF_INET
@@ -167,7 +167,7 @@ def _host(launch: Launch) -> int:
     return master_port
 
 
-def _join(launch: Launch) -> int:
+def _join(launch: NodeLaunch) -> int:
     """A worker replica: join the master's rendezvous (retrying until it listens); the store's port."""
     while True:
         try:
@@ -184,7 +184,7 @@ def _join(launch: Launch) -> int:
     return int(reply[1])
 
 
-def rendezvous(launch: Launch) -> int:
+def rendezvous(launch: NodeLaunch) -> int:
     """Every replica of the launch is there: the port of the process group's store (on the master)."""
     if launch.nnodes == 1:
         return free_port(launch.host)
@@ -224,7 +224,7 @@ class _Workers:
                     os.kill(pid, signal.SIGKILL)
 
 
-def _fork(workers: _Workers, launch: Launch, master_port: int, entry: Callable[[int], None]) -> None:
+def _fork(workers: _Workers, launch: NodeLaunch, master_port: int, entry: Callable[[int], None]) -> None:
     for local_rank in range(launch.nproc):
         env = worker_env(launch, local_rank, master_port)
         pid = os.fork()
@@ -261,7 +261,7 @@ def _wait(workers: _Workers) -> int:
     return FAILED_EXIT if failed is not None else 0
 
 
-def run(launch: Launch, entry: Callable[[int], None], workers_file: str | None) -> int:
+def run(launch: NodeLaunch, entry: Callable[[int], None], workers_file: str | None) -> int:
     """Rendezvous, fork the workers, wait for them; the replica's exit code (see the module's contract)."""
     workers = _Workers(launch.shutdown_timeout)
     signal.signal(signal.SIGTERM, workers.on_signal)
