@@ -72,7 +72,7 @@ def serve_envvars() -> set[str]:
     command = typer.main.get_command(app)
     serve = command.commands["serve"]  # type: ignore[attr-defined]
     found = {p.envvar for p in serve.params if isinstance(p.envvar, str)}
-    return found | {"TIDE_ADMIN_TOKEN"}  # read by serve itself
+    return found | {"TIDE_ADMIN_TOKEN", "TIDE_METRICS_TOKEN"}  # read by serve itself
 
 
 @pytest.fixture(scope="module")
@@ -85,16 +85,28 @@ def quickstart() -> list[dict[str, Any]]:
     return render(K8S / "quickstart")
 
 
+@pytest.fixture(scope="module")
+def example() -> list[dict[str, Any]]:
+    return render(K8S / "overlays" / "example")
+
+
+def unhashed(name: str) -> str:
+    return re.sub(r"-[a-z0-9]{10}$", "", name)  # a generated ConfigMap's content hash
+
+
 def test_every_object_is_valid_kubernetes(
-    base: list[dict[str, Any]], quickstart: list[dict[str, Any]]
+    base: list[dict[str, Any]], quickstart: list[dict[str, Any]], example: list[dict[str, Any]]
 ) -> None:
-    example = yaml.safe_load((K8S / "secret.example.yaml").read_text())
-    for obj in [*base, *quickstart, example]:
+    secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())
+    for obj in [*base, *quickstart, *example, secret]:
         kubernetes_validate.validate(obj, SCHEMA, strict=True)
-    kinds = sorted((o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in base)
+    kinds = sorted(
+        (o["kind"], o["metadata"].get("namespace", ""), unhashed(o["metadata"]["name"])) for o in base
+    )
     assert kinds == [
         ("ClusterRole", "", "tide-read-nodes"),
         ("ClusterRoleBinding", "", "tide-read-nodes"),
+        ("ConfigMap", "tide", "tide"),
         ("Deployment", "tide", "tide"),
         ("Namespace", "", "tide"),
         ("Namespace", "", "tide-jobs"),
@@ -113,6 +125,9 @@ def test_every_object_is_valid_kubernetes(
         ("Service", "tide-postgres"),
         ("StatefulSet", "tide-postgres"),
     }
+    assert {unhashed(o["metadata"]["name"]) for o in example} == {
+        unhashed(o["metadata"]["name"]) for o in base
+    } | {"acme-tide", "acme-jobs"}  # the same objects; the two Namespaces renamed
 
 
 VERBS = {
@@ -186,22 +201,88 @@ def test_the_deployment_runs_the_kubernetes_executor_in_the_jobs_namespace(
     pod = by_kind(base, "Deployment")["tide"]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "tide" and pod["securityContext"]["runAsNonRoot"] is True
     container = pod["containers"][0]
-    env = {e["name"]: e for e in container["env"]}
-    assert set(env) <= serve_envvars()  # every variable is a real `tide serve` setting
-    assert env["TIDE_EXECUTOR"]["value"] == "kubernetes"
-    assert env["TIDE_NAMESPACE"]["value"] == by_kind(base, "Role")["tide-jobs"]["metadata"]["namespace"]
-    assert env["TIDE_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "tide", "key": "database-url"}
-    assert env["TIDE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "admin-token"
-    assert float(env["TIDE_GRACE_PERIOD"]["value"]) >= 35  # torchrun's shutdown timeout (30 s) + 5 s
+    raw = {e["name"]: e for e in container["env"]}
+    env = container_env(base, "tide")
+    assert set(env) | set(raw) <= serve_envvars()  # every variable is a real `tide serve` setting
+    assert env["TIDE_EXECUTOR"] == "kubernetes"
+    assert env["TIDE_NAMESPACE"] == by_kind(base, "Role")["tide-jobs"]["metadata"]["namespace"]
+    assert raw["TIDE_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "tide", "key": "database-url"}
+    assert raw["TIDE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "admin-token"
+    assert raw["TIDE_METRICS_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "metrics-token"
+    assert float(env["TIDE_GRACE_PERIOD"]) >= 35  # torchrun's shutdown timeout (30 s) + 5 s
     service = by_kind(base, "Service")["tide"]["metadata"]  # job pods' agents reach the service there
-    assert env["TIDE_AGENT_URL"]["value"] == f"http://{service['name']}.{service['namespace']}.svc"
+    assert env["TIDE_AGENT_URL"] == f"http://{service['name']}.{service['namespace']}.svc"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert env["TIDE_DATA_DIR"]["value"] in mounts and "/tmp" in mounts
+    assert env["TIDE_DATA_DIR"] in mounts and "/tmp" in mounts
     example = yaml.safe_load((K8S / "secret.example.yaml").read_text())
-    assert set(example["stringData"]) == {"database-url", "admin-token"}
+    assert set(example["stringData"]) == {"database-url", "admin-token", "metrics-token"}
+
+
+def wiring(objects: list[dict[str, Any]]) -> tuple[str, str]:
+    """The service's and the jobs' namespaces, once every reference between them is checked."""
+    deployment = by_kind(objects, "Deployment")["tide"]
+    service_ns = deployment["metadata"]["namespace"]
+    env = container_env(objects, "tide")
+    jobs_ns = env["TIDE_NAMESPACE"]
+    assert by_kind(objects, "ServiceAccount")["tide"]["metadata"]["namespace"] == service_ns
+    for name, obj in {**by_kind(objects, "Service"), **by_kind(objects, "ConfigMap")}.items():
+        assert obj["metadata"]["namespace"] == service_ns, name
+    for kind in ("Role", "RoleBinding"):
+        assert by_kind(objects, kind)["tide-jobs"]["metadata"]["namespace"] == jobs_ns
+    for kind, name in (("RoleBinding", "tide-jobs"), ("ClusterRoleBinding", "tide-read-nodes")):
+        assert by_kind(objects, kind)[name]["subjects"] == [
+            {"kind": "ServiceAccount", "name": "tide", "namespace": service_ns}
+        ]
+    assert env["TIDE_AGENT_URL"] == f"http://tide.{service_ns}.svc"
+    assert set(by_kind(objects, "Namespace")) == {service_ns, jobs_ns}
+    return service_ns, jobs_ns
+
+
+def test_the_namespaces_are_wired_in_every_kustomization(
+    base: list[dict[str, Any]], quickstart: list[dict[str, Any]], example: list[dict[str, Any]]
+) -> None:
+    assert wiring(base) == wiring(quickstart) == ("tide", "tide-jobs")
+    assert wiring(example) == ("acme-tide", "acme-jobs")
+    env = container_env(example, "tide")  # the overlay's settings merged over the base's
+    assert (env["TIDE_LOG_FORMAT"], env["TIDE_GRACE_PERIOD"], env["TIDE_EXECUTOR"]) == (
+        "json",
+        "60",
+        "kubernetes",
+    )
+    deployment = by_kind(example, "Deployment")["tide"]
+    assert deployment["spec"]["replicas"] == 2
+    assert workload_images(example) == {"tide": {"registry.example/tide-scheduler:0.1.0"}}
+
+
+def test_a_namespace_overlay_of_the_service_renders(tmp_path: Path) -> None:
+    """`namespace:` over base/ renames its one Namespace (two used to collide: "ID conflict")."""
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"namespace": "acme", "resources": [os.path.relpath(K8S / "base", tmp_path)]})
+    )
+    objects = render(tmp_path)
+    assert set(by_kind(objects, "Namespace")) == {"acme"}
+    assert {
+        o["metadata"]["namespace"]
+        for o in objects
+        if o["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")
+    } == {"acme"}
+
+
+def test_every_setting_is_documented(example: list[dict[str, Any]]) -> None:
+    docs = (ROOT / "docs" / "kubernetes.md").read_text()
+    section = docs.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(TIDE_\w+)` \|", section, re.MULTILINE))
+    keys = set(by_kind(example, "ConfigMap")[next(iter(by_kind(example, "ConfigMap")))]["data"])
+    assert keys == documented  # the example overlay sets every knob the table lists
+    elsewhere = {"TIDE_HOST", "TIDE_PORT", "TIDE_DATA_DIR", "TIDE_DATABASE_URL", "TIDE_ADMIN_TOKEN"}
+    elsewhere |= {"TIDE_METRICS_TOKEN", "TIDE_KUBECONFIG", "TIDE_NODES", "TIDE_GPUS_PER_NODE"}
+    elsewhere |= {"TIDE_NODES_PER_DOMAIN"}
+    assert serve_envvars() == documented | elsewhere
+    for name in elsewhere:
+        assert f"`{name}`" in section, name
 
 
 def test_prometheus_scrapes_every_pod_where_the_docs_say(base: list[dict[str, Any]]) -> None:
@@ -374,7 +455,7 @@ def test_the_image_set_as_documented_reaches_every_tide_workload(tmp_path: Path)
 
 
 def container_env(objects: list[dict[str, Any]], deployment: str) -> dict[str, str]:
-    """The environment Kubernetes gives the Deployment's container: ConfigMaps, Secrets (the rendered ones),
+    """The environment Kubernetes gives the Deployment's container: ConfigMaps, Secrets (those rendered),
     the Downward API's namespace, ``$(VAR)`` expanded."""
     workload = by_kind(objects, "Deployment")[deployment]
     container = workload["spec"]["template"]["spec"]["containers"][0]
@@ -393,6 +474,8 @@ def container_env(objects: list[dict[str, Any]], deployment: str) -> dict[str, s
             env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], item["value"])
         elif "secretKeyRef" in ref:
             key = ref["secretKeyRef"]
+            if key["name"] not in data:
+                continue  # a Secret the kustomization expects rather than makes (base/)
             if key["key"] in data[key["name"]] or not key.get("optional"):
                 env[item["name"]] = data[key["name"]][key["key"]]
         else:
