@@ -214,6 +214,8 @@ def test_the_deployment_runs_the_kubernetes_executor_in_the_jobs_namespace(
     assert env["TIDE_AGENT_URL"] == f"http://{service['name']}.{service['namespace']}.svc"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    startup = container["startupProbe"]  # a pod waiting for its database is not killed meanwhile
+    assert startup["periodSeconds"] * startup["failureThreshold"] > float(env["TIDE_DATABASE_WAIT"]) + 30
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert env["TIDE_DATA_DIR"] in mounts and "/tmp" in mounts
