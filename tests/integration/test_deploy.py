@@ -1,6 +1,6 @@
 """deploy/: the Kubernetes manifests, the service image and docker-compose.yml, checked offline.
 
-The manifests are rendered with ``kubectl kustomize`` (kubectl 1.21 or later; in CI a missing kubectl is a
+The manifests are rendered with ``kubectl kustomize`` (kubectl 1.24 or later; in CI a missing kubectl is a
 failure, not a skip) and every object is validated against the Kubernetes 1.30 JSON schema, strictly
 (``kubernetes-validate``). Then what the objects say is checked: RBAC grants exactly the API calls of
 ``scheduler/executors/``, the Deployment's environment names real ``tide serve`` settings and reads the
@@ -47,11 +47,11 @@ SCHEMA = "1.30"
 
 
 def kubectl() -> str:
-    """kubectl 1.21 or later (kustomize v4+: directories under ``resources:``); Debian's ``kubernetes-client``
-    (1.20, kustomize v2.0.3) is too old for the manifests."""
+    """kubectl 1.24 or later (kustomize v4.5+: directories under ``resources:``, components, replacements);
+    Debian's ``kubernetes-client`` (1.20, kustomize v2.0.3) is too old for the manifests."""
     found = shutil.which("kubectl")
     if found is None:
-        message = "kubectl (1.21 or later) is not installed: it renders the kustomizations"
+        message = "kubectl (1.24 or later) is not installed: it renders the kustomizations"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
