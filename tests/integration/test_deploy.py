@@ -560,8 +560,14 @@ def quick_start_env(
         TIDE_DATA_DIR=str(data),
         TIDE_KUBECONFIG=str(cluster.kubeconfig(tmp_path / "kubeconfig")),
     )
-    outside = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "KUBE"))}
-    return outside | env | {"XDG_CONFIG_HOME": str(tmp_path / "config")}, data
+    return outside(tmp_path / "service") | env, data
+
+
+def outside(home: Path) -> dict[str, str]:
+    """This process's environment without Tide's or Kubernetes' variables, its config and data under
+    ``home``: a `tide` command finds no server or token but what it is given and saves."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "KUBE", "XDG_"))}
+    return kept | {"XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data")}
 
 
 def create_the_quick_start_database(pg: PrivateServer, url: str) -> None:
@@ -622,7 +628,7 @@ def test_the_quick_start_as_written(
             argv = shlex.split(line.replace("http://127.0.0.1:8000", url).replace("TOKEN", token))
             result = subprocess.run(
                 [sys.executable, "-m", "api.client.cli.main", *argv[1:]],
-                env=env,
+                env=outside(tmp_path / "user"),  # the user's machine: what `tide login` saves, nothing else
                 capture_output=True,
                 text=True,
                 timeout=60,
