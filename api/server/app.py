@@ -65,7 +65,7 @@ def build_services(
     settings: Settings, metrics: Metrics, version: StateVersion, executor: Executor | None = None
 ) -> tuple[Services, AbstractAsyncContextManager[None]]:
     """The service's parts, and what runs the engine while the service serves."""
-    db = Database(settings.resolved_database_url())
+    db = Database(settings.resolved_database_url(), pool=settings.database_pool)
     upgrade(db)  # before an engine process starts: it never migrates
     token, _ = admin_token(settings)
     engine: Engine | EngineLink

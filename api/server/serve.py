@@ -5,7 +5,8 @@ process of its own (``api.server.engine.host``) that dies with it; SIGTERM or SI
 
 Contract: every flag has a ``TIDE_*`` environment equivalent (flag wins). With ``--executor kubernetes`` it
 reaches the cluster before serving (a bad kubeconfig or an unreachable API is exit 2 with the reason) and
-the banner says where the jobs go; flags of one executor given to the other are refused. On start it prints where the API
+the banner says where the jobs go; flags of one executor given to the other are refused. A database that does
+not answer yet is retried for ``--database-wait`` seconds, a line per try, then exit 2. On start it prints where the API
 and its docs are, the data directory, the database, and the admin token when it was just generated (later
 starts say where it is stored). It writes ``DATA/server.json`` (the URL) so the CLI on this machine finds
 the server and its token without flags. ``--log-format json`` writes one JSON object per log line
@@ -18,8 +19,10 @@ the admin token or ``TIDE_METRICS_TOKEN`` is shorter than 32 characters (docs/se
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import json
 import os
+import time
 
 import typer
 import uvicorn
@@ -39,6 +42,7 @@ from scheduler.store.db import Database
 from scheduler.store.migrate import SchemaTooNewError, check_not_newer
 
 MIN_TOKEN_BEYOND_LOOPBACK = 32
+DATABASE_RETRY_S = 2.0  # between tries to reach a database that does not answer yet
 
 
 def _banner(settings: Settings, token: str, created: bool) -> str:
@@ -192,15 +196,38 @@ def _connect_kubernetes(executor: Executor) -> str:
 
 
 def _refuse_newer_schema(settings: Settings) -> None:
+    """Reach the database, waiting up to ``--database-wait`` for it, and refuse a schema of a newer Tide."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     db = Database(settings.resolved_database_url())
     try:
-        check_not_newer(db)
+        _wait_for_database(db, 0 if db.is_sqlite else settings.database_wait)  # a file: nothing to wait for
     except SchemaTooNewError as error:
         typer.echo(f"tide: {error}", err=True)
         raise typer.Exit(2) from error
-    except OperationalError as error:
-        typer.echo(f"tide: cannot reach the database: {error.orig}", err=True)
-        raise typer.Exit(2) from error
     finally:
         db.dispose()
+
+
+def _wait_for_database(db: Database, wait: float) -> None:
+    """A database that does not answer yet (started at the same time as Tide) is retried, with a line per
+    try, until ``wait`` seconds have passed: then exit 2 with the reason."""
+    deadline = time.monotonic() + wait
+    for attempt in itertools.count(1):
+        try:
+            check_not_newer(db)
+            return
+        except OperationalError as error:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                typer.echo(
+                    f"tide: cannot reach the database (waited {wait:g} s, --database-wait): {error.orig}",
+                    err=True,
+                )
+                raise typer.Exit(2) from error
+            pause = min(DATABASE_RETRY_S, left)
+            typer.echo(
+                f"tide: the database does not answer yet (try {attempt}; again in {pause:.1f} s, giving up "
+                f"after {wait:g} s): {error.orig}",
+                err=True,
+            )
+            time.sleep(pause)

@@ -51,6 +51,21 @@ class ServeOptions:
     database_url: str | None = field(
         default=None, metadata=option("postgresql://... (default: SQLite in the data dir).")
     )
+    database_pool: int = field(
+        default=10,
+        metadata=option(
+            "Most PostgreSQL connections each of the service's two processes opens (a pod: twice this).",
+            least=1,
+        ),
+    )
+    database_wait: float = field(
+        default=60.0,
+        metadata=option(
+            "Seconds to wait at start for a database that does not answer yet (it may start after Tide), "
+            "retrying, before giving up.",
+            least=0,
+        ),
+    )
     data_dir: Path | None = field(
         default=None, metadata=option("State, logs, admin token (default ~/.local/share/tide).")
     )

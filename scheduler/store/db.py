@@ -1,6 +1,6 @@
 """Engines and sessions for SQLite (embedded default) and PostgreSQL, created on demand, never at import.
 
-Contract: ``Database(url)`` opens a pool; ``read()`` and ``write()`` are session context managers; a write
+Contract: ``Database(url, pool=N)`` opens a pool of at most N PostgreSQL connections (``POOL_CONNECTIONS``); ``read()`` and ``write()`` are session context managers; a write
 commits on success and rolls back on error. Write transactions run one at a time, so a scheduling cycle
 never interleaves with an API change: on SQLite they begin with ``BEGIN IMMEDIATE`` on their own engine (WAL
 mode lets readers run beside them), on PostgreSQL they take a transaction-level advisory lock first (keyed
@@ -27,6 +27,9 @@ from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 5
+# PostgreSQL connections a Database opens at most (its pool). ``tide serve`` runs two processes, each with a
+# Database, so a pod opens at most twice this: 2 pods, 40, inside PostgreSQL's default max_connections (100).
+POOL_CONNECTIONS = 10
 # Writers are serialised on PostgreSQL as SQLite does it, so a cycle never races an API write.
 WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('tide-write:' || current_schema()))"
 
@@ -70,7 +73,7 @@ def _sqlite_engine(url: URL, *, immediate: bool) -> Engine:
 class Database:
     """A database reached by URL; cheap to keep, ``dispose()`` closes its pools."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool: int = POOL_CONNECTIONS) -> None:
         self.url = normalize_url(url)
         if self.is_sqlite:
             self.engine = _sqlite_engine(self.url, immediate=False)
@@ -79,7 +82,7 @@ class Database:
             # a database that cannot be reached fails a connection within seconds (then 503), never hangs
             timeout = {} if "connect_timeout" in self.url.query else {"connect_timeout": CONNECT_TIMEOUT_S}
             self.engine = create_engine(
-                self.url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=timeout
+                self.url, pool_pre_ping=True, pool_size=pool, max_overflow=0, connect_args=timeout
             )
             self.write_engine = self.engine
         # A read is one snapshot: a cycle's commit never shows half in a read of several statements (a

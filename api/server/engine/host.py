@@ -78,7 +78,9 @@ class Host:
         self.sock = sock
         self.send = Sender(sock)
         self.registry = CollectorRegistry()
-        self.db = Database(settings.resolved_database_url())  # the API process migrated it
+        self.db = Database(
+            settings.resolved_database_url(), pool=settings.database_pool
+        )  # migrated by the API
         self.executor = build_executor(settings)
         self.ready = False
         self.engine = Engine(
