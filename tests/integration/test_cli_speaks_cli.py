@@ -5,13 +5,24 @@ project, and the small things a new user trips on (docs/cli.md), through the rea
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from servicekit import wait_for
-from test_cli_commands import _seed, bridge, runner, tide  # noqa: F401 - bridge is a fixture
+from servicekit import ADMIN, wait_for
+from test_cli_commands import _seed, cli_bridge, runner, tide
 
+from api.client.cli import jobs
 from api.client.cli.main import app
+from api.server.testing import ASGIBridge, local_client
+
+
+@pytest.fixture
+def bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ASGIBridge]:
+    with cli_bridge(tmp_path, monkeypatch) as bridge:
+        yield bridge
+
 
 MANIFEST = """\
 apiVersion: kubeflow.org/v1
@@ -180,3 +191,31 @@ def test_describe_quotes_the_command_as_a_shell_would() -> None:
     wait_for(lambda: "loop" in tide("list").output, what="loop to be listed")
     described = tide("describe", "job", "loop")
     assert "Command:    sh -c 'for i in 1 2 3; do echo $i; done' '[x]'" in described.output
+
+
+def test_logs_follow_waits_for_a_pending_job_to_start(
+    bridge: ASGIBridge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _seed()
+    client = local_client(bridge, ADMIN)
+    run = ("submit-dist", "pytorch", "-p", "team-a", "--interactive")
+    tide(*run, "--name", "hog", "-g", "2", "--", "sleep", "100")  # all of its quota
+    wait_for(lambda: client.job("team-a", "hog").status == "running", what="hog to run")
+    tide(*run, "--name", "next", "--", "sleep", "100")
+    naps: list[float] = []
+
+    def nap(_: float) -> None:  # first the hog makes room, then the job followed ends
+        naps.append(_)
+        if len(naps) == 1:
+            client.delete_job("team-a", "hog")
+            wait_for(lambda: client.job("team-a", "next").status == "running", what="next to run")
+        else:
+            client.delete_job("team-a", "next")
+
+    monkeypatch.setattr(jobs, "time", SimpleNamespace(sleep=nap))
+    followed = tide("logs", "next", "--follow")
+    assert followed.exit_code == 0, followed.output
+    assert (
+        "Job team-a/next is pending: " in followed.output and "Waiting for it to start..." in followed.output
+    )
+    assert "replica 0 of team-a/next" in followed.output
