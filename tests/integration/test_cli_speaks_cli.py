@@ -105,6 +105,18 @@ def test_errors_name_the_flags_typed_not_the_apis_fields() -> None:
     assert sizes.exit_code == 2
     assert "--workers 5 starts 6 replicas (the master and 5 workers), above --max-replicas 2" in sizes.output
     assert "min_replicas" not in sizes.output
+    below = tide(*submit, "--workers", "0", "--min-replicas", "2", "--", "true")
+    assert (
+        below.exit_code == 2
+        and "--workers 0 starts 1 replica (the master alone), below --min-replicas 2" in below.output
+    )
+    year = tide(*submit, "--expected-duration", "400d", "--", "true")
+    assert year.exit_code == 2 and "tide: --expected-duration 400d: at most a year (365d)" in year.output
+    name = tide(
+        "submit-dist", "pytorch", "--name", "Bad", "-p", "team-a", "--priority", "9999999", "--", "true"
+    )
+    assert "tide: --name: 'Bad' is not a valid name" in name.output
+    assert "; --priority 9999999: must be at most 1000000" in name.output
     bounds = tide(*submit, "--min-replicas", "3", "--max-replicas", "2", "--", "true")
     assert bounds.exit_code == 2 and "--min-replicas (3) is above --max-replicas (2)" in bounds.output
     runtime = tide("project", "create", "team-c", "--min-runtime", "45d")

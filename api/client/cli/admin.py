@@ -56,7 +56,6 @@ def _min_runtime(text: str | None, *, inherit: bool = False) -> float | None:
 def _flags(
     kind: str,
     *,
-    name: str | None = None,
     min_runtime: str | None = None,
     notice: str | None = None,
     **typed: object,
@@ -64,7 +63,7 @@ def _flags(
     """Where a project's or department's body fields came from (``kind``: project or department), so that
     the server's refusals name the flags: ``--min-runtime 45d: must be at most 30d``."""
     flags = {
-        "name": Typed(f"the {kind} name", name),
+        "name": Typed(f"the {kind} name"),
         "min_runtime_seconds": Typed("--min-runtime", min_runtime, seconds=True),
         "preemption_notice_seconds": Typed("--preemption-notice", notice, seconds=True),
     }
@@ -150,7 +149,7 @@ def project_create(
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
     flags = _flags(
-        "project", name=name, min_runtime=min_runtime, notice=preemption_notice,
+        "project", min_runtime=min_runtime, notice=preemption_notice,
         deserved=deserved, weight=weight, limit=limit, department=department,
     )  # fmt: skip
     with context.session(url, token, flags) as client:
@@ -272,7 +271,7 @@ def department_create(
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
     flags = _flags(
-        "department", name=name, min_runtime=min_runtime, notice=preemption_notice,
+        "department", min_runtime=min_runtime, notice=preemption_notice,
         deserved=deserved, weight=weight, limit=limit,
     )  # fmt: skip
     with context.session(url, token, flags) as client:

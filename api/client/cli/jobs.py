@@ -124,10 +124,7 @@ def submit_pytorch(
         except ValueError as error:
             context.fail(str(error), target.EXIT_BAD_INPUT)
     if expected_duration is not None:
-        try:
-            body["expected_duration"] = parse_duration(expected_duration)
-        except ValueError as error:
-            context.fail(f"--expected-duration: {error}", target.EXIT_BAD_INPUT)
+        body["expected_duration"] = _expected(expected_duration)
     _replicas_fit(workers, min_replicas, max_replicas)
     flags = _submit_flags(body, args, expected_duration, allowed_replicas)
     with context.session(url, token, flags) as client:
@@ -153,10 +150,8 @@ def _submit_flags(
     body: dict[str, object], args: list[str], expected: str | None, allowed: str | None
 ) -> dict[str, Typed]:
     """Where each field of a submit's body came from: the flag, and the value as typed."""
-    flags = {
-        field: Typed(flag, str(body[field]) if field in body else None)
-        for field, flag in _SUBMIT_FLAGS.items()
-    }
+    shown = {field: str(value) for field, value in body.items() if field != "name"}  # a name is quoted anyway
+    flags = {field: Typed(flag, shown.get(field)) for field, flag in _SUBMIT_FLAGS.items()}
     flags["env"] = Typed("-e/--environment")
     flags["command"] = Typed(f"the command after -- ({shlex.join(args)})")
     flags["expected_duration"] = Typed("--expected-duration", expected, seconds=True)
@@ -164,15 +159,31 @@ def _submit_flags(
     return flags
 
 
+YEAR_SECONDS = 365 * 86_400  # the longest --expected-duration the API takes
+
+
+def _expected(text: str) -> float:
+    """Seconds from ``--expected-duration``; exits 2 for a value that is not a duration, or above a year."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as error:
+        context.fail(f"--expected-duration: {error}", target.EXIT_BAD_INPUT)
+    if seconds > YEAR_SECONDS:
+        context.fail(f"--expected-duration {text}: at most a year (365d)", target.EXIT_BAD_INPUT)
+    return seconds
+
+
 def _replicas_fit(workers: int | None, low: int | None, high: int | None) -> None:
-    """Exits 2 when ``--workers`` starts more replicas than ``--max-replicas`` allows (the minimum defaults
-    to the replicas it starts with, so the API would say ``min_replicas`` is above ``max_replicas``)."""
-    if workers is not None and workers >= 0 and low is None and high is not None and workers + 1 > high:
-        context.fail(
-            f"--workers {workers} starts {workers + 1} replicas (the master and {workers} workers), above "
-            f"--max-replicas {high}: lower --workers, or raise --max-replicas",
-            target.EXIT_BAD_INPUT,
-        )
+    """Exits 2 when ``--workers`` starts more replicas than ``--max-replicas`` allows, or fewer than
+    ``--min-replicas`` (said in flags: the API would name ``min_replicas`` the person never typed)."""
+    if workers is None or workers < 0:
+        return  # the API's bounds say what is wrong with a negative count
+    who = f"the master and {workers} worker{'s' if workers > 1 else ''}" if workers else "the master alone"
+    starts = f"--workers {workers} starts {workers + 1} replica{'s' if workers else ''} ({who})"
+    if high is not None and workers + 1 > high:
+        context.fail(f"{starts}, above --max-replicas {high}: lower --workers, or raise --max-replicas", 2)
+    if low is not None and workers + 1 < low:
+        context.fail(f"{starts}, below --min-replicas {low}: raise --workers, or lower --min-replicas", 2)
 
 
 def report_submitted(job: JobPublic, wait: float, url: str | None, token: str | None) -> None:
