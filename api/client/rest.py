@@ -2,7 +2,7 @@
 
 Contract: methods map one to one onto endpoints and return ``api.client.client_types`` answers (plain dataclasses
 with the fields of ``api.server.schemas``' models); a non-2xx answer raises ``TideAPIError`` carrying the status
-and the server's message; a 2xx answer that is not what the API documents raises ``ValueError``. Bodies
+and the server's message (and a 422's problems one by one, each with the field it names); a 2xx answer that is not what the API documents raises ``ValueError``. Bodies
 are plain mappings (the JSON the API documents). Pass ``http`` to reuse a client (e.g. one
 over ``api.server.testing.ASGIBridge``); otherwise one is built for ``base_url``, which may be the server's root
 or its API root as ``tide serve`` prints it (``.../api/v1``, see ``api.shared.paths.api_root``).

@@ -2,8 +2,9 @@
 ``delete job``.
 
 Contract: each talks to the service over HTTP (``api.client.cli.context.session``); reads take ``--json``. A job is
-found by name in ``-p PROJECT`` (else the default project, else any project); an unknown name exits 3 and
-suggests close names.
+found by name in ``-p PROJECT`` (else the default project, else any project the token reads); an unknown
+name exits 3 and suggests close names, a name in several other projects exits 2 and names them. A 422 names
+the flags the person typed (``api.client.cli.flag_words``).
 """
 
 from __future__ import annotations
