@@ -2,7 +2,7 @@
 
 Contract: methods map one to one onto endpoints and return ``api.client.client_types`` answers (plain dataclasses
 with the fields of ``api.server.schemas``' models); a non-2xx answer raises ``TideAPIError`` carrying the status
-and the server's message; a 2xx answer that is not what the API documents raises ``ValueError``. Bodies
+and the server's message (and a 422's problems one by one, each with the field it names); a 2xx answer that is not what the API documents raises ``ValueError``. Bodies
 are plain mappings (the JSON the API documents). Pass ``http`` to reuse a client (e.g. one
 over ``api.server.testing.ASGIBridge``); otherwise one is built for ``base_url``, which may be the server's root
 or its API root as ``tide serve`` prints it (``.../api/v1``, see ``api.shared.paths.api_root``).
@@ -39,12 +39,14 @@ Body = Mapping[str, Any]
 
 
 class TideAPIError(Exception):
-    """The server answered with an error; ``detail`` is its message."""
+    """The server answered with an error; ``detail`` is its message, ``errors`` a 422's problems one by one
+    (each with its ``loc`` and ``msg``, as the API sends them; empty for other errors)."""
 
-    def __init__(self, status_code: int, detail: str) -> None:
+    def __init__(self, status_code: int, detail: str, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(f"{status_code}: {detail}")
         self.status_code = status_code
         self.detail = detail
+        self.errors = errors or []
 
 
 def warning_text(header: str) -> str:
@@ -59,6 +61,17 @@ def warning_text(header: str) -> str:
             text.append(ch)
         escaped = not escaped and ch == "\\"
     return "".join(text)
+
+
+def _error(response: httpx.Response) -> TideAPIError:
+    try:
+        answer = response.json()
+        detail = str(answer.get("detail", response.text))
+    except (ValueError, AttributeError):
+        return TideAPIError(response.status_code, response.text)
+    errors = answer.get("errors")
+    listed = [e for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
+    return TideAPIError(response.status_code, detail, listed)
 
 
 class TideClient:
@@ -96,11 +109,7 @@ class TideClient:
         kwargs.setdefault("headers", self.headers)
         response = self.http.request(method, self.prefix + path, **kwargs)
         if response.status_code >= 400:
-            try:
-                detail = str(response.json().get("detail", response.text))
-            except (ValueError, AttributeError):
-                detail = response.text
-            raise TideAPIError(response.status_code, detail)
+            raise _error(response)
         return response
 
     def _get(self, answer: type[Answer], path: str, **kwargs: Any) -> Answer:
@@ -226,6 +235,10 @@ class TideClient:
 
     def tokens(self, project: str) -> list[TokenPublic]:
         return self._list(TokenPublic, f"/projects/{project}/tokens")
+
+    def delete_token(self, project: str, token_id: int) -> None:
+        """Revoke a project token: requests with it are refused (401) from then on."""
+        self.request("DELETE", f"/projects/{project}/tokens/{token_id}")
 
     def health(self) -> Health:
         return self._get(Health, "/healthz")

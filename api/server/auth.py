@@ -33,6 +33,7 @@ PROJECT_TOKEN_PREFIX = "tide_p_"
 class Principal:
     is_admin: bool
     project: str | None = None
+    token: str | None = None  # a project token's name and ID, for what it did: "'ci' (ID 3)"
 
 
 def hash_token(token: str) -> str:
@@ -85,7 +86,9 @@ def project_principal(token: str, session: Session) -> Principal:
     if row is None:
         raise _unauthorized("invalid token: check TIDE_TOKEN, or ask an admin for a project token")
     project = session.get(ProjectRow, row.project_id)
-    return Principal(is_admin=False, project=project.name if project else None)
+    return Principal(
+        is_admin=False, project=project.name if project else None, token=f"{row.name!r} (ID {row.id})"
+    )
 
 
 def require_admin(principal: Principal) -> None:

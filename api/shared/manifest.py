@@ -11,10 +11,15 @@ huge).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
+DNS_LABEL = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+)  # the API's names (api.server.schemas: a test checks)
 
 
 class ManifestUnreadable(ValueError):
@@ -92,6 +97,19 @@ class FieldReader:
             )
             return None
         return value
+
+    def label(self, value: Any, path: str) -> str | None:
+        """A name the API takes (a DNS-1123 label), refused here so that it is listed with every other
+        problem rather than found alone once they are fixed."""
+        name = self.string(value, path)
+        if name is not None and (len(name) > 63 or not DNS_LABEL.match(name)):
+            self.refuse(
+                path,
+                f"{show(name)} is not a valid name: use at most 63 lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit (a DNS-1123 label), e.g. 'train-resnet'",
+            )
+            return None
+        return name
 
     def strings(self, value: Any, path: str) -> list[str]:
         if value is None:

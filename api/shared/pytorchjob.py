@@ -119,7 +119,7 @@ def _metadata(read: FieldReader, result: Translation, value: Any, project: str) 
     if "name" not in metadata and "generateName" in metadata:
         read.refuse("metadata.name", "required: Tide needs a name (generateName is not supported)")
         return
-    name = read.string(metadata.get("name"), "metadata.name")
+    name = read.label(metadata.get("name"), "metadata.name")
     if name is not None:
         result.body["name"], result.origin["name"] = name, "metadata.name"
     namespace = metadata.get("namespace")
@@ -272,9 +272,9 @@ def _same_everywhere(read: FieldReader, roles: dict[str, _Replica]) -> None:
     if master is None or worker is None or not worker.paths:
         return
     checks: list[tuple[str, Callable[[_Replica], object], str]] = [
-        ("image", lambda r: r.image, "image"),
-        ("command", lambda r: r.command, "command and args"),
-        ("env", lambda r: r.env, "env"),
+        ("image", lambda r: r.image, "image differs"),
+        ("command", lambda r: r.command, "command and args differ"),
+        ("env", lambda r: r.env, "env differs"),
         ("gpus_per_replica", lambda r: r.gpus or 1, f"{GPU} limit"),
     ]
     for key, get, what in checks:
@@ -282,7 +282,7 @@ def _same_everywhere(read: FieldReader, roles: dict[str, _Replica]) -> None:
             shown = (
                 f"Master asks for {get(master)} GPU(s) and Worker for {get(worker)}"
                 if key == "gpus_per_replica"
-                else f"Master's {what} differ from Worker's"
+                else f"Master's {what} from Worker's"
             )
             read.refuse(worker.paths[key], f"{shown}; Tide runs every replica alike: make them the same")
 

@@ -165,7 +165,7 @@ def test_a_job_allowed_powers_of_two_runs_at_two_of_three_free_gpus_and_says_so(
     assert "allowed sizes 1, 2, 4" in described.output  # why it does not take the third free GPU
     odd = tide("submit-dist", "pytorch", "--name", "odd", "-p", "team-a", "--min-replicas", "2", "--max-replicas",
                "7", "--allowed-replicas", "step:2", "--", "true")  # fmt: skip
-    assert odd.exit_code == 2 and "max_replicas (7) is not" in odd.output and "2, 4, 6" in odd.output
+    assert odd.exit_code == 2 and "--max-replicas (7) is not" in odd.output and "2, 4, 6" in odd.output
     typo = tide(
         "submit-dist", "pytorch", "--name", "x", "-p", "team-a", "--allowed-replicas", "1,two", "--", "true"
     )

@@ -78,6 +78,7 @@ def full_path(*args: str) -> Outcome:
         ["list", "--json", "--offset", "3"],
         ["list", "--json", "--limit", "0", "--offset", "10"],  # nothing left
         ["list", "--json", "-p", "team-a", "-p", "team-b"],  # the last one wins, as in typer
+        ["list", "--json", "--status", "running", "--status=running"],  # one status, given twice
         ["version"],
     ],
 )
@@ -107,6 +108,7 @@ def test_the_jobs_it_prints_are_the_servers(env: RunningService, capsys: pytest.
         ["list"],  # a table: rich's
         ["list", "--help"],
         ["list", "--json", "--status", "sleeping"],
+        ["list", "--json", "--status", "running", "--status", "pending"],  # the full CLI refuses two
         ["list", "--json", "--limit", "-1"],
         ["list", "--json", "--limit", "10001"],
         ["list", "--json", "--limit", "many"],

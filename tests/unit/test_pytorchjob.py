@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from api.shared import manifest as manifest_module
 from api.shared.manifest import ManifestRefused, ManifestUnreadable, read_manifest
 from api.shared.pytorchjob import translate
 
@@ -79,6 +80,39 @@ def test_different_gpus_for_master_and_worker_are_refused_at_the_workers_limit()
         f"{WORKER_CONTAINER}.resources.limits[nvidia.com/gpu]: Master asks for 1 GPU(s) and Worker for 2; "
         "Tide runs every replica alike: make them the same"
     ]
+
+
+def test_a_master_whose_image_or_command_is_not_the_workers_is_refused_in_plain_english() -> None:
+    def change(data: dict[str, Any]) -> None:
+        container(data, "Master").update(image="registry.example.org/other:1")
+        container(data, "Master")["command"] = ["python", "other.py"]
+        container(data, "Master").pop("args", None)
+
+    problems = refused(manifest("elastic-resnet", change))
+    assert (
+        f"{WORKER_CONTAINER}.image: Master's image differs from Worker's; Tide runs every replica alike: "
+        "make them the same" in problems
+    )
+    assert any("Master's command and args differ from Worker's" in problem for problem in problems)
+
+
+def test_an_invalid_name_is_listed_with_every_other_problem() -> None:
+    def change(data: dict[str, Any]) -> None:
+        data["metadata"]["name"] = "Bad_Name"
+        container(data).update(workingDir="/workspace")
+
+    problems = refused(manifest("elastic-resnet", change))
+    assert problems[0].startswith("metadata.name: 'Bad_Name' is not a valid name: use at most 63 lowercase")
+    assert any(problem.startswith(f"{WORKER_CONTAINER}.workingDir") for problem in problems)
+    assert refused(manifest("elastic-resnet", lambda d: d["metadata"].update(name="x" * 64)))[0].startswith(
+        "metadata.name: 'xxx"
+    )
+
+
+def test_manifest_names_follow_the_apis_rule_for_names() -> None:
+    from api.server.schemas import DNS_LABEL  # noqa: PLC0415 - the server's rule, only to compare
+
+    assert manifest_module.DNS_LABEL.pattern == DNS_LABEL.pattern
 
 
 @pytest.mark.parametrize(

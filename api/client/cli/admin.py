@@ -1,4 +1,4 @@
-"""Admin and cluster commands: ``project``, ``department``, ``cluster``, ``events``, ``token create``.
+"""Admin and cluster commands: ``project``, ``department``, ``cluster``, ``events``, ``token create|list|delete``.
 
 Contract: HTTP only (``api.client.cli.context.session``); every read takes ``--json``; tables fit 80 columns.
 """
@@ -13,9 +13,10 @@ import typer
 
 from api.client.cli import context, notice_flag, target
 from api.client.cli.eta_words import parse_duration, span
+from api.client.cli.flag_words import Typed
 from api.client.cli.jobs import Json, Token, Url
 from api.client.cli.nodes import node_table
-from api.client.client_types import EventPublic, NodePublic, ProjectPublic
+from api.client.client_types import EventPublic, NodePublic, ProjectPublic, TokenPublic
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -52,13 +53,34 @@ def _min_runtime(text: str | None, *, inherit: bool = False) -> float | None:
         context.fail(f"--min-runtime {e}", target.EXIT_BAD_INPUT)
 
 
+def _flags(
+    kind: str,
+    *,
+    min_runtime: str | None = None,
+    notice: str | None = None,
+    **typed: object,
+) -> dict[str, Typed]:
+    """Where a project's or department's body fields came from (``kind``: project or department), so that
+    the server's refusals name the flags: ``--min-runtime 45d: must be at most 30d``."""
+    flags = {
+        "name": Typed(f"the {kind} name"),
+        "min_runtime_seconds": Typed("--min-runtime", min_runtime, seconds=True),
+        "preemption_notice_seconds": Typed("--preemption-notice", notice, seconds=True),
+    }
+    for key, value in typed.items():
+        flags[FIELDS.get(key, key)] = Typed(f"--{key}", None if value is None else str(value))
+    return flags
+
+
 def _runtime_words(seconds: float | None) -> str:
     return "-" if not seconds else span(seconds)
 
 
+FIELDS = {"weight": "over_quota_weight", "limit": "limit_gpus", "deserved": "deserved_gpus"}  # flag -> field
+
+
 def _body(**values: object) -> dict[str, object]:
-    names = {"weight": "over_quota_weight", "limit": "limit_gpus", "deserved": "deserved_gpus"}
-    return {names.get(key, key): value for key, value in values.items() if value is not None}
+    return {FIELDS.get(key, key): value for key, value in values.items() if value is not None}
 
 
 def _projects_table(projects: list[ProjectPublic]) -> Table:
@@ -126,7 +148,11 @@ def project_create(
     body = _body(name=name, deserved=deserved, weight=weight, limit=limit, department=department)
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
-    with context.session(url, token) as client:
+    flags = _flags(
+        "project", min_runtime=min_runtime, notice=preemption_notice,
+        deserved=deserved, weight=weight, limit=limit, department=department,
+    )  # fmt: skip
+    with context.session(url, token, flags) as client:
         p = client.create_project(body)
     typer.echo(
         f"Created project {p.name}: deserved {p.deserved_gpus} GPU(s), weight {p.over_quota_weight}"
@@ -167,7 +193,11 @@ def project_update(
             "--preemption-notice",
             2,
         )
-    with context.session(url, token) as client:
+    flags = _flags(
+        "project", min_runtime=min_runtime, notice=preemption_notice,
+        deserved=deserved, weight=weight, limit=limit, department=department,
+    )  # fmt: skip
+    with context.session(url, token, flags) as client:
         p = client.update_project(name, body)
     limit_text = "none" if p.limit_gpus is None else str(p.limit_gpus)
     typer.echo(
@@ -240,7 +270,11 @@ def department_create(
     body = _body(name=name, deserved=deserved, weight=weight, limit=limit)
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
-    with context.session(url, token) as client:
+    flags = _flags(
+        "department", min_runtime=min_runtime, notice=preemption_notice,
+        deserved=deserved, weight=weight, limit=limit,
+    )  # fmt: skip
+    with context.session(url, token, flags) as client:
         d = client.create_department(body)
     typer.echo(
         f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s){_runtime_sentence(d.min_runtime_seconds)}"
@@ -271,7 +305,11 @@ def department_update(
             "nothing to change: give --deserved, --weight, --limit, --min-runtime or --preemption-notice",
             target.EXIT_BAD_INPUT,
         )
-    with context.session(url, token) as client:
+    flags = _flags(
+        "department", min_runtime=min_runtime, notice=preemption_notice, deserved=deserved, weight=weight,
+        limit=limit,
+    )  # fmt: skip
+    with context.session(url, token, flags) as client:
         d = client.update_department(name, body)
     typer.echo(
         f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}"
@@ -352,8 +390,8 @@ def _node_summary(nodes: list[NodePublic]) -> None:
 def _print_events(events: list[EventPublic]) -> None:
     out = context.console()
     for e in events:
-        replicas = ",".join(map(str, e.replicas))
-        out.print(f"{e.time:%H:%M:%S}  {e.kind:<6} {e.project}/{e.job} [{replicas}]  {e.reason}")
+        replicas = f" [{','.join(map(str, e.replicas))}]" if e.replicas else ""  # none: cancel, finish
+        out.print(f"{e.time:%H:%M:%S}  {e.kind:<6} {e.project}/{e.job}{replicas}  {e.reason}", markup=False)
 
 
 def events(
@@ -422,6 +460,39 @@ def token_list(
     for t in tokens:
         table.add_row(str(t.id), t.name, f"{t.created_at:%Y-%m-%d %H:%M}")
     context.console().print(table if tokens else f"No tokens for project {project}.")
+
+
+@token_app.command("delete")
+def token_delete(
+    project: Annotated[str, typer.Argument(help="Project.")],
+    which: Annotated[str, typer.Argument(metavar="TOKEN", help="The token's ID or name (tide token list).")],
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Revoke a project token (admin): requests with it are refused from then on.
+
+    Example: tide token delete team-a ci
+    """
+    with context.session(url, token) as client:
+        found = _token(client.tokens(project), project, which)
+        client.delete_token(project, found.id)
+    typer.echo(f"Deleted token {found.name} (ID {found.id}) of project {project}; it no longer works.")
+
+
+def _token(tokens: list[TokenPublic], project: str, which: str) -> TokenPublic:
+    """The token ``which`` names (its ID, else its name); exits 3 when none, 2 when the name is not unique."""
+    matches = [t for t in tokens if str(t.id) == which] or [t for t in tokens if t.name == which]
+    if not matches:
+        context.fail(
+            f"no token {which!r} in project {project}; see `tide token list {project}`", target.EXIT_NOT_FOUND
+        )
+    if len(matches) > 1:
+        ids = ", ".join(str(t.id) for t in matches)
+        context.fail(
+            f"{len(matches)} tokens of project {project} are named {which!r}: give the ID ({ids})",
+            target.EXIT_BAD_INPUT,
+        )
+    return matches[0]
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,8 @@
 """``tide login URL --token T`` and ``tide config project NAME|show``: the CLI's config file (0600).
 
 Contract: values are stored in ``api.client.cli.target.config_path()``; flags and ``TIDE_*`` variables still win
-over them (see ``target.resolve``). ``login`` checks the server answers before saving.
+over them (see ``target.resolve``). ``login`` checks the server answers before saving, ``config project`` that
+the server has the project (``--no-check``: save it as it is).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Annotated
 import typer
 
 from api.client.cli import context, target
+from api.client.cli.jobs import Token, Url
 from api.shared.paths import api_root
 
 config_app = typer.Typer(help="The CLI's saved settings (default project).", no_args_is_help=True)
@@ -34,11 +36,19 @@ def login(
 
 
 @config_app.command("project")
-def set_project(name: Annotated[str, typer.Argument(help="Project used when -p is not given.")]) -> None:
-    """Set the default project.
+def set_project(
+    name: Annotated[str, typer.Argument(help="Project used when -p is not given.")],
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Check the server has it first.")] = True,
+    url: Url = None,
+    token: Token = None,
+) -> None:
+    """Set the default project (after checking the server has it).
 
     Example: tide config project team-a
     """
+    if check:
+        with context.session(url, token) as client:
+            client.project(name)
     path = target.save_config({"project": name})
     typer.echo(f"Default project: {name} (saved in {path}).")
 

@@ -1,8 +1,8 @@
 """How the CLI's commands print, and how their errors end the command.
 
 Contract: ``session()`` yields a ``TideClient`` for the server ``api.client.cli.target.resolve`` picks and turns
-every failure into a message a person understands and an exit code scripts can rely on
-(``api.client.cli.target.EXIT_*``); no traceback escapes. Tests replace the client with
+every failure into a message a person understands, in the CLI's words (``api.client.cli.flag_words``), and
+an exit code scripts can rely on (``api.client.cli.target.EXIT_*``); no traceback escapes. Tests replace the client with
 ``use_client_factory`` (an ``ASGIBridge``-backed one). rich is imported only by ``console()`` and
 ``table()``: a command that prints JSON never loads it.
 """
@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
 import typer
 
+from api.client.cli import flag_words
+from api.client.cli.flag_words import Typed
 from api.client.cli.target import (
     EXIT_AUTH,
     EXIT_BAD_INPUT,
@@ -74,11 +76,22 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-_STATUS_EXIT = {401: EXIT_AUTH, 403: EXIT_AUTH, 404: EXIT_NOT_FOUND, 409: EXIT_BAD_INPUT, 413: EXIT_BAD_INPUT}
+_STATUS_EXIT = {
+    400: EXIT_BAD_INPUT,
+    401: EXIT_AUTH,
+    403: EXIT_AUTH,
+    404: EXIT_NOT_FOUND,
+    409: EXIT_BAD_INPUT,
+    413: EXIT_BAD_INPUT,
+}
 
 
 @contextmanager
-def session(url: str | None = None, token: str | None = None) -> Iterator[TideClient]:
+def session(
+    url: str | None = None, token: str | None = None, flags: Mapping[str, Typed] | None = None
+) -> Iterator[TideClient]:
+    """A client for the chosen server; its errors end the command (``flags``: where the body's fields came
+    from, so that a 422 names the flags the person typed: ``api.client.cli.flag_words``)."""
     target = resolve(url, token)
     factory = _factory.get("client")
     client = factory(target) if factory else TideClient(target.url, target.token, timeout=30)
@@ -91,7 +104,7 @@ def session(url: str | None = None, token: str | None = None) -> Iterator[TideCl
         hint = ""
         if code == EXIT_AUTH:
             hint = " (check --token, TIDE_TOKEN or `tide login URL --token T`)"
-        fail(f"{error.detail}{hint}", code)
+        fail(f"{flag_words.say(error, flags or {})}{hint}", code)
     except httpx.TransportError as error:
         fail(unreachable(target, error), EXIT_UNREACHABLE)
     except httpx.InvalidURL as error:

@@ -2,21 +2,25 @@
 ``delete job``.
 
 Contract: each talks to the service over HTTP (``api.client.cli.context.session``); reads take ``--json``. A job is
-found by name in ``-p PROJECT`` (else the default project, else any project); an unknown name exits 3 and
-suggests close names.
+found by name in ``-p PROJECT`` (else the default project, else any project the token reads); an unknown
+name exits 3 and suggests close names, a name in several other projects exits 2 and names them. A 422 names
+the flags the person typed (``api.client.cli.flag_words``).
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+import shlex
 import time
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from api.client.cli import context, quick, target
 from api.client.cli.eta_words import eta_cell, eta_sentence, parse_duration, span
+from api.client.cli.flag_words import Typed
 from api.client.client_types import JobPublic
 from api.client.rest import TideClient
 from api.shared import replica_sizes
@@ -121,15 +125,66 @@ def submit_pytorch(
         except ValueError as error:
             context.fail(str(error), target.EXIT_BAD_INPUT)
     if expected_duration is not None:
-        try:
-            body["expected_duration"] = parse_duration(expected_duration)
-        except ValueError as error:
-            context.fail(f"--expected-duration: {error}", target.EXIT_BAD_INPUT)
-    with context.session(url, token) as client:
+        body["expected_duration"] = _expected(expected_duration)
+    _replicas_fit(workers, min_replicas, max_replicas)
+    flags = _submit_flags(body, args, expected_duration, allowed_replicas)
+    with context.session(url, token, flags) as client:
         job, warnings = client.submit_warned(chosen, body)
     for warning in warnings:
         typer.echo(f"Warning: {warning}", err=True)
     report_submitted(job, wait, url, token)
+
+
+_SUBMIT_FLAGS = {
+    "name": "--name",
+    "gpus_per_replica": "-g/--gpu",
+    "workers": "--workers",
+    "min_replicas": "--min-replicas",
+    "max_replicas": "--max-replicas",
+    "image": "-i/--image",
+    "priority": "--priority",
+    "topology": "--topology",
+}
+
+
+def _submit_flags(
+    body: dict[str, object], args: list[str], expected: str | None, allowed: str | None
+) -> dict[str, Typed]:
+    """Where each field of a submit's body came from: the flag, and the value as typed."""
+    shown = {field: str(value) for field, value in body.items() if field != "name"}  # a name is quoted anyway
+    flags = {field: Typed(flag, shown.get(field)) for field, flag in _SUBMIT_FLAGS.items()}
+    flags["env"] = Typed("-e/--environment")
+    flags["command"] = Typed(f"the command after -- ({shlex.join(args)})")
+    flags["expected_duration"] = Typed("--expected-duration", expected, seconds=True)
+    flags["allowed_replicas"] = Typed("--allowed-replicas", allowed)
+    return flags
+
+
+YEAR_SECONDS = 365 * 86_400  # the longest --expected-duration the API takes
+
+
+def _expected(text: str) -> float:
+    """Seconds from ``--expected-duration``; exits 2 for a value that is not a duration, or above a year."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as error:
+        context.fail(f"--expected-duration: {error}", target.EXIT_BAD_INPUT)
+    if seconds > YEAR_SECONDS:
+        context.fail(f"--expected-duration {text}: at most a year (365d)", target.EXIT_BAD_INPUT)
+    return seconds
+
+
+def _replicas_fit(workers: int | None, low: int | None, high: int | None) -> None:
+    """Exits 2 when ``--workers`` starts more replicas than ``--max-replicas`` allows, or fewer than
+    ``--min-replicas`` (said in flags: the API would name ``min_replicas`` the person never typed)."""
+    if workers is None or workers < 0:
+        return  # the API's bounds say what is wrong with a negative count
+    who = f"the master and {workers} worker{'s' if workers > 1 else ''}" if workers else "the master alone"
+    starts = f"--workers {workers} starts {workers + 1} replica{'s' if workers else ''} ({who})"
+    if high is not None and workers + 1 > high:
+        context.fail(f"{starts}, above --max-replicas {high}: lower --workers, or raise --max-replicas", 2)
+    if low is not None and workers + 1 < low:
+        context.fail(f"{starts}, below --min-replicas {low}: raise --workers, or lower --min-replicas", 2)
 
 
 def report_submitted(job: JobPublic, wait: float, url: str | None, token: str | None) -> None:
@@ -170,7 +225,8 @@ def list_jobs(
     *,
     project: Project = None,
     status: Annotated[
-        str | None, typer.Option("--status", help="Only this status: " + ", ".join(STATUSES) + ".")
+        list[str] | None,
+        typer.Option("--status", help="Only this status (give it once): " + ", ".join(STATUSES) + "."),
     ] = None,
     limit: Annotated[
         int | None,
@@ -190,12 +246,11 @@ def list_jobs(
 
     Example: tide list -p team-a --status pending --limit 20
     """
-    if status is not None and status not in STATUSES:
-        context.fail(f"--status must be one of {', '.join(STATUSES)}; got {status!r}", target.EXIT_BAD_INPUT)
+    chosen = _one_status(status or [])
     if limit is None:  # a script reading --json gets every job unless it asks for a page
         limit = 0 if as_json else LIST_LIMIT
     with context.session(url, token) as client:
-        jobs, total = client.jobs_page(project, status, limit=limit or None, offset=offset)
+        jobs, total = client.jobs_page(project, chosen, limit=limit or None, offset=offset)
     note = quick.shown(len(jobs), total, offset) if len(jobs) < total else None
     if as_json:
         context.dump_json(jobs)
@@ -224,16 +279,63 @@ def list_jobs(
         context.console().print(note)
 
 
+def _one_status(given: list[str]) -> str | None:
+    """The one status ``--status`` asks for (None: all); exits 2 for an unknown one, or for several (the
+    API filters by one status: a silent last-one-wins would hide the others)."""
+    for status in given:
+        if status not in STATUSES:
+            context.fail(
+                f"--status must be one of {', '.join(STATUSES)}; got {status!r}", target.EXIT_BAD_INPUT
+            )
+    if len(set(given)) > 1:
+        context.fail(
+            f"--status takes one status, got {', '.join(given)}: list them one at a time, or leave out "
+            "--status to list every job",
+            target.EXIT_BAD_INPUT,
+        )
+    return given[0] if given else None
+
+
 def find_job(client: TideClient, name: str, project: str | None) -> JobPublic:
-    """The job called ``name`` (active first, else the newest); exits 3 with suggestions when none."""
-    chosen = project or target.load_config().get("project")
-    jobs = client.jobs(str(chosen) if chosen else None)
+    """The job called ``name`` in ``project``, else in the default project, else in any project the token
+    reads (active first, else the newest); exits 3 with suggestions when none, 2 when several other projects
+    have one (``-p`` says which)."""
+    if project:
+        return _only_in(client, name, project)
+    default = os.environ.get("TIDE_PROJECT") or target.text(target.load_config().get("project"))
+    mine = [job for job in client.jobs(default) if job.name == name] if default else []
+    if mine:
+        return _newest(client, mine)
+    everywhere = client.jobs(None)
+    matches = [job for job in everywhere if job.name == name]
+    if not matches:
+        _not_found(name, everywhere, None)
+    projects = sorted({job.project for job in matches})
+    if len(projects) > 1:
+        context.fail(
+            f"jobs named {name!r} are in projects {', '.join(projects)}"
+            f"{f' (none in the default project {default})' if default else ''}: give -p PROJECT",
+            target.EXIT_BAD_INPUT,
+        )
+    return _newest(client, matches)
+
+
+def _only_in(client: TideClient, name: str, project: str) -> JobPublic:
+    jobs = client.jobs(project)
     matches = [job for job in jobs if job.name == name]
     if not matches:
-        close = difflib.get_close_matches(name, sorted({job.name for job in jobs}), n=3)
-        where = f" in project {chosen}" if chosen else ""
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        context.fail(f"no job {name!r}{where}{hint}", target.EXIT_NOT_FOUND)
+        _not_found(name, jobs, project)
+    return _newest(client, matches)
+
+
+def _not_found(name: str, jobs: list[JobPublic], project: str | None) -> NoReturn:
+    close = difflib.get_close_matches(name, sorted({job.name for job in jobs}), n=3)
+    where = f" in project {project}" if project else " in any project"
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    context.fail(f"no job {name!r}{where}{hint}", target.EXIT_NOT_FOUND)
+
+
+def _newest(client: TideClient, matches: list[JobPublic]) -> JobPublic:
     matches.sort(key=lambda job: (job.status in ("pending", "running"), job.created_at), reverse=True)
     return client.job(matches[0].project, matches[0].name)
 
@@ -269,7 +371,7 @@ def describe_job(
         out.print("Topology:   required: starts and grows only inside one topology domain")
     kind = "interactive" if job.interactive else "training (preemptible)"
     out.print(f"Kind:       {kind}, priority {job.priority}")
-    out.print(f"Command:    {' '.join(job.command)}")
+    out.print(f"Command:    {shlex.join(job.command)}", markup=False)
     if job.checkpointed_at is not None:
         out.print(f"Checkpoint: {age(job.checkpointed_at)} ago (the last one the job reported)")
     if job.pending_reason:
@@ -311,6 +413,8 @@ def logs(
     """
     with context.session(url, token) as client:
         job = find_job(client, name, project)
+        if job.status == "pending":
+            job = _started(client, job, follow)
         typer.echo(client.logs(job.project, job.name, replica, tail), nl=False)
         text = client.logs(job.project, job.name, replica) if follow else ""
         while follow and job.status in ("pending", "running"):
@@ -319,6 +423,23 @@ def logs(
             typer.echo(full[len(text) :] if full.startswith(text) else full, nl=False)
             text = full
             job = client.job(job.project, job.name)
+
+
+def _started(client: TideClient, job: JobPublic, follow: bool) -> JobPublic:
+    """The job once it has left pending (``--follow`` waits for that); without ``--follow``, exits 3 saying
+    that it is pending and why: a job that never started has no output."""
+    why = job.pending_reason or "no reason given yet"
+    if not follow:
+        context.fail(
+            f"job {job.project}/{job.name} is pending, so it has no output yet: {why}. "
+            f"`tide logs {job.name} -p {job.project} --follow` waits for it to start",
+            target.EXIT_NOT_FOUND,
+        )
+    typer.echo(f"Job {job.project}/{job.name} is pending: {why}. Waiting for it to start...", err=True)
+    while job.status == "pending":
+        time.sleep(1)
+        job = client.job(job.project, job.name)
+    return job
 
 
 @delete_app.command("job")

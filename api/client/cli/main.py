@@ -65,7 +65,10 @@ def build(modules: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
     """The app with the commands of ``modules`` (all of them by default)."""
     import typer  # noqa: PLC0415 - the quick path (``api.client.cli.quick``) answers its commands without it
 
+    from api.client.cli.usage import OneLineErrors  # noqa: PLC0415 - imports typer too
+
     built = typer.Typer(
+        cls=OneLineErrors,
         name="tide",
         help="Tide: quota-aware elastic GPU scheduling for distributed PyTorch jobs.",
         no_args_is_help=True,

@@ -86,7 +86,7 @@ def shown(count: int, total: int, offset: int) -> str:
 
 def _list_options(args: Sequence[str]) -> dict[str, object] | None:
     """``list``'s options when they ask for JSON and are all well formed (the last of a repeated one wins, as
-    in typer); None otherwise."""
+    in typer, but for two different ``--status``, which the full CLI refuses); None otherwise."""
     options: dict[str, object] = {}
     as_json = False
     rest = list(args)
@@ -104,8 +104,8 @@ def _list_options(args: Sequence[str]) -> dict[str, object] | None:
             value = rest.pop(0)
         name, check = _LIST_OPTIONS[option]
         checked = check(value)
-        if checked is None:
-            return None
+        if checked is None or (name == "status" and options.get(name, checked) != checked):
+            return None  # several statuses: the full CLI refuses them
         options[name] = checked
     return options if as_json else None
 

@@ -3,7 +3,8 @@
 Contract: HTTP only. The file (``-`` reads standard input) goes unchanged to
 ``POST /api/v1/projects/{project}/pytorchjobs``, where the server maps and checks it (REST users post
 manifests too, so the rules live there: ``api.shared.pytorchjob``); its warnings are printed to stderr as
-``Warning: PATH: why``, its refusals are the usual ``tide: MESSAGE`` with exit 2. The project is ``-p``,
+``Warning: PATH: why``, its refusals (a file that is not one YAML document: 400; a manifest Tide cannot run: 422) are the usual
+``tide: MESSAGE`` with exit 2, as is an empty file. The project is ``-p``,
 else the manifest's ``metadata.namespace``, else the default project (``TIDE_PROJECT``, ``tide config
 project``); only without ``-p`` is the file parsed here (PyYAML, imported then), to read the namespace.
 """
@@ -49,10 +50,14 @@ def submit(
 
 
 def _read(filename: Path) -> bytes:
+    where = "standard input" if str(filename) == "-" else str(filename)
     try:
-        return sys.stdin.buffer.read() if str(filename) == "-" else filename.read_bytes()
+        data = sys.stdin.buffer.read() if str(filename) == "-" else filename.read_bytes()
     except OSError as error:
-        context.fail(f"cannot read {filename}: {error.strerror or error}", target.EXIT_BAD_INPUT)
+        context.fail(f"cannot read {where}: {error.strerror or error}", target.EXIT_BAD_INPUT)
+    if not data.strip():
+        context.fail(f"{where} is empty: give a PyTorchJob manifest (YAML or JSON)", target.EXIT_BAD_INPUT)
+    return data
 
 
 def _namespace(manifest: bytes) -> str | None:

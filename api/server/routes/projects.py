@@ -88,13 +88,19 @@ def delete_project(project: str, svc: Svc, caller: Caller) -> Response:
     with svc.db.write() as session:
         row = get_project(session, project, lock=True)  # submits insert without the write lock
         active = session.scalars(
-            select(JobRow.name).where(JobRow.project_id == row.id, JobRow.status.in_(ACTIVE)).limit(3)
+            select(JobRow.name)
+            .where(JobRow.project_id == row.id, JobRow.status.in_(ACTIVE))
+            .order_by(JobRow.id)
+            .limit(4)
         ).all()
         if active:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                f"project {project!r} still has active jobs ({', '.join(active)}, ...): delete them first",
-            )
+            raise HTTPException(status.HTTP_409_CONFLICT, _still_active(project, list(active)))
         session.delete(row)
     svc.engine.trigger()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _still_active(project: str, active: list[str]) -> str:
+    """Why a project with active jobs cannot go: up to three of their names, "..." when there are more."""
+    names = ", ".join(active[:3]) + (", ..." if len(active) > 3 else "")
+    return f"project {project!r} still has active jobs ({names}): delete them first"

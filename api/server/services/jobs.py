@@ -154,7 +154,7 @@ def cancel_job(svc: Services, caller: Principal, *, project: str, name: str) -> 
         require_project_writer(caller, project)
         job = job_by_name(session, project, name, lock=True) or job
         if job.status in ACTIVE:
-            who = "an admin" if caller.is_admin else "a project token"
+            who = "an admin" if caller.is_admin else f"project token {caller.token or '(unknown)'}"
             lifecycle.cancel_job(session, job, now=svc.engine.clock(), reason=f"deleted by {who}")
         session.flush()
         public = convert.job_public(job, project)
