@@ -217,11 +217,15 @@ def relaunchable(replica: ReplicaRow) -> None:
 
 def exited(session: Session, replica: ReplicaRow, code: int) -> None:
     """``replica``'s process ended with ``code``. One told to stop did what it was asked, whatever its code
-    (torchrun exits 1 on SIGTERM), and is forgotten while its job is active (kept, as its history, once the
-    job finished); one that ended on its own is ``done``, kept for its job's history."""
+    (torchrun exits 1 on SIGTERM): it is ``stopped``, never succeeded nor failed, and is forgotten while its
+    job is active (kept, as its history, once the job finished); one that ended on its own is ``done``,
+    ``succeeded`` or ``failed`` by its code, kept for its job's history."""
     requested = replica.desired == ReplicaDesired.STOP
     replica.exit_code = code
-    replica.status = ReplicaStatus.SUCCEEDED if code == 0 or requested else ReplicaStatus.FAILED
+    if requested:
+        replica.status = ReplicaStatus.STOPPED
+    else:
+        replica.status = ReplicaStatus.SUCCEEDED if code == 0 else ReplicaStatus.FAILED
     if not requested:
         replica.desired = ReplicaDesired.DONE
     elif replica.job.status in ACTIVE:
