@@ -15,6 +15,8 @@ its event, the same whichever path asked for it (the plan, a taken node, an exit
   (docs/elastic-resize.md): its generation moves on, the members whose process ends first are marked
   restarting (``mark_restarting``; in-place launches keep their pods), event ``restart`` naming the members,
   with its cause (``failure``, ``timeout``). ``count_restarts`` counts those events: the restart budget.
+- ``checkpointed``: the job reported a checkpoint; a shrink or eviction it saved its work after says it
+  lost none (its event's ``lost_gpu_seconds`` and reason).
 - ``finish_job``: ``succeeded`` (event ``finish``), ``failed`` (``fail``) or ``cancelled`` (``cancel``,
   ``cancel_job``), for good: ``finished_at``, the reason as its message, no reason to wait nor place in line,
   and every wanted replica stopping.
@@ -164,6 +166,40 @@ def finish_job(session: Session, job: JobRow, status: JobStatus, *, now: float, 
     add_event(
         session, time=now, kind=_FINISH_KINDS[status], project=job.project.name, job=job.name, reason=reason
     )
+
+
+def checkpointed(session: Session, job: JobRow, at: float) -> None:
+    """``job`` completed a checkpoint at ``at``: keep it when it is the newest. A shrink or an eviction of
+    this run at or before ``at``, with no launch of the job since (the checkpoint was written by the
+    processes it released, on their notice or their SIGTERM, or by the ones it kept running), lost nothing:
+    its event says so (``lost_gpu_seconds`` 0, and its reason)."""
+    if job.checkpointed_at is not None and at <= job.checkpointed_at:
+        return
+    job.checkpointed_at = at
+    launched = [r.started_at for r in job.replicas if r.started_at is not None and r.started_at <= at]
+    since = max([job.created_at, *launched])
+    releases = session.scalars(
+        select(EventRow).where(
+            EventRow.project == job.project.name,
+            EventRow.job == job.name,
+            EventRow.kind.in_((Action.SHRINK.value, Action.EVICT.value)),
+            EventRow.time >= since,
+            EventRow.time <= at,
+        )
+    )
+    for event in releases:
+        if (event.details or {}).get("lost_gpu_seconds"):
+            event.details = (event.details or {}) | {"lost_gpu_seconds": 0.0}
+            event.reason = _saved(event.reason)
+
+
+def _saved(reason: str) -> str:
+    """``reason`` with its estimate of the work lost (``scheduler.core.explain.work_lost``) replaced."""
+    start = reason.find("loses ~")
+    end = reason.find(")", start)
+    if start < 0 or end < 0:
+        return reason
+    return f"{reason[:start]}loses no work (it reported a checkpoint after this){reason[end + 1 :]}"
 
 
 def cancel_job(session: Session, job: JobRow, *, now: float, reason: str) -> None:

@@ -189,8 +189,7 @@ def record_checkpoint(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
                 f"'at' is before job {name!r} was submitted: report a checkpoint of this job",
             )
-        if job.checkpointed_at is None or when > job.checkpointed_at:
-            job.checkpointed_at = when
+        lifecycle.checkpointed(session, job, when)
         session.flush()
         return convert.job_public(job, project)
 
