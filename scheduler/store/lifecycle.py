@@ -17,6 +17,9 @@ its event, the same whichever path asked for it (the plan, a taken node, an exit
   with its cause (``failure``, ``timeout``). ``count_restarts`` counts those events: the restart budget.
 - ``checkpointed``: the job reported a checkpoint; a shrink or eviction it saved its work after says it
   lost none (its event's ``lost_gpu_seconds`` and reason).
+- ``forget_job``: a finished job's record goes, with its replicas and its events (a delete, a new submit
+  of its name), so each run's events stay with their run; ``forget_finished`` forgets the jobs that
+  finished before a time (the service's retention of finished jobs).
 - ``finish_job``: ``succeeded`` (event ``finish``), ``failed`` (``fail``) or ``cancelled`` (``cancel``,
   ``cancel_job``), for good: ``finished_at``, the reason as its message, no reason to wait nor place in line,
   and every wanted replica stopping.
@@ -32,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Cause, Placement
@@ -205,6 +208,33 @@ def _saved(reason: str) -> str:
 def cancel_job(session: Session, job: JobRow, *, now: float, reason: str) -> None:
     """Cancel ``job`` (a delete): its replicas stop, master last, and it never starts again."""
     finish_job(session, job, JobStatus.CANCELLED, now=now, reason=reason)
+
+
+def forget_job(session: Session, job: JobRow) -> None:
+    """Remove finished ``job``'s record: its row, its replicas and its events (a delete of a finished job, its
+    name submitted again, or its retention ran out), so that no later run of the name shows them."""
+    assert job.status not in ACTIVE, "an active job is cancelled, not forgotten"
+    session.execute(
+        delete(EventRow).where(EventRow.project == job.project.name, EventRow.job == job.name),
+        execution_options={"synchronize_session": False},
+    )
+    session.delete(job)
+    session.flush()
+
+
+def forget_finished(session: Session, *, before: float, batch: int = 500) -> int:
+    """Forget (``forget_job``) up to ``batch`` jobs that finished before ``before``, oldest first; how many."""
+    query = (
+        select(JobRow)
+        .where(JobRow.status.not_in(ACTIVE), JobRow.finished_at < before)
+        .order_by(JobRow.finished_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True)
+    )
+    jobs = list(session.scalars(query))
+    for job in jobs:
+        forget_job(session, job)
+    return len(jobs)
 
 
 def mark_stopping(session: Session, replica: ReplicaRow) -> bool:

@@ -1,5 +1,6 @@
 """What ``tide describe job`` and the events record of a run is what happened: a replica Tide stopped reads
-``stopped`` (never succeeded); an eviction whose job saved a checkpoint on its notice lost no work.
+``stopped`` (never succeeded); an eviction whose job saved a checkpoint on its notice lost no work; a
+finished job is deleted for real, a reused name shows only its own run, and a retention removes old ones.
 
 Through the real app in process (``ASGIBridge``) and the CLI, with the in-memory executor (a stopped
 replica exits -15, as a process killed by SIGTERM does).
@@ -13,12 +14,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servicekit import ADMIN, wait_for
+from servicekit import ADMIN, kill_leftovers, wait_for
+from sqlalchemy import select
 from test_cli_commands import cli_bridge, tide
 
 from api.client.client_types import EventPublic
 from api.client.rest import TideClient
 from api.server.testing import ASGIBridge, local_client
+from scheduler.core import Config, Node
+from scheduler.engine.loop import Engine, EngineSettings
+from scheduler.executors.fake import FakeExecutor
+from scheduler.store.db import Database
+from scheduler.store.migrate import upgrade
+from scheduler.store.models import EventRow, JobRow, ProjectRow
+
+START = 1_800_000_000.0
 
 
 @pytest.fixture
@@ -78,3 +88,84 @@ def test_an_eviction_the_job_checkpointed_after_on_its_notice_lost_no_work(
         assert "notice: SIGUSR1" in saved.reason and "loses ~" not in saved.reason
         assert "loses no work" in tide("describe", "job", "sweep", "-p", "a").output
         client.close()
+
+
+def _events(name: str) -> list[str]:
+    described = tide("events", "-p", "team-a", "--json")
+    return [e["kind"] for e in json.loads(described.output) if e["job"] == name]
+
+
+def test_a_finished_job_is_deleted_for_real_and_a_reused_name_shows_only_its_own_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hello (``true``, real processes) succeeds; submitted again under the same name, its record and events
+    are the new run's alone; deleted once finished, it leaves ``tide list`` and the events."""
+    with cli_bridge(tmp_path, monkeypatch, executor="local", cycle_period=0.1):
+        try:
+            assert tide("project", "create", "team-a", "--deserved", "4").exit_code == 0
+            hello = [
+                "submit-dist",
+                "pytorch",
+                "-p",
+                "team-a",
+                "--name",
+                "hello",
+                "--workers",
+                "0",
+                "--",
+                "true",
+            ]
+            assert tide(*hello).exit_code == 0
+            wait_for(lambda: "succeeded" in tide("list", "-p", "team-a").output, what="hello to succeed")
+            assert _events("hello") == ["start", "finish"]
+            assert tide(*hello).exit_code == 0  # its name again: a new run
+            wait_for(
+                lambda: "succeeded" in tide("list", "-p", "team-a").output, what="the new run to succeed"
+            )
+            assert _events("hello") == ["start", "finish"]  # the new run's alone
+            described = tide("describe", "job", "hello", "-p", "team-a").output
+            assert described.count("finish") == 1, described
+            deleted = tide("delete", "job", "hello", "-p", "team-a")
+            assert deleted.exit_code == 0 and "Deleted job team-a/hello" in deleted.output, deleted.output
+            assert "hello" not in tide("list", "-p", "team-a").output
+            assert _events("hello") == []
+            assert tide("describe", "job", "hello", "-p", "team-a").exit_code == 3
+        finally:
+            kill_leftovers(tmp_path)
+
+
+def test_finished_jobs_are_removed_with_their_events_once_their_retention_ran_out(db_url: str) -> None:
+    """``--finished-retention 3600``: old (ended over an hour ago) goes with its events; recent (ended 700 s
+    ago) and the running job stay. On SQLite and PostgreSQL."""
+    db = Database(db_url)
+    upgrade(db)
+    clock = [START]
+    fake = FakeExecutor((Node("node-0", 4),))
+    settings = EngineSettings(core=Config(settle_seconds=0), finished_retention=3600.0)
+    engine = Engine(db, fake, settings, clock=lambda: clock[0])
+    with db.write() as session:
+        project = ProjectRow(name="a", deserved_gpus=4, created_at=START)
+        for name in ("old", "recent", "running"):
+            session.add(
+                JobRow(
+                    project=project, name=name, status="pending", workers=0, min_replicas=1, max_replicas=1,
+                    gpus_per_replica=1, command=["sleep", "600"], env={}, created_at=START, submitted_at=START,
+                )
+            )  # fmt: skip
+    engine.tick()
+    engine.tick()
+    fake.finish("a", "old", 0, 0)
+    clock[0] += 1.0
+    engine.tick()
+    clock[0] += 3000.0
+    fake.finish("a", "recent", 0, 0)
+    engine.tick()
+    with db.read() as session:
+        assert sorted(session.scalars(select(JobRow.name))) == ["old", "recent", "running"]
+    clock[0] += 700.0  # old ended 3700 s ago, recent 700 s ago
+    engine.tick()
+    with db.read() as session:
+        assert sorted(session.scalars(select(JobRow.name))) == ["recent", "running"]
+        assert sorted(set(session.scalars(select(EventRow.job)))) == ["recent", "running"]
+    engine.close()
+    db.dispose()

@@ -4,9 +4,10 @@ Contract: ``create_job`` submits a body to a project (the REST route's and a man
 only read run before any write; a new name is inserted without waiting for the database's write lock
 (``Database.insert``), so submits never queue behind a scheduling cycle; a name taken meanwhile, or a
 project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404. A finished
-job of the same name is replaced, an active one is a 409. It returns the job and what to warn its
-submitter of (the job does not fit today's cluster: it is accepted and waits). ``cancel_job`` marks an
-active job ``cancelled`` and its replicas to stop, with its event (a finished job is left as it is).
+job of the same name is replaced (its record and its events go: ``lifecycle.forget_job``), an active one is
+a 409. It returns the job and what to warn its submitter of (the job does not fit today's cluster: it is
+accepted and waits). ``cancel_job`` marks an active job ``cancelled`` and its replicas to stop, with its
+event; a finished job's record is removed, with its replicas and events (the answer shows it as it was).
 ``create_job`` and ``cancel_job`` wake the loop once their write is committed. ``record_checkpoint``
 keeps an active job's newest checkpoint time (409 when it is finished; 422 for a time after the service's
 clock beyond a minute of skew, or before the submission). ``get_job`` finds a job or raises 404.
@@ -102,8 +103,7 @@ def create_job(
                 "pick another name or delete it first",
             )
         if existing is not None:
-            session.delete(existing)
-            session.flush()
+            lifecycle.forget_job(session, existing)  # the old run's events go with it
         public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
     svc.engine.trigger()
     return public, [beyond] if beyond else []
@@ -156,8 +156,11 @@ def cancel_job(svc: Services, caller: Principal, *, project: str, name: str) -> 
         if job.status in ACTIVE:
             who = "an admin" if caller.is_admin else "a project token"
             lifecycle.cancel_job(session, job, now=svc.engine.clock(), reason=f"deleted by {who}")
-        session.flush()
-        public = convert.job_public(job, project)
+            session.flush()
+            public = convert.job_public(job, project)
+        else:
+            public = convert.job_public(job, project)  # as it was: its record is gone once this commits
+            lifecycle.forget_job(session, job)
     svc.engine.trigger()
     return public
 
