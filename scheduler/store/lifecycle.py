@@ -18,8 +18,9 @@ its event, the same whichever path asked for it (the plan, a taken node, an exit
 - ``checkpointed``: the job reported a checkpoint; a shrink or eviction it saved its work after says it
   lost none (its event's ``lost_gpu_seconds`` and reason).
 - ``forget_job``: a finished job's record goes, with its replicas and its events (a delete, a new submit
-  of its name), so each run's events stay with their run; ``forget_finished`` forgets the jobs that
-  finished before a time (the service's retention of finished jobs).
+  of its name), so each run's events stay with their run, once none of its processes is alive
+  (``stopping``); ``forget_finished`` forgets the jobs that finished before a time (the service's
+  retention of finished jobs).
 - ``finish_job``: ``succeeded`` (event ``finish``), ``failed`` (``fail``) or ``cancelled`` (``cancel``,
   ``cancel_job``), for good: ``finished_at``, the reason as its message, no reason to wait nor place in line,
   and every wanted replica stopping.
@@ -210,10 +211,16 @@ def cancel_job(session: Session, job: JobRow, *, now: float, reason: str) -> Non
     finish_job(session, job, JobStatus.CANCELLED, now=now, reason=reason)
 
 
+def stopping(job: JobRow) -> int:
+    """How many of ``job``'s replica processes are still alive (a finished job's stop still under way)."""
+    return sum(1 for r in job.replicas if r.pid is not None and r.exit_code is None)
+
+
 def forget_job(session: Session, job: JobRow) -> None:
     """Remove finished ``job``'s record: its row, its replicas and its events (a delete of a finished job, its
-    name submitted again, or its retention ran out), so that no later run of the name shows them."""
-    assert job.status not in ACTIVE, "an active job is cancelled, not forgotten"
+    name submitted again, or its retention ran out), so that no later run of the name shows them. Only once
+    none of its processes is alive (``stopping``): until then its rows are what keeps their GPUs taken."""
+    assert job.status not in ACTIVE and not stopping(job), "only a finished job whose replicas exited"
     session.execute(
         delete(EventRow).where(EventRow.project == job.project.name, EventRow.job == job.name),
         execution_options={"synchronize_session": False},
@@ -231,7 +238,7 @@ def forget_finished(session: Session, *, before: float, batch: int = 500) -> int
         .limit(batch)
         .with_for_update(skip_locked=True)
     )
-    jobs = list(session.scalars(query))
+    jobs = [job for job in session.scalars(query) if not stopping(job)]
     for job in jobs:
         forget_job(session, job)
     return len(jobs)

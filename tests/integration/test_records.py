@@ -169,3 +169,23 @@ def test_finished_jobs_are_removed_with_their_events_once_their_retention_ran_ou
         assert sorted(set(session.scalars(select(EventRow.job)))) == ["recent", "running"]
     engine.close()
     db.dispose()
+
+
+def test_a_finished_job_still_stopping_its_replicas_is_not_removed_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deleted job whose process ignores SIGTERM is cancelled but still holds its GPU until the grace
+    period ends: a second delete says to try again once it exited (exit 2), and the job stays listed."""
+    with cli_bridge(tmp_path, monkeypatch, executor="local", cycle_period=0.1, grace_period=30.0):
+        try:
+            assert tide("project", "create", "team-a", "--deserved", "4").exit_code == 0
+            stubborn = ["submit-dist", "pytorch", "-p", "team-a", "--name", "stubborn", "--workers", "0"]
+            assert tide(*stubborn, "--", "sh", "-c", "trap '' TERM; sleep 600").exit_code == 0
+            wait_for(lambda: "running" in tide("list", "-p", "team-a").output, what="stubborn to run")
+            assert "status cancelled" in tide("delete", "job", "stubborn", "-p", "team-a").output
+            again = tide("delete", "job", "stubborn", "-p", "team-a")
+            assert again.exit_code == 2, again.output
+            assert "1 of its replicas are still stopping: delete it again once they exited" in again.output
+            assert "stubborn" in tide("list", "-p", "team-a").output
+        finally:
+            kill_leftovers(tmp_path)
