@@ -14,7 +14,8 @@ names its first one.
   ``done`` (it exited on its own; kept for its job's history).
 - ``ReplicaStatus``: what its process is doing: ``starting`` (placed or launched, not seen running yet),
   ``running``, ``terminating`` (told to end: stopped for good, or for its job's next launch while still
-  wanted), then ``succeeded`` or ``failed`` once it exited.
+  wanted), then, once it exited: ``stopped`` (Tide told it to end: a shrink, an eviction, a delete, its
+  job's end; whatever its exit code), else ``succeeded`` or ``failed`` (it ended on its own).
 """
 
 from __future__ import annotations
@@ -45,3 +46,4 @@ class ReplicaStatus(StrEnum):
     TERMINATING = "terminating"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    STOPPED = "stopped"

@@ -234,6 +234,7 @@ def visible_replicas(job: JobFields) -> list[ReplicaFields]:
 
 
 def job_public(job: JobFields, project: str) -> schemas.JobPublic:
+    replicas_now = sum(1 for r in job.replicas if r.desired == "run") if job.status in ACTIVE else 0
     return schemas.JobPublic(
         project=project,
         name=job.name,
@@ -242,7 +243,7 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         min_replicas=job.min_replicas,
         max_replicas=job.max_replicas,
         gpus_per_replica=job.gpus_per_replica,
-        replicas_now=sum(1 for r in job.replicas if r.desired == "run") if job.status in ACTIVE else 0,
+        replicas_now=replicas_now,
         allocated_gpus=job_allocated(job),
         pending_reason=job.pending_reason,
         queue_position=job.queue_position,
@@ -262,8 +263,16 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         expected_duration=job.expected_duration,
         started_at=when(job.started_at),
         eta=eta_public(job.eta) if job.status == "pending" and job.eta and not job.eta["grows"] else None,
-        grow_at=eta_public(job.eta) if job.status == "running" and job.eta and job.eta["grows"] else None,
+        grow_at=_grow_at(job, replicas_now),
     )
+
+
+def _grow_at(job: JobFields, replicas_now: int) -> schemas.EtaPublic | None:
+    """A running job's growth forecast, only while it is below ``max_replicas``: a forecast made before it
+    grew (they are made every few seconds, apart from the cycle) says nothing of a job at its largest size."""
+    if job.status != "running" or not job.eta or not job.eta["grows"] or replicas_now >= job.max_replicas:
+        return None
+    return eta_public(job.eta)
 
 
 def eta_public(eta: dict[str, Any]) -> schemas.EtaPublic:

@@ -70,4 +70,5 @@ def engine_settings(settings: Settings) -> EngineSettings:
         core=Config(settle_seconds=settings.settle_seconds, usage_half_life=settings.usage_half_life),
         check_invariants=settings.check_invariants,
         eta_every=settings.eta_every,
+        finished_retention=settings.finished_retention,
     )

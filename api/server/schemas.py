@@ -86,7 +86,7 @@ NOTICE_DOC = (
     "0: none."
 )
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
-ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed"]
+ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed", "stopped"]
 
 
 class _In(BaseModel):

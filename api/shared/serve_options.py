@@ -107,6 +107,14 @@ class ServeOptions:
             least=0,
         ),
     )
+    finished_retention: float = field(
+        default=0.0,
+        metadata=option(
+            "Seconds a finished job (succeeded, failed, cancelled) is kept, with its events, after it ended; "
+            "then it is removed (0: kept until deleted).",
+            least=0,
+        ),
+    )
     log_level: str = field(default="info", metadata=option("debug, info, warning."))
     log_format: str = field(default="text", metadata=option("text, or json: one object per line."))
     # the kubernetes executor (docs/kubernetes.md); None means its default

@@ -18,7 +18,10 @@ has started, after ``Horizon.cycles`` cycles, or ``Horizon.seconds`` past ``now`
 
 It runs twice: once with every job's median time left (``start_p50``), once with the upper guesses
 (``start_p90``, never earlier than ``start_p50``). ``None`` means not within the horizon (or, for a running
-job, that it is expected to end before it grows).
+job, that it is expected to end before it grows); its ``size`` is then the size the job waits for
+(``max_replicas`` for a running job, ``min_replicas`` for a pending one). A cycle that changes nothing is
+followed by the next estimated end or the end of a job's settle time (R7), whichever comes first: a job
+just resized may grow once it settled.
 """
 
 from __future__ import annotations
@@ -97,17 +100,24 @@ def forecast(
     upper = (
         _Forward(state, config, now, {k: e.p90 for k, e in left.items()}, h).until(wanted) if median else {}
     )
-    running = {j.key for j in state.jobs if j.key in wanted and any(not r.releasing for r in j.replicas)}
+    jobs = {j.key: j for j in state.jobs if j.key in wanted}
     out = {}
     for key in sorted(wanted):
         a, b = median.get(key), upper.get(key)
         if a is None:
-            out[key] = Eta(None, None, 0, key in running)
+            out[key] = _never(jobs[key])
             continue
         p90 = None if b is None else max(a.at, b.at)
         source = left[a.after].source if a.after is not None else None
         out[key] = Eta(a.at, p90, a.size, a.grows, a.after, source)
     return out
+
+
+def _never(job: Job) -> Eta:
+    """No time within the horizon: a running job would grow to ``max_replicas``, a pending one start at
+    ``min_replicas`` (the sizes it waits for)."""
+    running = any(not r.releasing for r in job.replicas)
+    return Eta(None, None, job.max_replicas if running else job.min_replicas, running)
 
 
 class _Forward:
@@ -153,13 +163,23 @@ class _Forward:
                 self.state = finish_releases(self.state)
                 nxt = self._on_grid(t + self.h.cycle_seconds)
             else:
-                end = self._next_end()
+                end = _earliest(self._next_end(), self._settled(t))
                 nxt = None if end is None else self._on_grid(max(end, t + self._stride(t)))
             if nxt is None:
                 break
             t = nxt
             self._finish_until(t)
         return self.seen
+
+    def _settled(self, t: float) -> float | None:
+        """When the next job resized before ``t`` stops settling (R7): it may grow or shrink from then."""
+        settle = self.config.settle_seconds
+        ends = [
+            j.last_resized_at + settle
+            for j in self.state.jobs
+            if j.last_resized_at is not None and j.last_resized_at + settle > t
+        ]
+        return min(ends, default=None)
 
     def _stride(self, t: float) -> float:
         return (t - self.now) * self.h.step
@@ -214,3 +234,7 @@ class _Forward:
         self.left[key] = left
         if new > 0:
             self._schedule_end(key, t)
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)

@@ -26,7 +26,7 @@ class Cause(StrEnum):
 
     FAIR_SHARE = "fair-share"  # R1/R4: idle GPUs lent or grown into
     RECLAIM = "reclaim"  # R2/R5/R6/R7: taken back for another project
-    PREEMPT = "preempt"  # R10: taken for a higher-priority job of the same project
+    PREEMPT = "preempt"  # R10: taken for a higher-priority (or interactive, R3) job of the same project
     LIMIT = "limit"  # R11: the project is above its limit (e.g. the limit was lowered)
     QUOTA = "quota"  # R3: an interactive job above the deserved quota (e.g. the quota was lowered)
     NODE = "node"  # the node went away or was cordoned below the job's needs

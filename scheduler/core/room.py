@@ -97,6 +97,13 @@ _NEXT_FLOOR = OwnFirst(None)
 _HOPELESS = OwnFirst(None, hopeless=True)
 
 
+def preempted_for(claim: Job, victim: Job) -> str:
+    """R10's words: a lower-priority victim gives way to a higher-priority job; one of the same priority
+    gives way only to an interactive job (decision 8), and is told so."""
+    kind = "higher-priority" if victim.priority < claim.priority else "interactive"
+    return f"preempted for {kind} job {claim.project}/{claim.name} of the same project"
+
+
 def _own_first(
     ledger: Ledger,
     order: VictimOrder,
@@ -130,7 +137,6 @@ def _own_first(
         return job.key not in skipped and order.outranks(claim, job) and not (growth and ledger.settling(job))
 
     taken: list[Unit] = []
-    reason = f"preempted for higher-priority job {p}/{claim.name} of the same project"
     while not placed():
         # any unit helps bring the project within its share; after that only units where a replica fits
         unit = order.next_unit(ledger, p, eligible, fits=g if within() else 0, within=home)
@@ -139,7 +145,7 @@ def _own_first(
         if ledger.claimed(p) - unit.gpus + need < keep:
             skipped.add(unit.key)
             continue
-        why = f"{reason}: {standing(ledger, p)}"
+        why = f"{preempted_for(claim, ledger.jobs[unit.key])}: {standing(ledger, p)}"
         ledger.release(unit.key, list(unit.replicas), why, Cause.PREEMPT, claim.key)
         taken.append(unit)
     if not placed():

@@ -14,6 +14,9 @@ One cycle (``run_cycle``), each step its own transaction:
    a GPU that a live process holds (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free.
 
+With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
+(``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
+
 While replicas are stopping, the next cycle comes after ``RELEASE_POLL_SECONDS`` rather than a full period,
 so reclaimed GPUs reach their claimant about as soon as the processes exit (R2).
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,12 +56,14 @@ from scheduler.engine.nodes import release_taken_nodes
 from scheduler.engine.persist import persist_plan
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
+from scheduler.store import lifecycle
 from scheduler.store.db import Database, WriteWatch
 from scheduler.store.mapper import load_snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
 
 log = logging.getLogger(__name__)
 RELEASE_POLL_SECONDS = 0.1
+EXPIRE_EVERY = 60.0  # seconds between two removals of finished jobs kept past their retention
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,7 @@ class EngineSettings:
     env_builder: EnvBuilder | None = None
     check_invariants: bool = False  # debug: check every plan against the core's invariants
     eta_every: float = 0.0  # seconds between start-time forecasts (0: none)
+    finished_retention: float = 0.0  # seconds a finished job's record is kept (0: until deleted)
 
 
 def sync_nodes(session: Session, nodes: tuple[Node, ...]) -> None:
@@ -131,6 +138,7 @@ class Engine:
         self.stopping = 0
         self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
+        self._expired_at = -math.inf  # the last removal of expired finished jobs
         self._lock = threading.Lock()
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -215,6 +223,7 @@ class Engine:
                 grace_period=self.settings.grace_period,
             )
         self._forecast(state, plan, now)
+        self._expire(now)
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
@@ -250,6 +259,17 @@ class Engine:
         with self.db.read() as session:
             task = gather(session, state, self.settings.core, now=now)
         self.eta.start(task)
+
+    def _expire(self, now: float) -> None:
+        """Remove the finished jobs kept longer than the retention, at most once every ``EXPIRE_EVERY``."""
+        retention = self.settings.finished_retention
+        if retention <= 0 or now - self._expired_at < EXPIRE_EVERY:
+            return
+        self._expired_at = now
+        with self._write() as session:
+            gone = lifecycle.forget_finished(session, before=now - retention)
+        if gone:
+            log.info("removed %d finished job(s) kept longer than %g s", gone, retention)
 
     def _check(self, state: ClusterState, plan: Plan, now: float) -> None:
         broken = check_invariants(state, plan, self.settings.core, now=now)

@@ -9,7 +9,7 @@ Contract:
   A process whose launch was never committed (the database went away, or the service was killed, between
   the start and the commit) is killed at once and forgotten once gone; ``launch_waiting`` starts that
   replica again only then, so one replica never has two processes and its job does not fail.
-  A job's newest reported checkpoint time (its master's observation) is kept on the job.
+  A job's newest reported checkpoint time (its master's observation) goes to ``lifecycle.checkpointed``.
 - ``stop_unwanted`` signals replicas marked ``stop``, workers first and highest index first (R5): a job's
   master is signalled only once
   no other replica of that job is alive (R5, the rendezvous host goes last); a replica given a preemption
@@ -95,7 +95,7 @@ def record_observations(
 
 
 def record_checkpoints(session: Session, seen: Mapping[int, Observation]) -> None:
-    """Keep each active job's newest checkpoint time that its master's observation reported."""
+    """Hand each active job's checkpoint time that its master's observation reported to the lifecycle."""
     marks = {rid: obs.checkpointed_at for rid, obs in seen.items() if obs.checkpointed_at is not None}
     if not marks:
         return
@@ -105,9 +105,7 @@ def record_checkpoints(session: Session, seen: Mapping[int, Observation]) -> Non
         .where(ReplicaRow.id.in_(marks), JobRow.status.in_(ACTIVE))
     )
     for replica_id, job in session.execute(query).all():
-        mark = marks[replica_id]
-        if job.checkpointed_at is None or mark > job.checkpointed_at:
-            job.checkpointed_at = mark
+        lifecycle.checkpointed(session, job, marks[replica_id])
 
 
 def _running(obs: Observation | None) -> bool:

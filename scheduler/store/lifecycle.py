@@ -15,6 +15,12 @@ its event, the same whichever path asked for it (the plan, a taken node, an exit
   (docs/elastic-resize.md): its generation moves on, the members whose process ends first are marked
   restarting (``mark_restarting``; in-place launches keep their pods), event ``restart`` naming the members,
   with its cause (``failure``, ``timeout``). ``count_restarts`` counts those events: the restart budget.
+- ``checkpointed``: the job reported a checkpoint; a shrink or eviction it saved its work after says it
+  lost none (its event's ``lost_gpu_seconds`` and reason).
+- ``forget_job``: a finished job's record goes, with its replicas and its events (a delete, a new submit
+  of its name), so each run's events stay with their run, once none of its processes is alive
+  (``stopping``); ``forget_finished`` forgets the jobs that finished before a time (the service's
+  retention of finished jobs).
 - ``finish_job``: ``succeeded`` (event ``finish``), ``failed`` (``fail``) or ``cancelled`` (``cancel``,
   ``cancel_job``), for good: ``finished_at``, the reason as its message, no reason to wait nor place in line,
   and every wanted replica stopping.
@@ -30,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Cause, Placement
@@ -166,9 +172,76 @@ def finish_job(session: Session, job: JobRow, status: JobStatus, *, now: float, 
     )
 
 
+def checkpointed(session: Session, job: JobRow, at: float) -> None:
+    """``job`` completed a checkpoint at ``at``: keep it when it is the newest. A shrink or an eviction of
+    this run at or before ``at``, with no launch of the job since (the checkpoint was written by the
+    processes it released, on their notice or their SIGTERM, or by the ones it kept running), lost nothing:
+    its event says so (``lost_gpu_seconds`` 0, and its reason)."""
+    if job.checkpointed_at is not None and at <= job.checkpointed_at:
+        return
+    job.checkpointed_at = at
+    launched = [r.started_at for r in job.replicas if r.started_at is not None and r.started_at <= at]
+    since = max([job.created_at, *launched])
+    releases = session.scalars(
+        select(EventRow).where(
+            EventRow.project == job.project.name,
+            EventRow.job == job.name,
+            EventRow.kind.in_((Action.SHRINK.value, Action.EVICT.value)),
+            EventRow.time >= since,
+            EventRow.time <= at,
+        )
+    )
+    for event in releases:
+        if (event.details or {}).get("lost_gpu_seconds"):
+            event.details = (event.details or {}) | {"lost_gpu_seconds": 0.0}
+            event.reason = _saved(event.reason)
+
+
+def _saved(reason: str) -> str:
+    """``reason`` with its estimate of the work lost (``scheduler.core.explain.work_lost``) replaced."""
+    start = reason.find("loses ~")
+    end = reason.find(")", start)
+    if start < 0 or end < 0:
+        return reason
+    return f"{reason[:start]}loses no work (it reported a checkpoint after this){reason[end + 1 :]}"
+
+
 def cancel_job(session: Session, job: JobRow, *, now: float, reason: str) -> None:
     """Cancel ``job`` (a delete): its replicas stop, master last, and it never starts again."""
     finish_job(session, job, JobStatus.CANCELLED, now=now, reason=reason)
+
+
+def stopping(job: JobRow) -> int:
+    """How many of ``job``'s replica processes are still alive (a finished job's stop still under way)."""
+    return sum(1 for r in job.replicas if r.pid is not None and r.exit_code is None)
+
+
+def forget_job(session: Session, job: JobRow) -> None:
+    """Remove finished ``job``'s record: its row, its replicas and its events (a delete of a finished job, its
+    name submitted again, or its retention ran out), so that no later run of the name shows them. Only once
+    none of its processes is alive (``stopping``): until then its rows are what keeps their GPUs taken."""
+    assert job.status not in ACTIVE and not stopping(job), "only a finished job whose replicas exited"
+    session.execute(
+        delete(EventRow).where(EventRow.project == job.project.name, EventRow.job == job.name),
+        execution_options={"synchronize_session": False},
+    )
+    session.delete(job)
+    session.flush()
+
+
+def forget_finished(session: Session, *, before: float, batch: int = 500) -> int:
+    """Forget (``forget_job``) up to ``batch`` jobs that finished before ``before``, oldest first; how many."""
+    query = (
+        select(JobRow)
+        .where(JobRow.status.not_in(ACTIVE), JobRow.finished_at < before)
+        .order_by(JobRow.finished_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True)
+    )
+    jobs = [job for job in session.scalars(query) if not stopping(job)]
+    for job in jobs:
+        forget_job(session, job)
+    return len(jobs)
 
 
 def mark_stopping(session: Session, replica: ReplicaRow) -> bool:
@@ -217,11 +290,15 @@ def relaunchable(replica: ReplicaRow) -> None:
 
 def exited(session: Session, replica: ReplicaRow, code: int) -> None:
     """``replica``'s process ended with ``code``. One told to stop did what it was asked, whatever its code
-    (torchrun exits 1 on SIGTERM), and is forgotten while its job is active (kept, as its history, once the
-    job finished); one that ended on its own is ``done``, kept for its job's history."""
+    (torchrun exits 1 on SIGTERM): it is ``stopped``, never succeeded nor failed, and is forgotten while its
+    job is active (kept, as its history, once the job finished); one that ended on its own is ``done``,
+    ``succeeded`` or ``failed`` by its code, kept for its job's history."""
     requested = replica.desired == ReplicaDesired.STOP
     replica.exit_code = code
-    replica.status = ReplicaStatus.SUCCEEDED if code == 0 or requested else ReplicaStatus.FAILED
+    if requested:
+        replica.status = ReplicaStatus.STOPPED
+    else:
+        replica.status = ReplicaStatus.SUCCEEDED if code == 0 else ReplicaStatus.FAILED
     if not requested:
         replica.desired = ReplicaDesired.DONE
     elif replica.job.status in ACTIVE:

@@ -90,7 +90,7 @@ def test_standby_service_takes_over_and_adopts(
     assert job.status == "running" and sorted(r.pid for r in job.replicas if r.pid) == pids
     follower.delete_job("a", "train")
     wait_for(
-        lambda: {r.status for r in follower.job("a", "train").replicas} == {"succeeded"},
+        lambda: {r.status for r in follower.job("a", "train").replicas} == {"stopped"},
         timeout=10,
         what="the adopted replicas to stop",
     )

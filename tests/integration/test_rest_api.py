@@ -76,7 +76,7 @@ def test_job_lifecycle(admin: TideClient, svc: RunningService) -> None:
     assert cancelled.status == "cancelled"
     kinds = [e.kind for e in admin.events(project="a", job="train")]
     assert kinds[0] == "start" and kinds[-1] == "cancel"
-    stopped = {"succeeded"}
+    stopped = {"stopped"}  # Tide stopped them: never "succeeded"
     wait_for(lambda: {r.status for r in admin.job("a", "train").replicas} == stopped, what="replicas to stop")
     again = admin.submit("a", {"name": "train", **JOB})  # a finished job's name may be reused
     assert again.status == "pending"

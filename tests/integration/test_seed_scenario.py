@@ -94,5 +94,5 @@ def test_seed_scenario(db_url: str, make_service: Callable[..., RunningService],
 
     client.delete_job("a", "elastic")
     wait_for(lambda: not marked_sleeps(mark), timeout=GRACE + 5, what="every process to stop")
-    final = lambda: {r.status for r in client.job("a", "elastic").replicas} == {"succeeded"}  # noqa: E731
+    final = lambda: {r.status for r in client.job("a", "elastic").replicas} == {"stopped"}  # noqa: E731
     wait_for(final, what="every replica to be recorded as stopped")

@@ -195,6 +195,20 @@ def test_a_higher_priority_job_preempts_inside_its_project_when_the_limit_blocks
     assert c.indices("q", "notebook") == [0]
 
 
+def test_an_interactive_job_of_the_same_priority_preempts_and_the_reason_says_interactive() -> None:
+    """R10 with R3 (decision 8): q's interactive notebook, same priority as q's training job, takes its GPU;
+    the training job is told it gave way to an interactive job, not to a higher-priority one."""
+    c = Cluster(nodes(1, gpus=2)).project("q", 1, limit_gpus=1)
+    c.submit("q", "train")
+    c.cycle()
+    c.submit("q", "notebook", interactive=True)
+    plan = c.cycle()
+    assert sorted(c.decisions(plan)) == [("evict", "q", "train", [0]), ("start", "q", "notebook", [0])]
+    evict = next(d for d in plan.decisions if d.job == "train")
+    assert evict.reason.startswith("preempted for interactive job q/notebook of the same project: ")
+    assert "higher-priority" not in evict.reason
+
+
 def test_a_job_bigger_than_todays_cluster_waits_taking_nothing_from_anyone() -> None:
     """Nodes come and go (autoscalers, repairs): a gang of 3 x 4 GPUs on two 4-GPU nodes is kept pending with
     a reason that says what it would need; nothing is reclaimed, preempted or held for it meanwhile, so a's

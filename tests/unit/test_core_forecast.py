@@ -97,7 +97,7 @@ def test_an_evicted_job_keeps_its_work_when_it_restarts_elsewhere_in_the_forward
 def test_a_job_no_node_can_hold_never_gets_a_time() -> None:
     c = busy_cluster().submit("b", "huge", min=1, gpus=8)
     eta = forecast(c.state, c.config, now=c.now, left={("a", "big"): est(HOUR)})
-    assert eta == {("b", "huge"): Eta(None, None, 0, False)}
+    assert eta == {("b", "huge"): Eta(None, None, 1, False)}  # the size it waits for: its min_replicas
 
 
 def test_the_horizon_bounds_the_forward_run() -> None:
@@ -115,7 +115,22 @@ def test_a_job_expected_to_end_before_it_grows_gets_no_time() -> None:
     c.submit("a", "elastic", min=1, max=4).submit("b", "long", min=2)
     c.cycle()
     left = {("a", "elastic"): est(HOUR), ("b", "long"): est(5 * HOUR)}
-    assert forecast(c.state, c.config, now=c.now, left=left) == {("a", "elastic"): Eta(None, None, 0, True)}
+    # no time; the size it would grow to is its max_replicas, never 0
+    assert forecast(c.state, c.config, now=c.now, left=left) == {("a", "elastic"): Eta(None, None, 4, True)}
+
+
+def test_a_job_just_resized_grows_into_idle_gpus_once_its_settle_time_ends() -> None:
+    """R7: a starts at 2 of 1..4 beside b's 2-GPU job; b ends, and a, resized a moment ago, grows only once
+    its settle time ran (60 s), not "never": nothing else ends for hours."""
+    c = Cluster(nodes(1, gpus=4), config=Config(settle_seconds=60)).project("a", 2).project("b", 2)
+    c.submit("a", "elastic", min=1, max=4).submit("b", "short", min=2)
+    c.cycle()
+    assert c.indices("a", "elastic") == [0, 1]
+    c.state = replace(c.state, jobs=tuple(j for j in c.state.jobs if j.name != "short"))  # b's job ended
+    left = {("a", "elastic"): est(10 * HOUR)}
+    eta = forecast(c.state, c.config, now=c.now, left=left, horizon=Horizon(cycle_seconds=1.0))
+    started = c.now - 1.0  # the cycle above, one second ago
+    assert eta == {("a", "elastic"): Eta(started + 60, started + 60, 4, True)}
 
 
 def test_only_the_targets_asked_for_and_nothing_when_nobody_waits() -> None:

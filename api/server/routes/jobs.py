@@ -4,14 +4,15 @@ Contract: a job is created ``pending`` and the loop is woken at once (the answer
 the checks read before the submit writes; a new name is inserted without waiting for the database's write
 lock (``Database.insert``), so submits never queue behind a scheduling cycle; a name taken meanwhile, or a
 project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404). Names are unique among a project's
-jobs; submitting the name of a *finished* job replaces that job (its history stays in the events), an
-active one is a 409. A job that does not fit today's cluster (a replica needs more GPUs than any schedulable
+jobs; submitting the name of a *finished* job replaces that job (its record and its events go, so the new
+run shows only its own), an active one is a 409. A job that does not fit today's cluster (a replica needs more GPUs than any schedulable
 node has, or ``min_replicas`` replicas more room than all of them) is accepted: nodes come and go
 (autoscalers, repairs, a cordoned node back), so it waits, taking GPUs from nobody, with a reason that says
 what it would need, also sent back as a ``Warning`` header. The only size refusals (422) are the schema's
 bounds on a job (``api.server.schemas.JobCreate``: at most 1024 replicas and 1024 GPUs per replica), and a job
 without an image on Kubernetes when the service has no default image is refused too. ``DELETE`` marks the job ``cancelled`` and its replicas to stop
-(SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job is a no-op.
+(SIGTERM, the grace period, then SIGKILL; the master last); deleting a finished job removes its record, its
+replicas and its events (the answer shows the job as it was).
 ``POST .../checkpointed`` records that an active job completed a checkpoint (its newest report is kept: the
 victim search weighs the work since then, which a preemption would lose); a finished job is a 409, a time
 after the service's clock (beyond a minute of skew) or before the submission a 422.

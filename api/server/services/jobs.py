@@ -4,9 +4,11 @@ Contract: ``create_job`` submits a body to a project (the REST route's and a man
 only read run before any write; a new name is inserted without waiting for the database's write lock
 (``Database.insert``), so submits never queue behind a scheduling cycle; a name taken meanwhile, or a
 project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404. A finished
-job of the same name is replaced, an active one is a 409. It returns the job and what to warn its
-submitter of (the job does not fit today's cluster: it is accepted and waits). ``cancel_job`` marks an
-active job ``cancelled`` and its replicas to stop, with its event (a finished job is left as it is).
+job of the same name is replaced (its record and its events go: ``lifecycle.forget_job``), an active one is
+a 409. It returns the job and what to warn its submitter of (the job does not fit today's cluster: it is
+accepted and waits). ``cancel_job`` marks an active job ``cancelled`` and its replicas to stop, with its
+event; a finished job's record is removed, with its replicas and events (the answer shows it as it was),
+once its replicas exited (a 409 says to try again while they stop; a submit of its name likewise).
 ``create_job`` and ``cancel_job`` wake the loop once their write is committed. ``record_checkpoint``
 keeps an active job's newest checkpoint time (409 when it is finished; 422 for a time after the service's
 clock beyond a minute of skew, or before the submission). ``get_job`` finds a job or raises 404.
@@ -102,8 +104,8 @@ def create_job(
                 "pick another name or delete it first",
             )
         if existing is not None:
-            session.delete(existing)
-            session.flush()
+            _forgettable(existing, project, "submit its name again")
+            lifecycle.forget_job(session, existing)  # the old run's events go with it
         public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
     svc.engine.trigger()
     return public, [beyond] if beyond else []
@@ -156,10 +158,25 @@ def cancel_job(svc: Services, caller: Principal, *, project: str, name: str) -> 
         if job.status in ACTIVE:
             who = "an admin" if caller.is_admin else f"project token {caller.token or '(unknown)'}"
             lifecycle.cancel_job(session, job, now=svc.engine.clock(), reason=f"deleted by {who}")
-        session.flush()
-        public = convert.job_public(job, project)
+            session.flush()
+            public = convert.job_public(job, project)
+        else:
+            _forgettable(job, project, "delete it again")
+            public = convert.job_public(job, project)  # as it was: its record is gone once this commits
+            lifecycle.forget_job(session, job)
     svc.engine.trigger()
     return public
+
+
+def _forgettable(job: JobRow, project: str, then: str) -> None:
+    """A finished job's record may go only once its processes exited (their rows hold their GPUs): 409."""
+    left = lifecycle.stopping(job)
+    if left:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"job {job.name!r} in project {project!r} is {job.status} but {left} of its replicas are still "
+            f"stopping: {then} once they exited (see GET /api/v1/projects/{project}/jobs/{job.name})",
+        )
 
 
 def record_checkpoint(
@@ -189,8 +206,7 @@ def record_checkpoint(
                 status.HTTP_422_UNPROCESSABLE_CONTENT,
                 f"'at' is before job {name!r} was submitted: report a checkpoint of this job",
             )
-        if job.checkpointed_at is None or when > job.checkpointed_at:
-            job.checkpointed_at = when
+        lifecycle.checkpointed(session, job, when)
         session.flush()
         return convert.job_public(job, project)
 

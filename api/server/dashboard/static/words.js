@@ -25,7 +25,7 @@ export const STATUS = {
 export const CAUSE = {
   "fair-share": "idle GPUs shared out by fair share",
   reclaim: "GPUs reclaimed for a project owed them",
-  preempt: "taken for a higher-priority job of the same project",
+  preempt: "taken for a higher-priority (or interactive) job of the same project",
   limit: "project above its GPU limit",
   quota: "interactive work above the deserved quota",
   node: "its node went away or was cordoned",
