@@ -16,7 +16,10 @@ Contract:
   notice gets its SIGUSR1 at once, master included, and its SIGTERM when the notice ran
   (``scheduler.elastic.notice``). It returns how many are still
   stopping, so the loop can look again soon instead of a whole period later.
-- ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
+- ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first. A
+  replica the executor cannot start fails its job with the executor's words; one it cannot start *yet*
+  (``LaunchDeferred``: a quota full) stays waiting, its job's ``message`` saying why (cleared once it
+  started). Either way only that job is touched: the other launches and the cycle go on.
 Jobs whose command is a torchrun launch restart as a whole on a resize, a failure or a stuck launch
 (``scheduler.elastic.coordinator``): ``record_observations`` and ``stop_unwanted`` call into it, and
 ``launch_waiting`` starts such a job's replicas together, on the GPUs they held before. On an executor whose
@@ -40,13 +43,21 @@ from sqlalchemy.orm import Session, selectinload
 
 from scheduler.elastic import coordinator, notice
 from scheduler.elastic.environment import EnvBuilder, ReplicaContext, replica_env
-from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.base import (
+    LOST_EXIT_CODE,
+    Executor,
+    ExecutorError,
+    LaunchDeferred,
+    LaunchSpec,
+    Observation,
+)
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
 from scheduler.store.queries import LIVE, held_gpu_ids
 
 log = logging.getLogger(__name__)
+WAITS = "waits to start"  # a deferred launch's words on its job's message
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +323,10 @@ def _launch(
     try:
         coordinator.prepare(executor, job)
         obs = executor.start(spec)
+    except LaunchDeferred as error:
+        log.info("replica %s of %s/%s waits: %s", replica.index, spec.project, job.name, error)
+        job.message = f"replica {replica.index} {WAITS}: {error}"
+        return False
     except ExecutorError as error:
         log.warning("cannot start replica %s of %s/%s: %s", replica.index, spec.project, job.name, error)
         if knobs.on_executor_error is not None:
@@ -319,6 +334,8 @@ def _launch(
         fail_job(session, job, f"replica {replica.index} could not start: {error}", now)
         return False
     lifecycle.launched(replica, pid=obs.pid, gpu_ids=gpu_ids, now=now, running=obs.running)
+    if job.message is not None and job.message.startswith(f"replica {replica.index} {WAITS}"):
+        job.message = None  # it started: the reason it waited is over
     return True
 
 

@@ -6,8 +6,10 @@ Contract (see ``base.Executor``):
   the engine's environment plus the rendezvous address, labels ``tide.dev/*``) after making sure the
   job's headless Service exists. Pod names are deterministic per replica id, so a create that answers
   409 ``AlreadyExists`` (an earlier attempt that timed out, or a pod from before a restart) adopts that pod:
-  a replica never gets two pods. A pod the API refuses (422, 400) is an ``ExecutorError`` (the job fails
-  with the API's message); an API that cannot be reached is a ``KubeApiError`` (the cycle is retried).
+  a replica never gets two pods. A pod (or Service) the API refuses is judged by ``kube/refusals.py``: an
+  invalid body or an admission's 403 is an ``ExecutorError`` (the job fails with the API's message), a
+  quota's 403 or a missing namespace a ``LaunchDeferred`` (the replica waits, tried again with backoff);
+  an API that cannot be reached is a ``KubeApiError`` (the cycle is retried).
 - ``stop`` deletes the pod with ``gracePeriodSeconds`` = the grace (the kubelet sends SIGTERM, then
   SIGKILL once it has passed); the engine asks for workers before the master.
 - ``notify`` (a preemption notice) sends nothing: a pod that runs Tide's agent learns of it from its poll
@@ -38,14 +40,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.model import Node
-from scheduler.executors.base import Capabilities, ExecutorError, LaunchSpec, Observation
-from scheduler.executors.kube import names, podspec
+from scheduler.executors.base import Capabilities, ExecutorError, LaunchDeferred, LaunchSpec, Observation
+from scheduler.executors.kube import names, podspec, refusals
 from scheduler.executors.kube.agent_secrets import AgentSecrets
 from scheduler.executors.kube.config import Connection, KubeSettings, connect
 from scheduler.executors.kube.inventory import Inventory
 from scheduler.executors.kube.logs import PodLogs
 from scheduler.executors.kube.reflector import Reflector
-from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists, status_of
+from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists
 from scheduler.executors.kube.status import PodView, ReplicaRecord, identity
 
 log = logging.getLogger(__name__)
@@ -63,9 +65,11 @@ class KubernetesExecutor:
         grace_period: float = 30.0,
         retrier: Retrier | None = None,
         connection: Connection | None = None,
+        backoff: refusals.Backoff | None = None,
     ) -> None:
         self.settings = settings
         self.retrier = retrier or Retrier()
+        self.backoff = backoff or refusals.Backoff()  # replicas whose pod was refused for now
         self.logs = PodLogs(self._core, lambda: self.namespace, self._timeout, data_dir)
         self._grace = grace_period
         self._connection = connection
@@ -243,12 +247,14 @@ class KubernetesExecutor:
                     )
                 return known.observation()  # its pod exists: never a second one
             self._replicas.pop(spec.replica_id, None)
+        self.backoff.check(spec.replica_id)
         try:
             body = podspec.pod_body(spec, self.options, grace=spec.grace)
         except ValueError as error:
             raise ExecutorError(str(error)) from error
-        self._ensure_service(spec.project, spec.job)
+        self._ensure_service(spec.project, spec.job, spec.replica_id)
         obj = self._create_pod(body, spec.replica_id)
+        self.backoff.clear(spec.replica_id)
         with self._lock:
             record = self._replicas.get(spec.replica_id)
             if record is None or record.view.uid != obj["metadata"].get("uid"):
@@ -271,9 +277,14 @@ class KubernetesExecutor:
         except ApiException as error:
             if is_already_exists(error):
                 return self._adopt_existing(name, replica_id)
-            if error.status in (400, 422):
-                raise ExecutorError(f"Kubernetes refused pod {name}: {status_of(error)[1]}") from error
-            raise KubeApiError(f"create pod {name}: {describe(error)}") from error
+            raise self._refused(error, f"pod {name}", replica_id) from error
+
+    def _refused(self, error: ApiException, what: str, replica_id: int) -> Exception:
+        """The error for a create the API refused (``kube/refusals.py``); a deferral starts its backoff."""
+        judged = refusals.judge(error, what)
+        if isinstance(judged, LaunchDeferred):
+            return self.backoff.defer(replica_id, judged)
+        return judged
 
     def _adopt_existing(self, name: str, replica_id: int) -> Obj:
         found = self.retrier.call(
@@ -317,6 +328,7 @@ class KubernetesExecutor:
                 record.gone = True
 
     def forget(self, replica_id: int) -> None:
+        self.backoff.clear(replica_id)
         with self._lock:
             record = self._replicas.pop(replica_id, None)
             if record is None:
@@ -349,7 +361,7 @@ class KubernetesExecutor:
         return self.logs.saved(project, job, index, tail)
 
     # helpers ----------------------------------------------------------------------------------------
-    def _ensure_service(self, project: str, job: str) -> None:
+    def _ensure_service(self, project: str, job: str, replica_id: int) -> None:
         if (project, job) in self._services:
             return
         body = podspec.service_body(project, job, self.options)
@@ -362,7 +374,7 @@ class KubernetesExecutor:
             )
         except ApiException as error:
             if not is_already_exists(error):
-                raise KubeApiError(f"create service {body['metadata']['name']}: {describe(error)}") from error
+                raise self._refused(error, f"service {body['metadata']['name']}", replica_id) from error
         self._services.add((project, job))
 
     def _delete_pod_now(self, name: str) -> None:
