@@ -16,7 +16,8 @@ Contract (see ``base.Executor``):
   (``api.server.routes.agent`` reads the replica's ``noticed_at``) and passes SIGUSR1 to its training; the engine
   gives notices to such pods only (``scheduler.elastic.notice.reaches``), a plain pod gets none.
 - ``observe`` answers from memory, kept current by two watches (``kube/reflector.py``): the pods labelled
-  ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``).
+  ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``);
+  a third watches every pod, so that GPUs other workloads hold are not offered (``kube/inventory.py``).
   A replica's pod that ended reports its exit code; one that vanished reports how (``kube/status.py``).
 - ``forget`` deletes the pod of a replica that ended (saving its log first, under ``DATA/logs`` like the
   local executor) and the job's Service once no replica of the job is left.
@@ -84,6 +85,7 @@ class KubernetesExecutor:
         )
         self.pod_watch: Reflector | None = None
         self.node_watch: Reflector | None = None
+        self.holdings_watch: Reflector | None = None  # every pod: GPUs other workloads hold
 
     # connection -------------------------------------------------------------------------------------
     @property
@@ -153,11 +155,37 @@ class KubernetesExecutor:
                 **common,  # type: ignore[arg-type]
             )
             node_watch.start()
+            self.inventory.own_namespace = self.namespace
+            self.holdings_watch = self._watch_holdings(core, common)
             pod_watch.start()
             self.node_watch, self.pod_watch = node_watch, pod_watch
 
+    def _watch_holdings(self, core: client.CoreV1Api, common: dict[str, Any]) -> Reflector | None:
+        """Watch every pod (GPUs that other workloads hold on Tide's nodes); without the right to list
+        pods in all namespaces, warn and go on without it."""
+        holdings = Reflector(
+            "pods in all namespaces",
+            core.list_pod_for_all_namespaces,
+            (),
+            on_list=self.inventory.replace_pods,
+            on_event=self.inventory.apply_pod,
+            **common,
+        )
+        try:
+            holdings.start()
+        except ApiException as error:
+            if error.status != 403:
+                raise
+            log.warning(
+                "cannot list pods in all namespaces (%s): GPUs that other workloads hold on Tide's nodes are "
+                "not subtracted; grant list and watch on pods cluster-wide (docs/kubernetes.md)",
+                describe(error),
+            )
+            return None
+        return holdings
+
     def close(self) -> None:
-        for reflector in (self.pod_watch, self.node_watch):
+        for reflector in (self.pod_watch, self.holdings_watch, self.node_watch):
             if reflector is not None:
                 reflector.stop()
         if self._connection is not None:

@@ -255,3 +255,42 @@ def test_retries_back_off_on_transient_answers_only() -> None:
         retrier.call("create pod p", lambda: (_ for _ in ()).throw(api_error(503, "ServiceUnavailable")))
     with pytest.raises(ApiException):
         retrier.call("create pod p", lambda: (_ for _ in ()).throw(api_error(422, "Invalid")))
+
+
+def _pod(node: str, containers: list[int], init: tuple[int, ...] = (), **meta: object) -> dict[str, object]:
+    def container(gpus: int, limits_only: bool = False) -> dict[str, object]:
+        amount = {"nvidia.com/gpu": str(gpus)}
+        return {"name": "c", "resources": {"limits": amount} if limits_only else {"requests": amount}}
+
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": str(meta.pop("uid", "u")), **meta},
+        "spec": {
+            "nodeName": node,
+            "containers": [container(g, limits_only=i == 0) for i, g in enumerate(containers)],
+            "initContainers": [container(g) for g in init],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_gpus_other_pods_hold_are_subtracted_as_the_kubelet_counts_them() -> None:
+    inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS)
+    inventory.own_namespace = "jobs"
+    inventory.replace([node()])
+    tide_label = {"labels": {names.MANAGED_BY: names.MANAGER}}
+    inventory.replace_pods(
+        [
+            _pod("g", [1, 1], uid="a"),  # a limit alone is the request
+            _pod("g", [1], init=(3,), uid="b"),  # its init container needs 3 before it runs
+            _pod("g", [2], uid="mine", namespace="jobs", **tide_label),  # Tide's own: not subtracted
+            {**_pod("g", [4], uid="ended"), "status": {"phase": "Succeeded"}},
+            {**_pod("", [4], uid="unbound")},
+        ]
+    )
+    assert inventory.nodes() == (Node("g", 3),)
+    inventory.apply_pod("ADDED", _pod("g", [2], uid="other-tide", namespace="x", **tide_label))
+    assert inventory.nodes() == (Node("g", 1),)
+    inventory.apply_pod("MODIFIED", {**_pod("g", [1], uid="b"), "status": {"phase": "Failed"}})
+    inventory.apply_pod("DELETED", _pod("g", [2], uid="other-tide"))
+    inventory.apply_pod("ADDED", _pod("g", [9], uid="huge"))
+    assert inventory.nodes() == (Node("g", 0),)
