@@ -2,7 +2,8 @@
 
 Contract:
 - ``record_observations`` folds the executor's report into the store: a replica seen running is
-  ``running``; one seen exiting is finished. A replica told to stop is deleted once it exited (its job is
+  ``running`` (a pod once its container started: while it waits, an image that cannot be pulled say, it
+  stays ``starting`` and its job's ``message`` says why); one seen exiting is finished. A replica told to stop is deleted once it exited (its job is
   still active) or kept with its final status (its job finished). A replica that exited on its own finishes
   its job: any failure fails the job, the master's success (or every replica's) makes it succeed; the rest
   of the job is then stopped. A process the store does not want is stopped (an orphan never survives).
@@ -76,10 +77,11 @@ def record_observations(
     """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed."""
     record_checkpoints(session, seen)
     live: dict[int, str] = dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
-    lifecycle.mark_running(
-        session,
-        [rid for rid, status in live.items() if status == ReplicaStatus.STARTING and _running(seen.get(rid))],
-    )
+    started = [
+        rid for rid, status in live.items() if status == ReplicaStatus.STARTING and _started(seen.get(rid))
+    ]
+    lifecycle.mark_running(session, started, now=now)
+    note_waiting(session, {rid: o.waiting for rid, o in seen.items() if o.waiting and rid in live}, started)
     gone = [rid for rid in live if not _running(seen.get(rid))]
     for replica in _with_jobs(session, gone):
         obs = seen.get(replica.id)
@@ -123,6 +125,30 @@ def record_checkpoints(session: Session, seen: Mapping[int, Observation]) -> Non
 
 def _running(obs: Observation | None) -> bool:
     return obs is not None and obs.running
+
+
+def _started(obs: Observation | None) -> bool:
+    """Its process runs (a pod's container started, not merely the pod made)."""
+    return obs is not None and obs.running and obs.waiting is None
+
+
+def note_waiting(session: Session, waiting: Mapping[int, str], started: Collection[int]) -> None:
+    """Say on each job why its replica's process has not started (``waiting``: the executor's words, an
+    image that cannot be pulled say); once it ``started``, take those words back."""
+    ids = [*waiting, *started]
+    if not ids:
+        return
+    query = select(ReplicaRow).where(ReplicaRow.id.in_(ids)).options(selectinload(ReplicaRow.job))
+    for replica in session.scalars(query).all():
+        job, prefix = replica.job, f"replica {replica.index} {WAITS}"
+        if job.status not in ACTIVE:
+            continue
+        if replica.id in waiting:
+            said = f"{prefix}: {waiting[replica.id]}"
+            if job.message != said:
+                job.message = said
+        elif job.message is not None and job.message.startswith(prefix):
+            job.message = None
 
 
 def _with_jobs(session: Session, ids: list[int]) -> list[ReplicaRow]:
@@ -333,7 +359,7 @@ def _launch(
             knobs.on_executor_error("start")
         fail_job(session, job, f"replica {replica.index} could not start: {error}", now)
         return False
-    lifecycle.launched(replica, pid=obs.pid, gpu_ids=gpu_ids, now=now, running=obs.running)
+    lifecycle.launched(replica, pid=obs.pid, gpu_ids=gpu_ids, now=now, running=_started(obs))
     if job.message is not None and job.message.startswith(f"replica {replica.index} {WAITS}"):
         job.message = None  # it started: the reason it waited is over
     return True

@@ -65,6 +65,9 @@ class Observation:
     stopping: bool = False
     detail: str | None = None  # why it ended, when the executor knows more than the code
     ready: bool | None = None  # torchrun: its workers started (the rendezvous formed); None: not known
+    # alive, but its process has not started yet (a pod whose container is not running): why, for a person
+    # (an image that cannot be pulled, a volume not bound), or "" when nothing is wrong (it is being created)
+    waiting: str | None = None
     # the job's last complete checkpoint, as it reported it (master only)
     checkpointed_at: float | None = None
 
