@@ -18,6 +18,7 @@ Contract (see ``base.Executor``):
 - ``observe`` answers from memory, kept current by two watches (``kube/reflector.py``): the pods labelled
   ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``);
   a third watches every pod, so that GPUs other workloads hold are not offered (``kube/inventory.py``).
+  Without a node selector (Tide's GPU pool) it warns once, at the first call: it then places on every node.
   A replica's pod that ended reports its exit code; one that vanished reports how (``kube/status.py``).
 - ``forget`` deletes the pod of a replica that ended (saving its log first, under ``DATA/logs`` like the
   local executor) and the job's Service once no replica of the job is left.
@@ -53,6 +54,11 @@ from scheduler.executors.kube.status import PodView, ReplicaRecord, identity
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+NO_POOL = (
+    "no --node-selector: Tide places replicas on every node with GPUs. Name Tide's GPU pool "
+    "(e.g. --node-selector tide.dev/pool=gpu) so that other schedulers do not bind pods to the same GPUs "
+    "(docs/kubernetes.md, 'Binding')"
+)
 
 
 class KubernetesExecutor:
@@ -154,6 +160,8 @@ class KubernetesExecutor:
                 selector=names.MANAGED_SELECTOR,
                 **common,  # type: ignore[arg-type]
             )
+            if self.settings.node_selector is None:
+                log.warning(NO_POOL)
             node_watch.start()
             self.inventory.own_namespace = self.namespace
             self.holdings_watch = self._watch_holdings(core, common)

@@ -165,3 +165,17 @@ def test_gpus_that_other_workloads_hold_are_not_offered(
     wait_for(lambda: client.job("a", "train").status == "running", what="the job once the GPUs are free")
     wait_for(lambda: [r.status for r in client.job("a", "train").replicas] == ["running"], what="its pod")
     assert not api.kubelets.rejected
+
+
+def test_without_a_node_selector_the_executor_warns_once(
+    api: FakeKubeApi, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for selector, warned in ((None, 1), ("tide.dev/pool=gpu", 0)):
+        caplog.clear()
+        built = kube_executor(api, tmp_path, node_selector=selector)
+        try:
+            built.nodes()
+            built.nodes()
+        finally:
+            built.close()
+        assert sum("no --node-selector" in r.getMessage() for r in caplog.records) == warned
