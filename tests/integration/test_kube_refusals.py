@@ -115,3 +115,22 @@ def test_healthz_is_503_while_the_leading_engine_completes_no_cycle(
     api.faults.clear()
     wait_for(lambda: httpx.get(f"{url}/healthz").status_code == 200, what="/healthz to recover")
     wait_for(lambda: running(client, "train"), what="the job to run once the API answers")
+
+
+def test_healthz_is_503_while_the_first_cycle_never_completes(
+    api: FakeKubeApi, make_service: Callable[..., RunningService], tmp_path: Path
+) -> None:
+    api.fail("GET", "/api/v1/nodes$", 503, times=1_000_000)  # the engine cannot take over: no nodes
+    service = make_service(
+        None,
+        with_executor=kube_executor(api, tmp_path),
+        executor="kubernetes",
+        cycle_period=0.1,
+        default_image=IMAGE,
+        stall_periods=5,
+    )
+    stuck = lambda: (r := httpx.get(f"{service.url}/healthz")).status_code == 503 and r.json()  # noqa: E731
+    answer = wait_for(lambda: (a := stuck()) and a["last_error"] and a, what="/healthz to say 503")
+    assert answer["cycles"] == 0 and "list nodes" in answer["last_error"]
+    api.faults.clear()
+    wait_for(lambda: httpx.get(f"{service.url}/healthz").status_code == 200, what="/healthz to recover")

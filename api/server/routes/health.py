@@ -1,7 +1,7 @@
 """``/healthz`` (the process answers) and ``/readyz`` (the database answers): no token needed.
 
-Contract: ``/healthz`` is 200 while the process serves, and 503 (``unavailable``) while the engine leads but
-has not completed a cycle for ``stall_periods`` cycle periods (its cycles fail or hang: a liveness probe
+Contract: ``/healthz`` is 200 while the process serves, and 503 (``unavailable``) while the engine holds the
+lead but has not completed a cycle (since it took it) for ``stall_periods`` cycle periods (its cycles fail or hang: a liveness probe
 restarts it). ``/readyz`` is 200 when the database answers, else 503; both report the role (``leader`` or
 ``standby``) and the loop's last cycle and error.
 """
@@ -34,11 +34,13 @@ def _health(svc: Services, ok: bool, database: str) -> schemas.Health:
 
 
 def stalled(svc: Services) -> bool:
-    """The engine leads, and its last completed cycle is older than ``stall_periods`` cycle periods."""
+    """The engine holds the lead, and neither its last completed cycle nor its taking the lead is more recent
+    than ``stall_periods`` cycle periods (a first cycle that never completes counts too)."""
     engine, settings = svc.engine, svc.settings
-    if settings.stall_periods <= 0 or not engine.is_leader or engine.last_cycle_at is None:
+    if settings.stall_periods <= 0 or engine.leading_since is None:
         return False
-    return engine.clock() - engine.last_cycle_at > settings.stall_periods * settings.cycle_period
+    last = max(engine.leading_since, engine.last_cycle_at or engine.leading_since)
+    return engine.clock() - last > settings.stall_periods * settings.cycle_period
 
 
 @router.get(
