@@ -89,6 +89,14 @@ class ServeOptions:
         default=1.0, metadata=option("Seconds between scheduling cycles.", least=0.01)
     )
     grace_period: float = field(default=30.0, metadata=option("Seconds from SIGTERM to SIGKILL.", least=0))
+    stall_periods: float = field(
+        default=30.0,
+        metadata=option(
+            "Cycle periods the leading engine may go without completing a cycle before /healthz answers "
+            "503 (0: never).",
+            least=0,
+        ),
+    )
     settle_seconds: float = field(
         default=10.0,
         metadata=option(

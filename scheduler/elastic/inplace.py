@@ -14,8 +14,10 @@ rank 0 and hosts the rendezvous). What the agents say is in ``AgentReportRow``.
   pods commit together, or neither does; ``scheduler.elastic.coordinator`` calls them):
   a shrink (a member is told to stop) relaunches the rest at once, in the same cycle as the removed pods'
   deletion (with a preemption notice, once it ran: the leaving and the staying members' agents are all
-  told to pass SIGUSR1 to their training first, ``scheduler.elastic.notice``); a grow admits the new replicas once each one's agent reports a warm launcher (``warm``; or
-  ``WARM_TIMEOUT_S`` after its pod started), so the members keep training while the newcomers import torch;
+  told to pass SIGUSR1 to their training first, ``scheduler.elastic.notice``); a grow admits the new
+  replicas once each one's agent reports a warm launcher (``warm``; or ``WARM_TIMEOUT_S`` after its
+  container started: an image pull does not count), so the members keep training while the newcomers
+  import torch;
   a job with no launch yet launches all its replicas at once.
 - A member whose training exited non-zero on its own (``exited``, the current launch) restarts the whole
   launch from the checkpoint, or fails the job, as the restart budget says (``scheduler.elastic.policy``,
@@ -37,7 +39,7 @@ from scheduler.elastic import notice, policy
 from scheduler.elastic.launch import Launch
 from scheduler.elastic.torchrun_argv import job_max_restarts, uses_torchrun
 from scheduler.executors.base import Executor
-from scheduler.statuses import ACTIVE, ReplicaDesired
+from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
 from scheduler.store.models import AgentReportRow, JobRow, ReplicaRow
 
@@ -131,9 +133,15 @@ def relaunch(job: JobRow, reports: dict[int, AgentReportRow], *, now: float) -> 
 
 
 def _warm(replica: ReplicaRow, report: AgentReportRow | None, now: float) -> bool:
+    """Its agent reports a warm launcher, or its container has run for ``WARM_TIMEOUT_S`` (timed from the
+    container's start, seen as ``running``: a cold image pull does not count, and the members train on)."""
     if report is not None and report.state in READY_STATES:
         return True
-    return replica.started_at is not None and now - replica.started_at >= WARM_TIMEOUT_S
+    return (
+        replica.status == ReplicaStatus.RUNNING
+        and replica.started_at is not None
+        and now - replica.started_at >= WARM_TIMEOUT_S
+    )
 
 
 def fold_failure(

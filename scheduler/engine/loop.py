@@ -20,7 +20,9 @@ With ``finished_retention`` set, a finished job that ended longer ago than that 
 While replicas are stopping, the next cycle comes after ``RELEASE_POLL_SECONDS`` rather than a full period,
 so reclaimed GPUs reach their claimant about as soon as the processes exit (R2).
 
-Every time comes from ``clock`` (the shell's, never the core's). Errors in a cycle are logged and kept in
+Every time comes from ``clock`` (the shell's, never the core's). ``leading_since`` is when it took the lead
+(None while it does not hold it) and ``last_cycle_at`` when its last cycle completed: ``/healthz`` compares
+them with the clock. Errors in a cycle are logged and kept in
 ``last_error`` and counted (``scheduler.engine.metrics``, as are cycle durations and applied decisions);
 the loop goes on. ``on_change`` (a no-op unless given) is called after each bump of ``changes`` and after
 each turn of ``run``: ``tide serve`` runs the engine in a process of its own and tells the API process
@@ -132,6 +134,7 @@ class Engine:
             0  # bumped after each write that changed something: caches key on it (api.server.cache)
         )
         self.last_cycle_at: float | None = None
+        self.leading_since: float | None = None  # when it last took the lead (None: it does not hold it)
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
         self.violations: list[str] = []
@@ -153,7 +156,10 @@ class Engine:
         with self._lock:
             if not self.leadership.holds():
                 self.role = "standby"
+                self.leading_since = None
                 return None
+            if self.leading_since is None:
+                self.leading_since = self.clock()
             if self.role != "leader":
                 self._take_over()
             return self._cycle()

@@ -2,7 +2,8 @@
 
 Contract:
 - ``record_observations`` folds the executor's report into the store: a replica seen running is
-  ``running``; one seen exiting is finished. A replica told to stop is deleted once it exited (its job is
+  ``running`` (a pod once its container started: while it waits, an image that cannot be pulled say, it
+  stays ``starting`` and its job's ``message`` says why); one seen exiting is finished. A replica told to stop is deleted once it exited (its job is
   still active) or kept with its final status (its job finished). A replica that exited on its own finishes
   its job: any failure fails the job, the master's success (or every replica's) makes it succeed; the rest
   of the job is then stopped. A process the store does not want is stopped (an orphan never survives).
@@ -16,7 +17,10 @@ Contract:
   notice gets its SIGUSR1 at once, master included, and its SIGTERM when the notice ran
   (``scheduler.elastic.notice``). It returns how many are still
   stopping, so the loop can look again soon instead of a whole period later.
-- ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first.
+- ``launch_waiting`` starts wanted replicas whose node has their GPUs free now, lowest GPU ids first. A
+  replica the executor cannot start fails its job with the executor's words; one it cannot start *yet*
+  (``LaunchDeferred``: a quota full) stays waiting, its job's ``message`` saying why (cleared once it
+  started). Either way only that job is touched: the other launches and the cycle go on.
 Jobs whose command is a torchrun launch restart as a whole on a resize, a failure or a stuck launch
 (``scheduler.elastic.coordinator``): ``record_observations`` and ``stop_unwanted`` call into it, and
 ``launch_waiting`` starts such a job's replicas together, on the GPUs they held before. On an executor whose
@@ -40,13 +44,21 @@ from sqlalchemy.orm import Session, selectinload
 
 from scheduler.elastic import coordinator, notice
 from scheduler.elastic.environment import EnvBuilder, ReplicaContext, replica_env
-from scheduler.executors.base import LOST_EXIT_CODE, Executor, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.base import (
+    LOST_EXIT_CODE,
+    Executor,
+    ExecutorError,
+    LaunchDeferred,
+    LaunchSpec,
+    Observation,
+)
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
 from scheduler.store.queries import LIVE, held_gpu_ids
 
 log = logging.getLogger(__name__)
+WAITS = "waits to start"  # a deferred launch's words on its job's message
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +77,11 @@ def record_observations(
     """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed."""
     record_checkpoints(session, seen)
     live: dict[int, str] = dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
-    lifecycle.mark_running(
-        session,
-        [rid for rid, status in live.items() if status == ReplicaStatus.STARTING and _running(seen.get(rid))],
-    )
+    started = [
+        rid for rid, status in live.items() if status == ReplicaStatus.STARTING and _started(seen.get(rid))
+    ]
+    lifecycle.mark_running(session, started, now=now)
+    note_waiting(session, {rid: o.waiting for rid, o in seen.items() if o.waiting and rid in live}, started)
     gone = [rid for rid in live if not _running(seen.get(rid))]
     for replica in _with_jobs(session, gone):
         obs = seen.get(replica.id)
@@ -110,6 +123,30 @@ def record_checkpoints(session: Session, seen: Mapping[int, Observation]) -> Non
 
 def _running(obs: Observation | None) -> bool:
     return obs is not None and obs.running
+
+
+def _started(obs: Observation | None) -> bool:
+    """Its process runs (a pod's container started, not merely the pod made)."""
+    return obs is not None and obs.running and obs.waiting is None
+
+
+def note_waiting(session: Session, waiting: Mapping[int, str], started: Collection[int]) -> None:
+    """Say on each job why its replica's process has not started (``waiting``: the executor's words, an
+    image that cannot be pulled say); once it ``started``, take those words back."""
+    ids = [*waiting, *started]
+    if not ids:
+        return
+    query = select(ReplicaRow).where(ReplicaRow.id.in_(ids)).options(selectinload(ReplicaRow.job))
+    for replica in session.scalars(query).all():
+        job, prefix = replica.job, f"replica {replica.index} {WAITS}"
+        if job.status not in ACTIVE:
+            continue
+        if replica.id in waiting:
+            said = f"{prefix}: {waiting[replica.id]}"
+            if job.message != said:
+                job.message = said
+        elif job.message is not None and job.message.startswith(prefix):
+            job.message = None
 
 
 def _with_jobs(session: Session, ids: list[int]) -> list[ReplicaRow]:
@@ -310,13 +347,19 @@ def _launch(
     try:
         coordinator.prepare(executor, job)
         obs = executor.start(spec)
+    except LaunchDeferred as error:
+        log.info("replica %s of %s/%s waits: %s", replica.index, spec.project, job.name, error)
+        job.message = f"replica {replica.index} {WAITS}: {error}"
+        return False
     except ExecutorError as error:
         log.warning("cannot start replica %s of %s/%s: %s", replica.index, spec.project, job.name, error)
         if knobs.on_executor_error is not None:
             knobs.on_executor_error("start")
         fail_job(session, job, f"replica {replica.index} could not start: {error}", now)
         return False
-    lifecycle.launched(replica, pid=obs.pid, gpu_ids=gpu_ids, now=now, running=obs.running)
+    lifecycle.launched(replica, pid=obs.pid, gpu_ids=gpu_ids, now=now, running=_started(obs))
+    if job.message is not None and job.message.startswith(f"replica {replica.index} {WAITS}"):
+        job.message = None  # it started: the reason it waited is over
     return True
 
 

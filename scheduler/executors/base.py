@@ -13,7 +13,8 @@ returned, ``-N`` killed by signal N, ``LOST_EXIT_CODE`` when the process vanishe
 
 What an executor can do beyond that is declared, never probed: ``capabilities`` (a ``Capabilities``) says
 which of the engine's restart strategies and notices it supports; ``put_agent_token`` does nothing on an
-executor without ``inplace_restarts``.
+executor without ``inplace_restarts``. ``start`` raises ``ExecutorError`` for a replica that cannot start
+(its job fails with the message) and ``LaunchDeferred`` for one that cannot start yet (it waits).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ LOST_EXIT_CODE = -1000
 
 class ExecutorError(RuntimeError):
     """A replica could not be started or signalled; the message says why."""
+
+
+class LaunchDeferred(ExecutorError):
+    """A replica cannot start yet, for a reason that may pass (a quota full, a namespace being made); the
+    message says why. The engine leaves it waiting, shows the reason on its job and tries again later (the
+    executor decides when: until then ``start`` raises this again without trying)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,9 @@ class Observation:
     stopping: bool = False
     detail: str | None = None  # why it ended, when the executor knows more than the code
     ready: bool | None = None  # torchrun: its workers started (the rendezvous formed); None: not known
+    # alive, but its process has not started yet (a pod whose container is not running): why, for a person
+    # (an image that cannot be pulled, a volume not bound), or "" when nothing is wrong (it is being created)
+    waiting: str | None = None
     # the job's last complete checkpoint, as it reported it (master only)
     checkpointed_at: float | None = None
 

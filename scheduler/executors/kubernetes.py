@@ -6,15 +6,19 @@ Contract (see ``base.Executor``):
   the engine's environment plus the rendezvous address, labels ``tide.dev/*``) after making sure the
   job's headless Service exists. Pod names are deterministic per replica id, so a create that answers
   409 ``AlreadyExists`` (an earlier attempt that timed out, or a pod from before a restart) adopts that pod:
-  a replica never gets two pods. A pod the API refuses (422, 400) is an ``ExecutorError`` (the job fails
-  with the API's message); an API that cannot be reached is a ``KubeApiError`` (the cycle is retried).
+  a replica never gets two pods. A pod (or Service) the API refuses is judged by ``kube/refusals.py``: an
+  invalid body or an admission's 403 is an ``ExecutorError`` (the job fails with the API's message), a
+  quota's 403 or a missing namespace a ``LaunchDeferred`` (the replica waits, tried again with backoff);
+  an API that cannot be reached is a ``KubeApiError`` (the cycle is retried).
 - ``stop`` deletes the pod with ``gracePeriodSeconds`` = the grace (the kubelet sends SIGTERM, then
   SIGKILL once it has passed); the engine asks for workers before the master.
 - ``notify`` (a preemption notice) sends nothing: a pod that runs Tide's agent learns of it from its poll
   (``api.server.routes.agent`` reads the replica's ``noticed_at``) and passes SIGUSR1 to its training; the engine
   gives notices to such pods only (``scheduler.elastic.notice.reaches``), a plain pod gets none.
 - ``observe`` answers from memory, kept current by two watches (``kube/reflector.py``): the pods labelled
-  ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``).
+  ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``);
+  a third watches every pod, so that GPUs other workloads hold are not offered (``kube/inventory.py``).
+  Without a node selector (Tide's GPU pool) it warns once, at the first call: it then places on every node.
   A replica's pod that ended reports its exit code; one that vanished reports how (``kube/status.py``).
 - ``forget`` deletes the pod of a replica that ended (saving its log first, under ``DATA/logs`` like the
   local executor) and the job's Service once no replica of the job is left.
@@ -38,18 +42,23 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.model import Node
-from scheduler.executors.base import Capabilities, ExecutorError, LaunchSpec, Observation
-from scheduler.executors.kube import names, podspec
+from scheduler.executors.base import Capabilities, ExecutorError, LaunchDeferred, LaunchSpec, Observation
+from scheduler.executors.kube import names, podspec, refusals
 from scheduler.executors.kube.agent_secrets import AgentSecrets
 from scheduler.executors.kube.config import Connection, KubeSettings, connect
 from scheduler.executors.kube.inventory import Inventory
 from scheduler.executors.kube.logs import PodLogs
 from scheduler.executors.kube.reflector import Reflector
-from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists, status_of
+from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists
 from scheduler.executors.kube.status import PodView, ReplicaRecord, identity
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+NO_POOL = (
+    "no --node-selector: Tide places replicas on every node with GPUs. Name Tide's GPU pool "
+    "(e.g. --node-selector tide.dev/pool=gpu) so that other schedulers do not bind pods to the same GPUs "
+    "(docs/kubernetes.md, 'Binding')"
+)
 
 
 class KubernetesExecutor:
@@ -63,9 +72,11 @@ class KubernetesExecutor:
         grace_period: float = 30.0,
         retrier: Retrier | None = None,
         connection: Connection | None = None,
+        backoff: refusals.Backoff | None = None,
     ) -> None:
         self.settings = settings
         self.retrier = retrier or Retrier()
+        self.backoff = backoff or refusals.Backoff()  # replicas whose pod was refused for now
         self.logs = PodLogs(self._core, lambda: self.namespace, self._timeout, data_dir)
         self._grace = grace_period
         self._connection = connection
@@ -80,6 +91,7 @@ class KubernetesExecutor:
         )
         self.pod_watch: Reflector | None = None
         self.node_watch: Reflector | None = None
+        self.holdings_watch: Reflector | None = None  # every pod: GPUs other workloads hold
 
     # connection -------------------------------------------------------------------------------------
     @property
@@ -148,12 +160,40 @@ class KubernetesExecutor:
                 selector=names.MANAGED_SELECTOR,
                 **common,  # type: ignore[arg-type]
             )
+            if self.settings.node_selector is None:
+                log.warning(NO_POOL)
             node_watch.start()
+            self.inventory.own_namespace = self.namespace
+            self.holdings_watch = self._watch_holdings(core, common)
             pod_watch.start()
             self.node_watch, self.pod_watch = node_watch, pod_watch
 
+    def _watch_holdings(self, core: client.CoreV1Api, common: dict[str, Any]) -> Reflector | None:
+        """Watch every pod (GPUs that other workloads hold on Tide's nodes); without the right to list
+        pods in all namespaces, warn and go on without it."""
+        holdings = Reflector(
+            "pods in all namespaces",
+            core.list_pod_for_all_namespaces,
+            (),
+            on_list=self.inventory.replace_pods,
+            on_event=self.inventory.apply_pod,
+            **common,
+        )
+        try:
+            holdings.start()
+        except ApiException as error:
+            if error.status != 403:
+                raise
+            log.warning(
+                "cannot list pods in all namespaces (%s): GPUs that other workloads hold on Tide's nodes are "
+                "not subtracted; grant list and watch on pods cluster-wide (docs/kubernetes.md)",
+                describe(error),
+            )
+            return None
+        return holdings
+
     def close(self) -> None:
-        for reflector in (self.pod_watch, self.node_watch):
+        for reflector in (self.pod_watch, self.holdings_watch, self.node_watch):
             if reflector is not None:
                 reflector.stop()
         if self._connection is not None:
@@ -243,12 +283,14 @@ class KubernetesExecutor:
                     )
                 return known.observation()  # its pod exists: never a second one
             self._replicas.pop(spec.replica_id, None)
+        self.backoff.check(spec.replica_id)
         try:
             body = podspec.pod_body(spec, self.options, grace=spec.grace)
         except ValueError as error:
             raise ExecutorError(str(error)) from error
-        self._ensure_service(spec.project, spec.job)
+        self._ensure_service(spec.project, spec.job, spec.replica_id)
         obj = self._create_pod(body, spec.replica_id)
+        self.backoff.clear(spec.replica_id)
         with self._lock:
             record = self._replicas.get(spec.replica_id)
             if record is None or record.view.uid != obj["metadata"].get("uid"):
@@ -271,9 +313,14 @@ class KubernetesExecutor:
         except ApiException as error:
             if is_already_exists(error):
                 return self._adopt_existing(name, replica_id)
-            if error.status in (400, 422):
-                raise ExecutorError(f"Kubernetes refused pod {name}: {status_of(error)[1]}") from error
-            raise KubeApiError(f"create pod {name}: {describe(error)}") from error
+            raise self._refused(error, f"pod {name}", replica_id) from error
+
+    def _refused(self, error: ApiException, what: str, replica_id: int) -> Exception:
+        """The error for a create the API refused (``kube/refusals.py``); a deferral starts its backoff."""
+        judged = refusals.judge(error, what)
+        if isinstance(judged, LaunchDeferred):
+            return self.backoff.defer(replica_id, judged)
+        return judged
 
     def _adopt_existing(self, name: str, replica_id: int) -> Obj:
         found = self.retrier.call(
@@ -317,6 +364,7 @@ class KubernetesExecutor:
                 record.gone = True
 
     def forget(self, replica_id: int) -> None:
+        self.backoff.clear(replica_id)
         with self._lock:
             record = self._replicas.pop(replica_id, None)
             if record is None:
@@ -349,7 +397,7 @@ class KubernetesExecutor:
         return self.logs.saved(project, job, index, tail)
 
     # helpers ----------------------------------------------------------------------------------------
-    def _ensure_service(self, project: str, job: str) -> None:
+    def _ensure_service(self, project: str, job: str, replica_id: int) -> None:
         if (project, job) in self._services:
             return
         body = podspec.service_body(project, job, self.options)
@@ -362,7 +410,7 @@ class KubernetesExecutor:
             )
         except ApiException as error:
             if not is_already_exists(error):
-                raise KubeApiError(f"create service {body['metadata']['name']}: {describe(error)}") from error
+                raise self._refused(error, f"service {body['metadata']['name']}", replica_id) from error
         self._services.add((project, job))
 
     def _delete_pod_now(self, name: str) -> None:

@@ -255,11 +255,14 @@ def mark_stopping(session: Session, replica: ReplicaRow) -> bool:
     return True
 
 
-def mark_running(session: Session, ids: Collection[int]) -> None:
-    """The replicas ``ids``, starting until now, were seen running (one statement, no rows loaded)."""
+def mark_running(session: Session, ids: Collection[int], *, now: float) -> None:
+    """The replicas ``ids``, starting until now, were seen running (one statement, no rows loaded): their
+    process started ``now`` (a pod's container, which may start long after the pod was made)."""
     if ids:
         session.execute(
-            update(ReplicaRow).where(ReplicaRow.id.in_(ids)).values(status=ReplicaStatus.RUNNING),
+            update(ReplicaRow)
+            .where(ReplicaRow.id.in_(ids))
+            .values(status=ReplicaStatus.RUNNING, started_at=now),
             execution_options={"synchronize_session": False},
         )
 

@@ -104,8 +104,8 @@ def test_every_object_is_valid_kubernetes(
         (o["kind"], o["metadata"].get("namespace", ""), unhashed(o["metadata"]["name"])) for o in base
     )
     assert kinds == [
-        ("ClusterRole", "", "tide-read-nodes"),
-        ("ClusterRoleBinding", "", "tide-read-nodes"),
+        ("ClusterRole", "", "tide-read-cluster"),
+        ("ClusterRoleBinding", "", "tide-read-cluster"),
         ("ConfigMap", "tide", "tide"),
         ("Deployment", "tide", "tide"),
         ("Namespace", "", "tide"),
@@ -146,21 +146,30 @@ RESOURCES = {
     "node": "nodes",
 }
 CALL = re.compile(
-    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event)\b"
+    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event)"
+    r"(_for_all_namespaces)?\b"
 )
-WATCHED = re.compile(r"Reflector\(\s*[^)]*?\.list_(namespaced_)?(\w+?),", re.DOTALL)
+WATCHED = re.compile(
+    r"Reflector\(\s*[^)]*?\.list_(namespaced_)?(pod_log|pod|service|secret|node|event)(_for_all_namespaces)?,",
+    re.DOTALL,
+)
+CLUSTER_SCOPED = {"nodes"}  # resources that have no namespace: their calls need a ClusterRole
 
 
-def api_calls() -> dict[str, set[str]]:
-    """The verbs per resource of every CoreV1Api call in scheduler/executors/ (watches: the Reflector's)."""
+def api_calls() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """The verbs per resource of every CoreV1Api call in scheduler/executors/ (watches: the Reflector's),
+    and those of them that reach beyond one namespace (a cluster-scoped resource, or ``_for_all_namespaces``)."""
     calls: dict[str, set[str]] = {}
+    cluster: dict[str, set[str]] = {}
     for path in (ROOT / "scheduler" / "executors").rglob("*.py"):
         source = path.read_text()
-        for verb, _, resource in CALL.findall(source):
-            calls.setdefault(RESOURCES[resource], set()).add(VERBS[verb])
-        for _, resource in WATCHED.findall(source):
-            calls.setdefault(RESOURCES[resource], set()).add("watch")
-    return calls
+        found = [(VERBS[verb], resource, every) for verb, _, resource, every in CALL.findall(source)]
+        found += [("watch", resource, every) for _, resource, every in WATCHED.findall(source)]
+        for verb, resource, every in found:
+            calls.setdefault(RESOURCES[resource], set()).add(verb)
+            if every or RESOURCES[resource] in CLUSTER_SCOPED:
+                cluster.setdefault(RESOURCES[resource], set()).add(verb)
+    return calls, cluster
 
 
 def test_rbac_grants_exactly_the_calls_the_executor_makes(base: list[dict[str, Any]]) -> None:
@@ -170,16 +179,17 @@ def test_rbac_grants_exactly_the_calls_the_executor_makes(base: list[dict[str, A
             assert rule["apiGroups"] == [""], rule  # the core API group only
             for resource in rule["resources"]:
                 granted.setdefault(resource, set()).update(rule["verbs"])
-    calls = api_calls()
+    calls, cluster = api_calls()
     assert calls["pods"] >= {"create", "delete", "list", "watch"} and calls["nodes"] >= {"list", "watch"}
     assert granted == calls
-    cluster_wide = {
-        r
-        for role in by_kind(base, "ClusterRole").values()
-        for rule in role["rules"]
-        for r in rule["resources"]
-    }
-    assert cluster_wide == {"nodes"}  # everything else in the jobs namespace only
+    cluster_wide: dict[str, set[str]] = {}
+    for role in by_kind(base, "ClusterRole").values():
+        for rule in role["rules"]:
+            for resource in rule["resources"]:
+                cluster_wide.setdefault(resource, set()).update(rule["verbs"])
+    # nodes, and the pods of every namespace (GPUs other workloads hold), read only; the rest in the jobs
+    # namespace only
+    assert cluster_wide == cluster == {"nodes": {"list", "watch"}, "pods": {"list", "watch"}}
     subject = {"kind": "ServiceAccount", "name": "tide", "namespace": "tide"}
     for binding in [*by_kind(base, "RoleBinding").values(), *by_kind(base, "ClusterRoleBinding").values()]:
         assert binding["subjects"] == [subject]
@@ -234,7 +244,7 @@ def wiring(objects: list[dict[str, Any]]) -> tuple[str, str]:
         assert obj["metadata"]["namespace"] == service_ns, name
     for kind in ("Role", "RoleBinding"):
         assert by_kind(objects, kind)["tide-jobs"]["metadata"]["namespace"] == jobs_ns
-    for kind, name in (("RoleBinding", "tide-jobs"), ("ClusterRoleBinding", "tide-read-nodes")):
+    for kind, name in (("RoleBinding", "tide-jobs"), ("ClusterRoleBinding", "tide-read-cluster")):
         assert by_kind(objects, kind)[name]["subjects"] == [
             {"kind": "ServiceAccount", "name": "tide", "namespace": service_ns}
         ]

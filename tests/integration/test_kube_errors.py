@@ -4,12 +4,14 @@ Transient answers (500, 503, 429 with Retry-After, a 409 Conflict) are retried w
 whose answer never came (a client timeout after the server made the pod) is retried, answered 409
 AlreadyExists, and the existing pod is adopted: one pod, never two. A pod the API refuses (422) fails
 the job with the API's words. An API down for longer than the retries fails the cycle, not the job: the
-job starts once the API is back, with exactly one pod. A kubelet that rejects a pod (GPUs taken by
-something else) fails the job with the kubelet's reason.
+job starts once the API is back, with exactly one pod. GPUs that another workload's pod holds on a node are
+not offered (the job waits, and starts once they are free); a pod placed on them anyway is rejected by the
+kubelet, and its replica ends with the kubelet's reason.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -123,24 +125,57 @@ def test_an_api_outage_fails_cycles_not_jobs(
     assert len(api.pods(NAMESPACE)) == 2
 
 
-def test_a_pod_the_kubelet_rejects_fails_its_job_with_the_reason(
+def foreign_pod(gpus: int, namespace: str = "other-team", name: str = "someone-else") -> dict[str, object]:
+    """A pod another scheduler bound to gpu-0, holding ``gpus`` GPUs (requests = limits)."""
+    resources = {"requests": {"nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"phase": "Running"},
+        "spec": {"nodeName": "gpu-0", "containers": [{"name": "x", "image": "x", "resources": resources}]},
+    }
+
+
+def test_a_pod_the_kubelet_rejects_ends_its_replica_with_the_reason(
+    api: FakeKubeApi, executor: KubernetesExecutor
+) -> None:
+    api.store.create("pods", "other-team", foreign_pod(4))  # every GPU of gpu-0 held by another workload
+    wait_for(lambda: executor.nodes()[0].gpus == 0, what="the foreign pod's GPUs to be subtracted")
+    executor.start(spec())  # the engine would not place it there; a pod placed anyway is rejected
+    seen = wait_for(lambda: (o := executor.observe()[1]).exit_code is not None and o, what="the rejection")
+    assert seen.detail is not None and "OutOfnvidia.com/gpu: Pod was rejected" in seen.detail
+
+
+def test_gpus_that_other_workloads_hold_are_not_offered(
     api: FakeKubeApi, make_service: Callable[..., RunningService], tmp_path: Path
 ) -> None:
-    other = {
-        "metadata": {"name": "someone-else", "namespace": NAMESPACE},
-        "status": {"phase": "Running"},
-        "spec": {
-            "nodeName": "gpu-0",
-            "containers": [{"name": "x", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
-        },
-    }
-    api.store.create("pods", NAMESPACE, other)  # GPUs taken behind Tide's back
+    api.store.create("pods", "other-team", foreign_pod(3))
+    api.store.create("pods", "other-team", {**foreign_pod(1, name="done"), "status": {"phase": "Succeeded"}})
     executor = kube_executor(api, tmp_path)
     service = make_service(
         None, with_executor=executor, executor="kubernetes", cycle_period=0.1, default_image=IMAGE
     )
     client = service.client()
     client.create_project({"name": "a", "deserved_gpus": 4})
-    client.submit("a", {"name": "train", "workers": 0, "command": ["python", "train.py"]})
-    job = wait_for(lambda: (j := client.job("a", "train")).status == "failed" and j, what="the job to fail")
-    assert job.message is not None and "OutOfnvidia.com/gpu: Pod was rejected" in job.message
+    wait_for(lambda: [n.gpus for n in client.cluster().nodes] == [1], what="gpu-0 to offer 1 GPU")
+    client.submit("a", {"name": "train", "workers": 0, "gpus_per_replica": 2, "command": ["python", "t.py"]})
+    time.sleep(1.0)  # ten cycles: it must wait, not be placed on GPUs the kubelet would refuse
+    job = client.job("a", "train")
+    assert job.status == "pending" and not api.pods(NAMESPACE) and not api.kubelets.rejected
+    api.store.remove("pods", "other-team", "someone-else")
+    wait_for(lambda: client.job("a", "train").status == "running", what="the job once the GPUs are free")
+    wait_for(lambda: [r.status for r in client.job("a", "train").replicas] == ["running"], what="its pod")
+    assert not api.kubelets.rejected
+
+
+def test_without_a_node_selector_the_executor_warns_once(
+    api: FakeKubeApi, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for selector, warned in ((None, 1), ("tide.dev/pool=gpu", 0)):
+        caplog.clear()
+        built = kube_executor(api, tmp_path, node_selector=selector)
+        try:
+            built.nodes()
+            built.nodes()
+        finally:
+            built.close()
+        assert sum("no --node-selector" in r.getMessage() for r in caplog.records) == warned

@@ -23,6 +23,8 @@ from scheduler.executors.base import LOST_EXIT_CODE, LaunchSpec
 from scheduler.executors.kube import names
 from scheduler.executors.kubernetes import KubernetesExecutor
 
+JOB_PODS = f"/namespaces/{NAMESPACE}/pods$"  # the watch of Tide's pods (not the one of every pod)
+
 
 @pytest.fixture
 def api() -> Iterator[FakeKubeApi]:
@@ -47,7 +49,7 @@ def launch(executor: KubernetesExecutor, replica_id: int, index: int, gpu: int) 
 
 
 def pod_watches(api: FakeKubeApi) -> list[dict[str, str]]:
-    return [r.query for r in api.calls("GET", "/pods$", watch=True)]
+    return [r.query for r in api.calls("GET", JOB_PODS, watch=True)]
 
 
 def test_a_dropped_watch_is_resumed_from_the_last_resource_version(
@@ -74,7 +76,7 @@ def test_a_dropped_watch_is_resumed_from_the_last_resource_version(
 
     api.refuse_watches(503)  # the API is down for watches while the master finishes
     api.finish(NAMESPACE, master, 0)
-    wait_for(lambda: len(api.calls("GET", "/pods$", watch=True)) >= 4, what="watch retries")
+    wait_for(lambda: len(api.calls("GET", JOB_PODS, watch=True)) >= 4, what="watch retries")
     assert executor.observe()[1].running  # not seen yet
     api.refuse_watches(None)
     wait_for(lambda: executor.observe()[1].exit_code == 0, what="the missed event after the outage")
@@ -99,10 +101,10 @@ def test_410_gone_lists_again_and_sees_what_happened_meanwhile(
     seen = executor.observe()
     assert seen[1].exit_code == 0 and not seen[1].running
     assert seen[2].exit_code == LOST_EXIT_CODE and seen[2].detail == f"pod {removed} was deleted outside Tide"
-    lists = api.calls("GET", "/pods$", watch=False)
+    lists = api.calls("GET", JOB_PODS, watch=False)
     assert len(lists) == 2 and "resourceVersion" not in lists[-1].query
 
-    api.fail("GET", "/pods$", 410, watch=True, reason="Expired")  # the other way a server says it
+    api.fail("GET", JOB_PODS, 410, watch=True, reason="Expired")  # the other way a server says it
     dropped = [0.0]
 
     def relisted() -> bool:

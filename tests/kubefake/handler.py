@@ -48,7 +48,7 @@ def handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
                     raise ApiError(
                         fault.code,
                         fault.reason,
-                        f"injected by the test: {fault.code}",
+                        fault.text(request),
                         retry_after=fault.retry_after,
                     )
                 if request.watch:

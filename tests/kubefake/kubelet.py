@@ -7,7 +7,9 @@ cannot hold it next to the pods already running or terminating there; then it fa
 scheduler never over-allocates GPUs. A pod being deleted with a grace period gets SIGTERM: it exits 143
 after ``sigterm_seconds`` (the pod's own value if ``ignore_sigterm`` set one; at the end of the grace
 it is killed, 137), its status is written, then the object is removed. ``finish`` ends a container as
-if its process exited. Nodes are built with ``node_object`` and changed with ``set_node``.
+if its process exited. An admitted pod whose image is in ``unpullable`` stays Pending, holding its GPUs,
+its container waiting in ``ImagePullBackOff`` (``Back-off pulling image "…"``) until the image is removed
+from the set: then it runs, as a real kubelet's next pull would. Nodes are built with ``node_object`` and changed with ``set_node``.
 
 With a ``ProcessRuntime`` (``processes.py``) the containers are real processes instead: an admitted pod's
 process is started (the pod stays Pending, container ``waiting``, while its config cannot be resolved, a
@@ -91,6 +93,7 @@ class Kubelets:
         self.slow_to_stop: dict[tuple[str, str], float] = {}
         self.logs: dict[tuple[str, str], list[str]] = {}
         self.rejected: list[str] = []
+        self.unpullable: set[str] = set()  # images whose pull fails: their pods wait in ImagePullBackOff
         self._next_ip = 10
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -139,6 +142,12 @@ class Kubelets:
         ):
             return  # no kubelet to run it yet: the pod stays Pending
         if not _holds_gpus(pod) and not self._fits(ns, name, pod, node):
+            return
+        image = next((c["image"] for c in pod["spec"]["containers"] if c["image"] in self.unpullable), None)
+        if image is not None:  # admitted (it holds its GPUs), its image not pulled: the kubelet backs off
+            status = waiting_status(pod, "ImagePullBackOff", f'Back-off pulling image "{image}"')
+            if status is not None:
+                self.store.update("pods", ns, name, lambda p: p["status"].update(status))
             return
         if self.processes is not None:
             self._launch(ns, name, pod, self.processes)

@@ -2,8 +2,8 @@
 
 Contract: ``FakeKubeApi().start()`` serves on a free port of 127.0.0.1 (``url``); ``kubeconfig(path)``
 writes a kubeconfig pointing at it, so the real client is configured as it would be for a cluster.
-Served (core/v1 only): nodes (list, get, watch), pods, services and secrets in any namespace (list, get,
-create, delete, watch; secrets also PUT and merge PATCH, ``stringData`` folded into ``data``: see
+Served (core/v1 only): nodes (list, get, watch), pods in all namespaces (``/api/v1/pods``: list, watch),
+pods, services and secrets in any namespace (list, get, create, delete, watch; secrets also PUT and merge PATCH, ``stringData`` folded into ``data``: see
 ``secrets.py``), and ``pods/{name}/log``. Lists carry ``metadata.resourceVersion``; ``?watch=true``
 streams newline-delimited ``{"type", "object"}`` events with chunked encoding from the given
 ``resourceVersion`` (or synthetic ADDED events without one) until ``timeoutSeconds``; a
@@ -48,6 +48,7 @@ from kubefake.validate import validated
 ROUTES = [
     (re.compile(r"^/api/v1/nodes$"), "nodes", False),
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "nodes", True),
+    (re.compile(r"^/api/v1/pods$"), "pods", False),  # every namespace: list and watch only
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets)$"), None, False),
     (
         re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets)/(?P<name>[^/]+)$"),
@@ -204,13 +205,15 @@ class FakeKubeApi:
                 continue
             groups = match.groupdict()
             resource = fixed or groups["res"]
-            ns = groups.get("ns") or ""
+            ns = groups.get("ns")
             if named:
-                return self._object(request, resource, ns, groups["name"], body)
+                return self._object(request, resource, ns or "", groups["name"], body)
             return self._collection(request, resource, ns, body)
         raise ApiError(404, "NotFound", f"the server could not find the requested resource ({request.path})")
 
-    def _collection(self, request: Request, resource: str, ns: str, body: Obj | None) -> tuple[int, Obj]:
+    def _collection(
+        self, request: Request, resource: str, ns: str | None, body: Obj | None
+    ) -> tuple[int, Obj]:
         method, query = request.method, request.query
         if method == "GET":
             items, rv = self.store.list(
@@ -222,7 +225,7 @@ class FakeKubeApi:
                 "metadata": {"resourceVersion": str(rv)},
                 "items": items,
             }
-        if method == "POST" and resource != "nodes":
+        if method == "POST" and resource != "nodes" and ns is not None:
             obj = validated(resource, ns, body)
             if resource == "pods":
                 obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}

@@ -18,7 +18,7 @@ from scheduler.executors.base import LOST_EXIT_CODE, LaunchSpec
 from scheduler.executors.kube import names, podspec
 from scheduler.executors.kube.inventory import Inventory, blockers, node_of, tolerates
 from scheduler.executors.kube.retry import KubeApiError, Retrier, is_already_exists, transient
-from scheduler.executors.kube.status import PodView, gone
+from scheduler.executors.kube.status import PodView, gone, waiting_reason
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 OPTIONS = podspec.PodOptions(namespace="tide-jobs", default_image="img:1", grace_period=30)
@@ -255,3 +255,63 @@ def test_retries_back_off_on_transient_answers_only() -> None:
         retrier.call("create pod p", lambda: (_ for _ in ()).throw(api_error(503, "ServiceUnavailable")))
     with pytest.raises(ApiException):
         retrier.call("create pod p", lambda: (_ for _ in ()).throw(api_error(422, "Invalid")))
+
+
+def _pod(node: str, containers: list[int], init: tuple[int, ...] = (), **meta: object) -> dict[str, object]:
+    def container(gpus: int, limits_only: bool = False) -> dict[str, object]:
+        amount = {"nvidia.com/gpu": str(gpus)}
+        return {"name": "c", "resources": {"limits": amount} if limits_only else {"requests": amount}}
+
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": str(meta.pop("uid", "u")), **meta},
+        "spec": {
+            "nodeName": node,
+            "containers": [container(g, limits_only=i == 0) for i, g in enumerate(containers)],
+            "initContainers": [container(g) for g in init],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_gpus_other_pods_hold_are_subtracted_as_the_kubelet_counts_them() -> None:
+    inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS)
+    inventory.own_namespace = "jobs"
+    inventory.replace([node()])
+    tide_label = {"labels": {names.MANAGED_BY: names.MANAGER}}
+    inventory.replace_pods(
+        [
+            _pod("g", [1, 1], uid="a"),  # a limit alone is the request
+            _pod("g", [1], init=(3,), uid="b"),  # its init container needs 3 before it runs
+            _pod("g", [2], uid="mine", namespace="jobs", **tide_label),  # Tide's own: not subtracted
+            {**_pod("g", [4], uid="ended"), "status": {"phase": "Succeeded"}},
+            {**_pod("", [4], uid="unbound")},
+        ]
+    )
+    assert inventory.nodes() == (Node("g", 3),)
+    inventory.apply_pod("ADDED", _pod("g", [2], uid="other-tide", namespace="x", **tide_label))
+    assert inventory.nodes() == (Node("g", 1),)
+    inventory.apply_pod("MODIFIED", {**_pod("g", [1], uid="b"), "status": {"phase": "Failed"}})
+    inventory.apply_pod("DELETED", _pod("g", [2], uid="other-tide"))
+    inventory.apply_pod("ADDED", _pod("g", [9], uid="huge"))
+    assert inventory.nodes() == (Node("g", 0),)
+
+
+def test_why_a_pending_pod_has_not_started() -> None:
+    def pending(**status: object) -> dict[str, object]:
+        return {"metadata": {"name": "p"}, "status": {"phase": "Pending", **status}}
+
+    def waiting(reason: str, message: str = "") -> list[dict[str, object]]:
+        return [{"name": "main", "state": {"waiting": {"reason": reason, "message": message}}}]
+
+    assert waiting_reason(pending()) == ""  # just made: nothing wrong
+    assert waiting_reason(pending(containerStatuses=waiting("ContainerCreating"))) == ""
+    pull = pending(containerStatuses=waiting("ErrImagePull", 'pull access denied for "x"'))
+    assert waiting_reason(pull) == 'pod p: container main: ErrImagePull: pull access denied for "x"'
+    assert waiting_reason(pending(initContainerStatuses=waiting("ImagePullBackOff"))) == (
+        "pod p: container main: ImagePullBackOff"
+    )
+    unbound = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "unbound PVC"}
+    assert waiting_reason(pending(conditions=[unbound])) == "pod p: not scheduled: Unschedulable: unbound PVC"
+    assert waiting_reason({"metadata": {"name": "p"}, "status": {"phase": "Running"}}) is None
+    view = PodView.of({**pull, "metadata": {"name": "p", "labels": {names.REPLICA_ID: "3"}}})
+    assert view is not None and view.observation().running and view.observation().waiting

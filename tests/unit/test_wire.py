@@ -14,7 +14,7 @@ from api.server.engine.wire import Call, Reply, Status, Wake, receive, send
 def test_a_message_goes_through_whole() -> None:
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        status = Status("leader", 3, 7, 12.5, 0.02, None, ready=True)
+        status = Status("leader", 3, 7, 12.5, 0.02, None, ready=True, leading_since=10.0)
         send(theirs, status)
         assert receive(ours) == status
 

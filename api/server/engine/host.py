@@ -58,6 +58,7 @@ def status_of(engine: Engine, *, ready: bool) -> Status:
         last_cycle_seconds=engine.last_cycle_seconds,
         last_error=engine.last_error,
         ready=ready,
+        leading_since=engine.leading_since,
     )
 
 

@@ -2,7 +2,7 @@
 
 Contract: ``EngineLink(settings)`` is what routes see as the engine (``EngineHandle``) when the
 engine runs in a process of its own (``Settings.engine_process``, as ``tide serve`` sets it): ``role``,
-``is_leader``, ``cycles``, ``last_cycle_at``, ``last_error`` and ``changes`` are the engine's as of its last
+``is_leader``, ``cycles``, ``last_cycle_at``, ``leading_since``, ``last_error`` and ``changes`` are the engine's as of its last
 ``status`` message (``api.server.engine.wire``); ``trigger()`` sends a wake (a burst of them costs one cycle: the engine
 runs one cycle after its current one, however many wakes came meanwhile); ``read_log`` and
 ``metrics_text`` ask the engine process and wait for its answer (``EngineUnavailable`` when it does not
@@ -49,6 +49,7 @@ class EngineHandle(Protocol):
     cycles: int
     changes: int
     last_cycle_at: float | None
+    leading_since: float | None
     last_error: str | None
     clock: Callable[[], float]
 
@@ -74,6 +75,7 @@ class EngineLink:
         self.cycles = 0
         self.changes = 0
         self.last_cycle_at: float | None = None
+        self.leading_since: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
         self._seen_changes: int | None = None
@@ -150,6 +152,7 @@ class EngineLink:
         self.role = status.role
         self.cycles = status.cycles
         self.last_cycle_at = status.last_cycle_at
+        self.leading_since = status.leading_since
         self.last_cycle_seconds = status.last_cycle_seconds
         self.last_error = status.last_error
         if status.changes != self._seen_changes:

@@ -72,6 +72,7 @@ class Status:
     last_cycle_seconds: float | None
     last_error: str | None
     ready: bool
+    leading_since: float | None = None
 
 
 Message = Start | Wake | Stop | Call | Reply | Status

@@ -7,8 +7,12 @@ while its ``Ready`` condition is ``True``, it is not cordoned (``spec.unschedula
 for people. ``domain`` (R17) is the value of the node label named by ``--topology-key`` (a rack or NVLink
 domain label), ``None`` without the key or the label. ``Inventory`` holds the latest Node objects (fed by a
 ``Reflector``) and answers ``nodes()``.
-Tide assumes the GPUs of the nodes it selects are its own to place: pods that other schedulers put there
-are not subtracted (select Tide's nodes with ``--node-selector``).
+GPUs that other workloads hold are not Tide's to place: ``Inventory`` also keeps, from a watch of every
+pod in every namespace (``replace_pods``, ``apply_pod``), what each pod bound to a node and not ended
+(phase neither ``Succeeded`` nor ``Failed``) requests of the GPU resource (``gpu_request``: as the
+kubelet counts it, the larger of its containers' sum and its largest init container; a request, else the
+limit, which is then the request). Those of pods that are not Tide's own (Tide's label in Tide's jobs
+namespace, ``own_namespace``) are subtracted from the node's ``gpus`` (never below 0).
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.core.model import Node
+from scheduler.executors.kube.names import MANAGED_BY, MANAGER
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+ENDED = ("Succeeded", "Failed")
 
 
 def gpu_count(obj: Obj, resource: str) -> int:
@@ -63,15 +70,64 @@ def blockers(obj: Obj, tolerations: Sequence[Mapping[str, str]]) -> list[str]:
 
 
 def node_of(
-    obj: Obj, resource: str, tolerations: Sequence[Mapping[str, str]], topology_key: str | None = None
+    obj: Obj,
+    resource: str,
+    tolerations: Sequence[Mapping[str, str]],
+    topology_key: str | None = None,
+    taken: int = 0,
 ) -> Node | None:
+    """The node as the core sees it; ``taken`` GPUs (held by other workloads) are not counted."""
     gpus = gpu_count(obj, resource)
     if gpus <= 0:
         return None
     labels = obj["metadata"].get("labels") or {}
     domain = str(labels[topology_key]) if topology_key and labels.get(topology_key) else None
     return Node(
-        name=obj["metadata"]["name"], gpus=gpus, schedulable=not blockers(obj, tolerations), domain=domain
+        name=obj["metadata"]["name"],
+        gpus=max(gpus - taken, 0),
+        schedulable=not blockers(obj, tolerations),
+        domain=domain,
+    )
+
+
+def _quantity(resources: Obj | None, resource: str) -> int:
+    resources = resources or {}
+    raw = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource, 0))
+    try:
+        return max(int(str(raw)), 0)
+    except ValueError:
+        return 0
+
+
+def gpu_request(pod: Obj, resource: str) -> int:
+    """What ``pod`` requests of ``resource``, as the kubelet counts it against the node."""
+    spec = pod.get("spec") or {}
+    running = sum(_quantity(c.get("resources"), resource) for c in spec.get("containers") or [])
+    init = max((_quantity(c.get("resources"), resource) for c in spec.get("initContainers") or []), default=0)
+    return max(running, init)
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """One pod's hold on a node's GPUs."""
+
+    namespace: str
+    node: str
+    gpus: int
+    managed: bool  # it carries Tide's label
+
+
+def holding_of(pod: Obj, resource: str) -> Holding | None:
+    """The pod's hold on its node's GPUs; None when it holds none (unbound, ended, no GPUs)."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ENDED:
+        return None
+    gpus = gpu_request(pod, resource)
+    if gpus <= 0:
+        return None
+    labels = meta.get("labels") or {}
+    return Holding(
+        str(meta.get("namespace", "")), str(spec["nodeName"]), gpus, labels.get(MANAGED_BY) == MANAGER
     )
 
 
@@ -84,8 +140,33 @@ class Inventory:
         self.resource = resource
         self.tolerations = tuple(tolerations)
         self.topology_key = topology_key
+        self.own_namespace: str | None = None  # Tide's jobs namespace: its managed pods there are its own
         self._objects: dict[str, Obj] = {}
+        self._holdings: dict[str, Holding] = {}  # by pod uid
         self._lock = threading.Lock()
+
+    def replace_pods(self, items: list[Obj]) -> None:
+        found = {str(o["metadata"].get("uid")): holding_of(o, self.resource) for o in items}
+        with self._lock:
+            self._holdings = {uid: h for uid, h in found.items() if h is not None}
+
+    def apply_pod(self, kind: str, obj: Obj) -> None:
+        uid = str(obj["metadata"].get("uid"))
+        held = holding_of(obj, self.resource) if kind in ("ADDED", "MODIFIED") else None
+        with self._lock:
+            if held is None:
+                self._holdings.pop(uid, None)
+            else:
+                self._holdings[uid] = held
+
+    def taken(self) -> dict[str, int]:
+        """GPUs per node that pods other than Tide's own hold."""
+        counts: dict[str, int] = {}
+        with self._lock:
+            for held in self._holdings.values():
+                if not (held.managed and held.namespace == self.own_namespace):
+                    counts[held.node] = counts.get(held.node, 0) + held.gpus
+        return counts
 
     def replace(self, items: list[Obj]) -> None:
         with self._lock:
@@ -107,7 +188,13 @@ class Inventory:
     def nodes(self) -> tuple[Node, ...]:
         with self._lock:
             objects = list(self._objects.values())
-        found = (node_of(o, self.resource, self.tolerations, self.topology_key) for o in objects)
+        taken = self.taken()
+        found = (
+            node_of(
+                o, self.resource, self.tolerations, self.topology_key, taken.get(o["metadata"]["name"], 0)
+            )
+            for o in objects
+        )
         return tuple(sorted((n for n in found if n is not None), key=lambda n: n.name))
 
     def why(self, name: str) -> list[str]:

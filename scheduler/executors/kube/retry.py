@@ -6,7 +6,8 @@ Contract: ``Retrier.call(what, fn)`` runs ``fn`` and retries it, with exponentia
 the attempts run out it raises ``KubeApiError`` naming the call and the last answer; the engine's cycle
 then fails as a whole and is tried again a period later, with nothing half-recorded (launches are safe to
 repeat: pod names are deterministic, so a create that did land answers 409 and is adopted). Other answers
-(404, 409 ``AlreadyExists``, 422 ...) are raised unchanged for the caller to judge.
+(404, 409 ``AlreadyExists``, 403, 422 ...) are raised unchanged for the caller to judge (a refused create:
+``kube/refusals.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ TRANSIENT = frozenset({429, 500, 502, 503, 504})
 
 
 class KubeApiError(RuntimeError):
-    """The Kubernetes API could not be used for this call (down, refusing, forbidden); retried next cycle."""
+    """The Kubernetes API could not be used for this call (down, overloaded, an unexpected answer); the cycle
+    fails and is tried again next period."""
 
 
 def status_of(error: ApiException) -> tuple[str, str]:

@@ -5,6 +5,10 @@ it is being deleted (``metadata.deletionTimestamp``), and once it ended (phase `
 its exit code: the container's own, or ``LOST_EXIT_CODE`` with the pod's reason when it never ran or was
 evicted (a kubelet that rejects a pod for want of GPUs says ``OutOfnvidia.com/gpu``). ``gone`` describes a
 pod that disappeared: the code it last showed, else a signal code when Tide deleted it, else lost.
+While the pod is ``Pending`` its replica is alive but not started (``Observation.waiting``): why, when the
+pod says something is wrong (``waiting_reason``: a container waiting for another reason than being created,
+``ImagePullBackOff``, ``ErrImagePull``, ``CreateContainerConfigError`` ...; or ``PodScheduled`` false, a
+volume that does not bind), else ``""``.
 A pod's replica reports ``pid`` 1: the container's main process is PID 1 in its own PID namespace.
 ``ReplicaRecord`` is what the executor keeps per replica (its pod's view, whether Tide asked to stop it,
 whether the pod is gone); ``identity(pod)`` reads the pod's project, job and replica index from its labels.
@@ -30,6 +34,28 @@ def _terminated(pod: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+BENIGN = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+def waiting_reason(pod: dict[str, Any]) -> str | None:
+    """Why a Pending pod has not started, for a person ("" when nothing is wrong); None once it started."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in (None, "Pending"):
+        return None
+    name = (pod.get("metadata") or {}).get("name")
+    for container in status.get("initContainerStatuses") or [], status.get("containerStatuses") or []:
+        for entry in container:
+            waiting = (entry.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") and waiting["reason"] not in BENIGN:
+                said = ": ".join(p for p in (waiting["reason"], waiting.get("message")) if p)
+                return f"pod {name}: container {entry.get('name')}: {said}"
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            said = ": ".join(p for p in (condition.get("reason"), condition.get("message")) if p)
+            return f"pod {name}: not scheduled: {said}"
+    return ""
+
+
 def replica_id_of(pod: dict[str, Any]) -> int | None:
     raw = ((pod.get("metadata") or {}).get("labels") or {}).get(names.REPLICA_ID, "")
     return int(raw) if raw.isdigit() else None
@@ -46,6 +72,7 @@ class PodView:
     deleting: bool
     exit_code: int | None
     detail: str | None
+    waiting: str | None = None
 
     @staticmethod
     def of(pod: dict[str, Any]) -> PodView | None:
@@ -72,6 +99,7 @@ class PodView:
             deleting=bool(meta.get("deletionTimestamp")),
             exit_code=code,
             detail=detail,
+            waiting=waiting_reason(pod) if code is None else None,
         )
 
     def observation(self) -> Observation:
@@ -82,6 +110,7 @@ class PodView:
             exit_code=self.exit_code,
             stopping=self.deleting,
             detail=self.detail,
+            waiting=self.waiting,
         )
 
 
