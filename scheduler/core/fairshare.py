@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import NamedTuple, TypeAlias
 
 from scheduler.core import usage as r14
-from scheduler.core.model import ClusterState, Config, Project
+from scheduler.core.model import ClusterState, Config, Department, Project
 
 Rational: TypeAlias = Fraction | int  # exact; ints where no fraction arose
 
@@ -301,3 +301,29 @@ def _whole(share: dict[Top, Rational], order: dict[Top, tuple[float, str]]) -> d
     for name in by_fraction[:leftover]:
         floors[name] += 1
     return floors
+
+
+def quota_warnings(
+    total: int, projects: Sequence[Project], departments: Sequence[Department]
+) -> dict[str | None, str]:
+    """Quotas that add up to more than what they divide (step 1 then cuts them in proportion), in words: the
+    cluster's under key ``None`` (departments' quotas and those of projects without one, against the
+    ``total`` schedulable GPUs; nothing while there are none), each department's under its name (its
+    projects' quotas against its own)."""
+    names = {d.name for d in departments}
+    out: dict[str | None, str] = {}
+    top = sum(d.deserved_gpus for d in departments)
+    top += sum(p.deserved_gpus for p in projects if p.department not in names)
+    if 0 < total < top:
+        out[None] = (
+            f"quotas add up to {top} GPUs (departments and projects without one), more than the {total} "
+            "schedulable: fair shares cut each in proportion, so none is guaranteed in full"
+        )
+    for d in departments:
+        inner = sum(p.deserved_gpus for p in projects if p.department == d.name)
+        if inner > d.deserved_gpus:
+            out[d.name] = (
+                f"the quotas of department {d.name}'s projects add up to {inner} GPUs, more than its quota "
+                f"of {d.deserved_gpus}: their fair shares are cut in proportion"
+            )
+    return out
