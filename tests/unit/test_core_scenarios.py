@@ -323,9 +323,10 @@ def test_placement_packs_the_fullest_node_first() -> None:
     assert {r.node for r in c.job("a", "second").active} == {r.node for r in c.job("a", "first").active}
 
 
-def test_owed_claims_wait_out_settling_victims_and_hold_a_node_meanwhile() -> None:
+def test_owed_claims_wait_out_settling_victims_holding_no_full_node() -> None:
     """b is at its guarantee but below its fair share: it may reclaim, but not replicas still settling;
-    its 2-GPU job holds a node as it drains instead (and b's elastic job waits to grow)."""
+    its 2-GPU job waits for them (nothing is free or being released, so no node is held for it: a hold that
+    nothing will release holds nothing), and b's elastic job waits to grow."""
     c = Cluster(nodes(3, gpus=2), config=Config(settle_seconds=3)).project("a", 1).project("b", 1)
     c.submit("a", "el", min=1, max=6)
     c.cycle()
@@ -336,7 +337,7 @@ def test_owed_claims_wait_out_settling_victims_and_hold_a_node_meanwhile() -> No
     plan = c.cycle()
     assert plan.decisions == ()
     note = plan.note("b", "pair")
-    assert note is not None and "nodes held for it as they drain" in note.reason
+    assert note is not None and "or settling after a resize" in note.reason and plan.reservations == ()
     eb = plan.note("b", "eb")
     assert eb is not None and eb.queue_position is None and "settling after a resize" in eb.reason
 
@@ -871,3 +872,29 @@ def test_a_department_quota_split_among_more_quota_says_so() -> None:
         "(its quota of 2 is cut in proportion: department research's projects claim 4 GPUs of quota, more "
         "than its share of 2)" in note.reason
     ), note.reason
+
+
+def test_a_full_node_is_held_for_one_job_at_most_and_only_when_something_can_drain() -> None:
+    """Three full 8-GPU nodes of d's young 1-GPU jobs (d: weight 0, a minimum runtime of 1 h, so nobody may
+    reclaim them yet). a, b and c are each owed 8 GPUs and their 8-GPU jobs are blocked. Nothing is free or
+    being released on any node, so none of them holds a node (there is nothing to hold), and certainly not
+    node-1 for all three at once; each says what it waits for: the end of d's minimum runtime."""
+    jobs = tuple(
+        Job("d", f"d{i}", 1, 1, replicas=(Replica(0, f"node-{i % 3 + 1}", 1),), last_resized_at=0.0)
+        for i in range(24)
+    )
+    c = Cluster(nodes(3, gpus=8))
+    for p in "abc":
+        c.project(p, 0)
+    c.project("d", 0, over_quota_weight=0.0, min_runtime_seconds=3600.0)
+    c.state = replace(c.state, jobs=jobs)
+    c.now = 10.0
+    for p in "abc":
+        c.submit(p, "big", gpus=8)
+    plan = c.cycle()
+    assert plan.decisions == () and plan.reservations == ()
+    for p in "abc":
+        note = plan.note(p, "big")
+        assert note is not None and "held for it" not in note.reason, note.reason
+        assert f"project {p} is within its fair share (0 of fair share 8)" in note.reason, note.reason
+        assert "minimum runtime" in note.reason, note.reason
