@@ -177,25 +177,31 @@ def never_fits(g: int, k: int, largest: int, slots: int) -> bool:
 
 def placeable_demand(state: ClusterState, node_sizes: Sequence[int]) -> dict[str, int]:
     """R1 demand per project: each job's ``max_replicas`` replicas, but only what today's schedulable nodes
-    could ever hold. A job that can never fit (``explain.beyond_cluster``: a replica larger than the largest
-    node, or more ``min_replicas`` than the nodes hold all empty) counts nothing; an elastic one counts at most
-    the replicas the nodes hold all empty."""
+    could ever hold. A job that can never fit (``never_fits``: a replica larger than the largest node, or
+    more ``min_replicas`` than the nodes hold all empty) counts nothing; an elastic one counts at most the
+    replicas the nodes hold all empty."""
     largest = max(node_sizes, default=0)
-    slots: dict[int, int] = {}
+    # per replica size: the most replicas that fit (``never_fits`` is ``k > most`` for any k), 0 for none
+    most: dict[int, int] = {}
     demand = {p.name: 0 for p in state.projects}
-    for job in state.jobs:  # this loop runs over every job
-        if job.project not in demand:
-            continue
-        g = job.gpus_per_replica
-        if g <= 0:
-            continue
-        room = slots.get(g)
+    for job in state.jobs:  # this loop runs over every job: kept to dict look-ups
+        name, g = job.project, job.gpus_per_replica
+        room = most.get(g)
         if room is None:
-            room = slots[g] = sum(size // g for size in node_sizes)
-        if never_fits(g, job.min_replicas, largest, room):
+            room = most[g] = _most_replicas(g, largest, node_sizes)
+        if job.min_replicas > room or name not in demand:
             continue
-        demand[job.project] += min(job.max_replicas, room) * g
+        demand[name] += min(job.max_replicas, room) * g
     return demand
+
+
+def _most_replicas(g: int, largest: int, node_sizes: Sequence[int]) -> int:
+    """The most replicas of ``g`` GPUs that today's nodes could ever hold: ``k`` of them never fit exactly
+    when ``k`` is above it."""
+    if g <= 0:
+        return -1  # no such job: nothing to count
+    slots = sum(size // g for size in node_sizes)
+    return -1 if never_fits(g, 1, largest, slots) else slots
 
 
 def _usage(state: ClusterState, config: Config, total: int) -> dict[Top, float]:
