@@ -4,10 +4,14 @@ Contract: ``fair_shares(state, config)`` is a pure function of the snapshot. At 
 projects without one first, then each department's projects out of the department's share):
 
 1. every claimant gets ``min(deserved, cap)``, where ``cap = min(demand, limit)`` (and ``deserved`` when it may
-   not go over quota); if those quotas add up to more than the pool, the pool is split in proportion to them;
+   not go over quota); if those quotas add up to more than the pool, the pool is split in proportion to them
+   (``Shares.cut`` says so per project cut below its quota; ``quota_warnings`` for quotas as configured);
 2. the rest is water-filled by ``over_quota_weight`` among claimants whose cap is not met; weight-0 claimants
    then share equally whatever nobody with a weight wanted;
 3. shares become whole GPUs: floors, then one GPU each to the largest fractional parts, ties to the oldest.
+
+Demand is what today's schedulable nodes could hold (``placeable_demand``): a job that can never fit
+(``never_fits``, the one definition, which ``explain.beyond_cluster`` puts in words) counts nothing.
 
 With ``config.usage_half_life`` set (R14), step 2 uses each project's weight adjusted for its decayed usage
 above quota (``scheduler.core.usage``), among the claimants of its level that want more than their quota.
@@ -181,7 +185,7 @@ def placeable_demand(state: ClusterState, node_sizes: Sequence[int]) -> dict[str
     more ``min_replicas`` than the nodes hold all empty) counts nothing; an elastic one counts at most the
     replicas the nodes hold all empty."""
     largest = max(node_sizes, default=0)
-    # per replica size: the most replicas that fit (``never_fits`` is ``k > most`` for any k), 0 for none
+    # per replica size: the most replicas that fit (``never_fits`` is ``k > most`` for any k), -1 for none
     most: dict[int, int] = {}
     demand = {p.name: 0 for p in state.projects}
     for job in state.jobs:  # this loop runs over every job: kept to dict look-ups
