@@ -36,6 +36,14 @@ class Totals:
     """Figures per project id, from ``scheduler.store.queries.project_figures``."""
 
     by_project: dict[int, Figures] = field(default_factory=lambda: defaultdict(Figures))
+    # quotas that add up to more than they divide: the cluster's (key None), each department's (its name)
+    oversubscribed: dict[str | None, str] = field(default_factory=dict)
+
+    def warnings(self, department: str | None) -> list[str]:
+        """What a project of ``department`` (or the department itself) is warned of: the cluster's quotas,
+        then its department's."""
+        keys = (None,) if department is None else (None, department)
+        return [self.oversubscribed[k] for k in keys if k in self.oversubscribed]
 
     @classmethod
     def of(cls, jobs: Iterable[tuple[int, str, int, int]], held: Iterable[tuple[int, int]]) -> Totals:
@@ -99,6 +107,7 @@ def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
         effective_min_runtime_seconds=_min_runtime(row),
         preemption_notice_seconds=row.preemption_notice_seconds,
         effective_preemption_notice_seconds=effective_notice(row),
+        warnings=totals.warnings(row.department.name if row.department else None),
     )
 
 
@@ -131,6 +140,7 @@ def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentP
         created_at=datetime.fromtimestamp(row.created_at, UTC),
         min_runtime_seconds=row.min_runtime_seconds,
         preemption_notice_seconds=row.preemption_notice_seconds,
+        warnings=totals.warnings(row.name),
     )
 
 

@@ -171,6 +171,11 @@ class ProjectPublic(BaseModel):
     effective_preemption_notice_seconds: int = Field(
         description="The preemption notice its jobs get: its own, else its department's, else 0 (none)."
     )
+    warnings: list[str] = Field(
+        description="Quotas that add up to more than they divide, in words: all quotas at the top level "
+        "(departments and projects without one) against the schedulable GPUs, then its department's projects' quotas against the department's; fair shares cut them "
+        "in proportion. Empty when none."
+    )
 
 
 class DepartmentCreate(_In):
@@ -215,6 +220,11 @@ class DepartmentPublic(BaseModel):
     min_runtime_seconds: float = Field(description=MIN_RUNTIME_DOC + " Inherited by its projects.")
     preemption_notice_seconds: int | None = Field(
         description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
+    )
+    warnings: list[str] = Field(
+        description="Quotas that add up to more than they divide, in words: all quotas at the top level "
+        "(departments and projects without one) against the schedulable GPUs, then its projects' quotas against its own; fair shares cut them "
+        "in proportion. Empty when none."
     )
 
 

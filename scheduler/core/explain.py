@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from scheduler.core import minruntime, sizes
+from scheduler.core.fairshare import never_fits
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import Job
 from scheduler.core.victims import work_since
@@ -29,7 +30,9 @@ def counted(n: int, thing: str) -> str:
 
 
 def _figures(ledger: Ledger, project: str) -> str:
-    return f"{ledger.alloc[project]} of fair share {ledger.shares.project[project]}"
+    cut = ledger.shares.cut.get(project)
+    figures = f"{ledger.alloc[project]} of fair share {ledger.shares.project[project]}"
+    return figures if cut is None else f"{figures} ({cut})"
 
 
 def blocked_by_caps(ledger: Ledger, job: Job, need: int, *, freed: int = 0) -> str | None:
@@ -63,19 +66,19 @@ BEYOND = "does not fit today's cluster"
 def beyond_cluster(g: int, k: int, largest: int, slots: int) -> str | None:
     """Why ``k`` replicas of ``g`` GPUs (each replica on one node) fit today's schedulable nodes even all
     empty, and what they would need; ``None`` when they could. Such a job waits, taking from nobody."""
+    if not never_fits(g, k, largest, slots):
+        return None
     if g > largest:
         return (
             f"{BEYOND}: no schedulable node has {counted(g, 'GPU')} for one replica (the "
             f"largest has {largest}); it would need a node of {g} GPUs, and waits for one without taking GPUs "
             "from anyone"
         )
-    if k > slots:
-        return (
-            f"{BEYOND}: its {k} replicas of {counted(g, 'GPU')} each need one node's room and "
-            f"the schedulable nodes hold at most {slots}; it would need room for {counted(k - slots, 'replica')} "
-            "more, and waits for nodes without taking GPUs from anyone"
-        )
-    return None
+    return (
+        f"{BEYOND}: its {k} replicas of {counted(g, 'GPU')} each need one node's room and "
+        f"the schedulable nodes hold at most {slots}; it would need room for {counted(k - slots, 'replica')} "
+        "more, and waits for nodes without taking GPUs from anyone"
+    )
 
 
 _LENT = " (GPUs above fair share are lent until another project claims them)"

@@ -4,10 +4,14 @@ Contract: ``fair_shares(state, config)`` is a pure function of the snapshot. At 
 projects without one first, then each department's projects out of the department's share):
 
 1. every claimant gets ``min(deserved, cap)``, where ``cap = min(demand, limit)`` (and ``deserved`` when it may
-   not go over quota); if those quotas add up to more than the pool, the pool is split in proportion to them;
+   not go over quota); if those quotas add up to more than the pool, the pool is split in proportion to them
+   (``Shares.cut`` says so per project cut below its quota; ``quota_warnings`` for quotas as configured);
 2. the rest is water-filled by ``over_quota_weight`` among claimants whose cap is not met; weight-0 claimants
    then share equally whatever nobody with a weight wanted;
 3. shares become whole GPUs: floors, then one GPU each to the largest fractional parts, ties to the oldest.
+
+Demand is what today's schedulable nodes could hold (``placeable_demand``): a job that can never fit
+(``never_fits``, the one definition, which ``explain.beyond_cluster`` puts in words) counts nothing.
 
 With ``config.usage_half_life`` set (R14), step 2 uses each project's weight adjusted for its decayed usage
 above quota (``scheduler.core.usage``), among the claimants of its level that want more than their quota.
@@ -18,13 +22,13 @@ Exact arithmetic (``Fraction``) keeps ties exact, so the result never depends on
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple, TypeAlias
 
 from scheduler.core import usage as r14
-from scheduler.core.model import ClusterState, Config, Project
+from scheduler.core.model import ClusterState, Config, Department, Project
 
 Rational: TypeAlias = Fraction | int  # exact; ints where no fraction arose
 
@@ -61,6 +65,9 @@ class Shares:
     demand: dict[str, int]
     guarantee: dict[str, int]
     weight: dict[str, float]
+    # projects whose fair share is below their quota because the quotas at their level add up to more than
+    # its pool (step 1's proportional split): why, in words (R13 adds it to the figures it shows)
+    cut: dict[str, str] = field(default_factory=dict)
 
     def top(self, project: Project) -> tuple[Top, int]:
         """The project's top-level entity (its department, if any) and that entity's fair share."""
@@ -80,11 +87,9 @@ def project_cap(project: Project, demand: int, config: Config) -> int:
 
 
 def fair_shares(state: ClusterState, config: Config) -> Shares:
-    total = sum(n.gpus for n in state.nodes if n.schedulable)
-    demand = {p.name: 0 for p in state.projects}
-    for job in state.jobs:  # R1 demand: ``Job.demand_gpus``, inlined (this loop runs over every job)
-        if job.project in demand:
-            demand[job.project] += job.max_replicas * job.gpus_per_replica
+    sizes = [n.gpus for n in state.nodes if n.schedulable]
+    total = sum(sizes)
+    demand = placeable_demand(state, sizes)
     caps = {p.name: project_cap(p, demand[p.name], config) for p in state.projects}
     depts = {d.name: d for d in state.departments}
     members: dict[str, list[Project]] = {name: [] for name in depts}
@@ -121,7 +126,86 @@ def fair_shares(state: ClusterState, config: Config) -> Shares:
         inner = divide(dept_share[dname], claimants)
         project_share.update({k.name: v for k, v in inner.items()})
     guarantee = {p.name: min(p.deserved_gpus, demand[p.name], caps[p.name]) for p in state.projects}
-    return Shares(project_share, dept_share, demand, guarantee, weight)
+    cut = _cut_quotas(
+        state, top, total, members=members, dept_share=dept_share, caps=caps, share=project_share
+    )
+    return Shares(project_share, dept_share, demand, guarantee, weight, cut)
+
+
+def _claimed(claimants: Sequence[Claimant]) -> int:
+    """The quotas a division hands out first (step 1): ``min(deserved, cap)`` each."""
+    return sum(max(min(c.deserved, c.cap), 0) for c in claimants)
+
+
+def _cut_quotas(
+    state: ClusterState,
+    top: Sequence[Claimant],
+    total: int,
+    *,
+    members: dict[str, list[Project]],
+    dept_share: dict[str, int],
+    caps: dict[str, int],
+    share: dict[str, int],
+) -> dict[str, str]:
+    """Why each project whose share is below ``min(deserved, cap)`` got less: its level's quotas add up to
+    more than the level's pool, so step 1 split the pool in proportion to them."""
+    why: dict[str, str] = {}
+    claimed = _claimed(top)
+    if claimed > total:
+        level = f"the quotas claimed add up to {claimed} GPUs, more than the {total} schedulable"
+        for p in state.projects:
+            why[p.name] = level
+    for dname, projects in members.items():
+        inner = sum(max(min(p.deserved_gpus, caps[p.name]), 0) for p in projects)
+        if inner > dept_share[dname]:
+            level = (
+                f"department {dname}'s projects claim {inner} GPUs of quota, more than its share of "
+                f"{dept_share[dname]}"
+            )
+            for p in projects:
+                why.setdefault(p.name, level)  # a cut at the top level is the cause, if there was one
+    quota = {p.name: p.deserved_gpus for p in state.projects}
+    return {
+        name: f"its quota of {quota[name]} is cut in proportion: {level}"
+        for name, level in why.items()
+        if share[name] < min(quota[name], caps[name])
+    }
+
+
+def never_fits(g: int, k: int, largest: int, slots: int) -> bool:
+    """Whether ``k`` replicas of ``g`` GPUs (each on one node) can never fit today's schedulable nodes, even
+    all empty: ``largest`` is the largest node's GPUs, ``slots`` the replicas of ``g`` GPUs they hold. The one
+    definition of "can never fit": R1 demand leaves such jobs out and ``explain.beyond_cluster`` says why."""
+    return g > largest or k > slots
+
+
+def placeable_demand(state: ClusterState, node_sizes: Sequence[int]) -> dict[str, int]:
+    """R1 demand per project: each job's ``max_replicas`` replicas, but only what today's schedulable nodes
+    could ever hold. A job that can never fit (``never_fits``: a replica larger than the largest node, or
+    more ``min_replicas`` than the nodes hold all empty) counts nothing; an elastic one counts at most the
+    replicas the nodes hold all empty."""
+    largest = max(node_sizes, default=0)
+    # per replica size: the most replicas that fit (``never_fits`` is ``k > most`` for any k), -1 for none
+    most: dict[int, int] = {}
+    demand = {p.name: 0 for p in state.projects}
+    for job in state.jobs:  # this loop runs over every job: kept to dict look-ups
+        name, g = job.project, job.gpus_per_replica
+        room = most.get(g)
+        if room is None:
+            room = most[g] = _most_replicas(g, largest, node_sizes)
+        if job.min_replicas > room or name not in demand:
+            continue
+        demand[name] += min(job.max_replicas, room) * g
+    return demand
+
+
+def _most_replicas(g: int, largest: int, node_sizes: Sequence[int]) -> int:
+    """The most replicas of ``g`` GPUs that today's nodes could ever hold: ``k`` of them never fit exactly
+    when ``k`` is above it."""
+    if g <= 0:
+        return -1  # no such job: nothing to count
+    slots = sum(size // g for size in node_sizes)
+    return -1 if never_fits(g, 1, largest, slots) else slots
 
 
 def _usage(state: ClusterState, config: Config, total: int) -> dict[Top, float]:
@@ -227,3 +311,29 @@ def _whole(share: dict[Top, Rational], order: dict[Top, tuple[float, str]]) -> d
     for name in by_fraction[:leftover]:
         floors[name] += 1
     return floors
+
+
+def quota_warnings(
+    total: int, projects: Sequence[Project], departments: Sequence[Department]
+) -> dict[str | None, str]:
+    """Quotas that add up to more than what they divide (step 1 then cuts them in proportion), in words: the
+    cluster's under key ``None`` (departments' quotas and those of projects without one, against the
+    ``total`` schedulable GPUs; nothing while there are none), each department's under its name (its
+    projects' quotas against its own)."""
+    names = {d.name for d in departments}
+    out: dict[str | None, str] = {}
+    top = sum(d.deserved_gpus for d in departments)
+    top += sum(p.deserved_gpus for p in projects if p.department not in names)
+    if 0 < total < top:
+        out[None] = (
+            f"quotas add up to {top} GPUs (departments and projects without one), more than the {total} "
+            "schedulable: fair shares cut each in proportion, so none is guaranteed in full"
+        )
+    for d in departments:
+        inner = sum(p.deserved_gpus for p in projects if p.department == d.name)
+        if inner > d.deserved_gpus:
+            out[d.name] = (
+                f"the quotas of department {d.name}'s projects add up to {inner} GPUs, more than its quota "
+                f"of {d.deserved_gpus}: their fair shares are cut in proportion"
+            )
+    return out

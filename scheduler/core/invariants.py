@@ -29,6 +29,21 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
         *_guarantee_served(state, after, plan, config),
         *_reclaim_never_ping_pongs(state, plan, config),
         *_min_runtime_kept(state, plan, config, now),
+        *_drain_held_once(state, plan),
+    ]
+
+
+def _drain_held_once(before: ClusterState, plan: Plan) -> list[str]:
+    """Decision 35: a node is held as it drains (a hold of less than one replica) for one job at most."""
+    g = {job.key: job.gpus_per_replica for job in before.jobs}
+    holders: dict[str, set[tuple[str, str]]] = {}
+    for r in plan.reservations:
+        if not r.firm and r.gpus < g.get((r.project, r.job), 0):
+            holders.setdefault(r.node, set()).add((r.project, r.job))
+    return [
+        f"node {node} is held for {len(jobs)} jobs at once: {sorted(jobs)}"
+        for node, jobs in holders.items()
+        if len(jobs) > 1
     ]
 
 

@@ -71,6 +71,7 @@ class Ledger:
     reservations: list[Reservation] = field(default_factory=list)
     reserved: dict[str, int] = field(default_factory=dict)
     draining: dict[str, int] = field(default_factory=dict)  # GPUs held for drains (not firm), per project
+    drain_holder: dict[str, JobKey] = field(default_factory=dict)  # the one job each node drains for
     top_reserved: dict[Top, int] = field(default_factory=dict)
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _capacity: dict[str, int] = field(default_factory=dict)
@@ -307,7 +308,17 @@ class Ledger:
         reservation); returns the GPUs held."""
         g = min(self.avail.value[node], job.gpus_per_replica, most)
         self._take(node, g)
-        self._reserve(Reservation(job.project, job.name, node, g, firm=False))  # 0 GPUs still marks a drain
+        self._reserve(Reservation(job.project, job.name, node, g, firm=False))
+        before = self.drain_holder.get(node)
+        self.drain_holder[node] = job.key
+
+        def undo() -> None:
+            if before is None:
+                del self.drain_holder[node]
+            else:
+                self.drain_holder[node] = before
+
+        self._undo.append(undo)
         return g
 
     def release(

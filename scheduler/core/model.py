@@ -137,7 +137,7 @@ class Job:
 
     @property
     def demand_gpus(self) -> int:
-        """R1: demand counts running and pending replicas up to ``max_replicas``."""
+        """The most GPUs it asks for; R1 counts only what today's nodes could hold (`fairshare.placeable_demand`)."""
         return self.max_replicas * self.gpus_per_replica
 
 

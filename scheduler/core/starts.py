@@ -10,7 +10,8 @@ that works:
 4. a start owed its guarantee moves small replicas to make a whole node, reclaiming if need be (R2);
 5. a start blocked by fragmentation reserves the nodes closest to fitting it, so they drain for it instead of
    being refilled by small jobs (R12: the 8-GPU replica does not starve), holding at most what its project is
-   owed (GPUs held beyond its fair share would be other projects').
+   owed (GPUs held beyond its fair share would be other projects'), only nodes with GPUs free or being
+   released (a multi-GPU replica owed its guarantee may mark a full node), and each node for one job at most.
 
 A failure is recorded (a reason, a place in line) and remembered for the cycle (``memo``): the same-shape
 pending jobs right behind it in its project's line fail alike and are taken from the line at once.
@@ -234,12 +235,19 @@ def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:
     nodes = [p.node for p in ledger.place(job, fit, reserve=True, firm=False)] if fit else []
     budget -= fit * g
 
-    # a node with nothing free yet is still worth marking for a multi-GPU replica (fragmentation), not for
-    # 1-GPU replicas, which any freed GPU serves
-    def big_enough(n: str) -> bool:
-        return ledger.capacity(n) >= g
+    if budget <= 0:
+        return nodes  # nothing more could be held for it
 
-    for node in ledger.avail.most_available(k - fit, big_enough, min_value=0 if g > 1 else 1):
+    # a node is held for one job at most, and only where GPUs are free or being released: a hold on a node
+    # where nothing will come free holds nothing (the job's reason then says what it waits for). Only a
+    # multi-GPU replica owed its guarantee still marks a full node (R2 keeps it first in line for it).
+    def open_to(n: str) -> bool:
+        return ledger.capacity(n) >= g and ledger.drain_holder.get(n, job.key) == job.key
+
+    owed = g > 1 and below_guarantee(ledger, job.project)
+    for node in ledger.avail.most_available(k - fit, open_to, min_value=0 if owed else 1):
+        if budget <= 0:
+            break
         budget -= ledger.reserve_node(job, node, budget)
         nodes.append(node)
     return nodes

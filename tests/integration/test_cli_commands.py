@@ -419,3 +419,36 @@ def test_a_big_cluster_lists_jobs_in_pages_and_summarises_its_nodes(
         every = tide("cluster", "--nodes")
         assert sum(line.lstrip().startswith("node-") for line in every.output.splitlines()) == 40
         assert tide("cluster", "--all").output == every.output
+
+
+def test_quotas_beyond_the_cluster_or_a_department_are_warned_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4 GPUs; research (4) and team-b (2) add up to 6: accepted, with a warning on the REST answers and one
+    line from the CLI after create, update and list; so is a department whose projects' quotas exceed its
+    own, on its answers and its projects'."""
+    with cli_bridge(tmp_path, monkeypatch, nodes=1, gpus_per_node=4):
+        assert tide("department", "create", "research", "--deserved", "4").stderr == ""
+        fine = tide("project", "create", "team-a", "--deserved", "2", "-d", "research")
+        assert fine.exit_code == 0 and fine.stderr == ""
+        over = tide("project", "create", "team-b", "--deserved", "2")
+        assert over.exit_code == 0, over.output
+        cluster = (
+            "quotas add up to 6 GPUs (departments and projects without one), more than the 4 schedulable: "
+            "fair shares cut each in proportion, so none is guaranteed in full"
+        )
+        assert over.stderr == f"warning: {cluster}\n"
+        listed = tide("project", "list", "--json")
+        assert [p["warnings"] for p in json.loads(listed.stdout)] == [[cluster], [cluster]]
+        assert tide("project", "list").stderr == f"warning: {cluster}\n"
+        dept = (
+            "the quotas of department research's projects add up to 5 GPUs, more than its quota of 4: their "
+            "fair shares are cut in proportion"
+        )
+        both = f"warning: {cluster}; {dept}\n"
+        assert tide("project", "update", "team-a", "--deserved", "5").stderr == both
+        assert tide("department", "list").stderr == both
+        assert tide("project", "update", "team-b", "--deserved", "0").stderr == ""  # not in research
+        assert tide("department", "list").stderr == f"warning: {dept}\n"
+        fixed = tide("project", "update", "team-a", "--deserved", "4")
+        assert fixed.exit_code == 0 and fixed.stderr == ""

@@ -323,9 +323,10 @@ def test_placement_packs_the_fullest_node_first() -> None:
     assert {r.node for r in c.job("a", "second").active} == {r.node for r in c.job("a", "first").active}
 
 
-def test_owed_claims_wait_out_settling_victims_and_hold_a_node_meanwhile() -> None:
+def test_owed_claims_wait_out_settling_victims_holding_no_full_node() -> None:
     """b is at its guarantee but below its fair share: it may reclaim, but not replicas still settling;
-    its 2-GPU job holds a node as it drains instead (and b's elastic job waits to grow)."""
+    its 2-GPU job waits for them (nothing is free or being released, so no node is held for it: a hold that
+    nothing will release holds nothing), and b's elastic job waits to grow."""
     c = Cluster(nodes(3, gpus=2), config=Config(settle_seconds=3)).project("a", 1).project("b", 1)
     c.submit("a", "el", min=1, max=6)
     c.cycle()
@@ -336,7 +337,7 @@ def test_owed_claims_wait_out_settling_victims_and_hold_a_node_meanwhile() -> No
     plan = c.cycle()
     assert plan.decisions == ()
     note = plan.note("b", "pair")
-    assert note is not None and "nodes held for it as they drain" in note.reason
+    assert note is not None and "or settling after a resize" in note.reason and plan.reservations == ()
     eb = plan.note("b", "eb")
     assert eb is not None and eb.queue_position is None and "settling after a resize" in eb.reason
 
@@ -359,13 +360,14 @@ def test_growth_needs_a_whole_node_when_idle_gpus_are_scattered() -> None:
     assert note is not None and "grows when GPUs are idle" in note.reason
 
 
-def test_idle_gpus_nobody_can_use_are_lent_beyond_fair_share() -> None:
-    """b's 8-GPU replica fits no 4-GPU node, so a borrows b's share too (R4), marked as lent."""
+def test_demand_that_can_never_fit_leaves_its_share_to_others() -> None:
+    """b's 8-GPU replica fits no 4-GPU node: b's demand counts nothing (R1), so a's fair share is all 8 GPUs
+    and a holds them as its own, not lent."""
     c = Cluster(nodes(2, gpus=4)).project("a", 4).project("b", 4)
     c.submit("b", "huge", gpus=8).submit("a", "el", min=1, max=8)
     plan = c.cycle()
-    assert c.alloc("a") == 8 and plan.share("a").fair_share_gpus == 4
-    assert "lent until another project claims them" in plan.decisions[0].reason
+    assert c.alloc("a") == 8 and plan.share("a").fair_share_gpus == 8 and plan.share("b").demand_gpus == 0
+    assert plan.decisions[0].reason == "started 8 replicas on idle GPUs; project a holds 8 of fair share 8"
 
 
 def test_pending_job_over_the_limit_says_so() -> None:
@@ -515,7 +517,8 @@ def test_running_jobs_grow_into_idle_gpus_beyond_fair_share() -> None:
     c = Cluster(nodes(2, gpus=4)).project("a", 4).project("b", 4)
     c.submit("a", "el", min=1, max=6).submit("a", "el2", min=1, max=2).submit("b", "x", min=1, gpus=4)
     c.cycle()
-    c.finish("b", "x").submit("b", "huge", gpus=8)  # b's share stays 4, but nothing of b can use it
+    # b's share stays 4, but its gang of two whole nodes cannot start while a holds one, nor reclaim beyond it
+    c.finish("b", "x").submit("b", "huge", min=2, gpus=4)
     plan = c.cycle()
     grows = [d for d in plan.decisions if d.action == Action.GROW]
     assert grows and all("lent until another project claims them" in d.reason for d in grows)
@@ -815,3 +818,83 @@ def test_a_small_job_spread_over_two_nodes_moves_whole_to_free_a_node_for_a_guar
     assert held == [("a", "node-2", 1), ("a", "node-2", 7), ("b", "node-3", 1), ("b", "node-3", 1)]
     c.run(3)
     assert (c.alloc("a"), c.alloc("b")) == (16, 8)
+
+
+def test_job_that_can_never_fit_claims_no_fair_share_and_evicts_nobody() -> None:
+    """A pending gang of 1,024 replicas on 4 one-GPU nodes can never start: its demand counts for nothing, so
+    a's department gets no more than a's placeable demand, and a's rigid 2-GPU job takes only a's quota of 2,
+    never b's share. An elastic job that fits counts only the replicas the cluster could ever hold."""
+    dept = Department("research", deserved_gpus=4)
+    c = Cluster(nodes(4), departments=(dept,))
+    c.project("a", 2, department="research").project("b", 2)
+    c.submit("b", "eval", min=2, max=2)
+    c.cycle()
+    c.submit("a", "huge2", min=1024, max=1024)
+    plan = c.cycle()
+    assert (plan.share("a").fair_share_gpus, plan.share("b").fair_share_gpus) == (0, 2)
+    assert plan.share("a").demand_gpus == 0
+    note = plan.note("a", "huge2")
+    assert note is not None and "does not fit today's cluster" in note.reason
+    c.submit("a", "rigid", min=2, max=2)
+    plan = c.cycle()
+    assert (plan.share("a").fair_share_gpus, plan.share("b").fair_share_gpus) == (2, 2)
+    assert c.decisions(plan) == [("start", "a", "rigid", [0, 1])]
+    assert (c.alloc("a"), c.alloc("b")) == (2, 2)
+    c.submit("a", "wide", min=1, max=64)  # placeable, but never beyond the 4 replicas 4 nodes hold
+    assert c.cycle().share("a").demand_gpus == 2 + 4
+
+
+def test_a_quota_cut_to_fit_the_cluster_says_so() -> None:
+    """Quotas of 4 (department research) and 2 (b) on 4 GPUs: fair shares split the 4 GPUs 3:1 in proportion,
+    and b's waiting job says its quota of 2 was cut, not just that b holds 0 of a fair share of 1."""
+    dept = Department("research", deserved_gpus=4)
+    c = Cluster(nodes(4), departments=(dept,))
+    c.project("a", 2, department="research").project("b", 2)
+    c.submit("b", "eval", min=2, max=2).submit("a", "train", min=1, max=4)
+    plan = c.run(2)[-1]
+    assert (plan.share("a").fair_share_gpus, plan.share("b").fair_share_gpus) == (3, 1)
+    note = plan.note("b", "eval")
+    assert note is not None and (
+        "project b holds 0 of fair share 1 (its quota of 2 is cut in proportion: the quotas claimed add up "
+        "to 6 GPUs, more than the 4 schedulable)" in note.reason
+    ), note.reason
+
+
+def test_a_department_quota_split_among_more_quota_says_so() -> None:
+    dept = Department("research", deserved_gpus=2)
+    c = Cluster(nodes(4), departments=(dept,)).project("x", 2, department="research")
+    c.project("y", 2, department="research").project("z", 2)
+    c.submit("x", "j", min=1, max=4).submit("y", "j", min=2).submit("z", "j", min=2)
+    plan = c.run(2)[-1]
+    assert [s.fair_share_gpus for s in plan.shares] == [1, 1, 2]
+    note = plan.note("y", "j")
+    assert note is not None and (
+        "(its quota of 2 is cut in proportion: department research's projects claim 4 GPUs of quota, more "
+        "than its share of 2)" in note.reason
+    ), note.reason
+
+
+def test_a_full_node_is_held_for_one_job_at_most_and_only_when_something_can_drain() -> None:
+    """Three full 8-GPU nodes of d's young 1-GPU jobs (d: weight 0, a minimum runtime of 1 h, so nobody may
+    reclaim them yet). a, b and c are each owed 8 GPUs and their 8-GPU jobs are blocked. Nothing is free or
+    being released on any node, so none of them holds a node (there is nothing to hold), and certainly not
+    node-1 for all three at once; each says what it waits for: the end of d's minimum runtime."""
+    jobs = tuple(
+        Job("d", f"d{i}", 1, 1, replicas=(Replica(0, f"node-{i % 3 + 1}", 1),), last_resized_at=0.0)
+        for i in range(24)
+    )
+    c = Cluster(nodes(3, gpus=8))
+    for p in "abc":
+        c.project(p, 0)
+    c.project("d", 0, over_quota_weight=0.0, min_runtime_seconds=3600.0)
+    c.state = replace(c.state, jobs=jobs)
+    c.now = 10.0
+    for p in "abc":
+        c.submit(p, "big", gpus=8)
+    plan = c.cycle()
+    assert plan.decisions == () and plan.reservations == ()
+    for p in "abc":
+        note = plan.note(p, "big")
+        assert note is not None and "held for it" not in note.reason, note.reason
+        assert f"project {p} is within its fair share (0 of fair share 8)" in note.reason, note.reason
+        assert "minimum runtime" in note.reason, note.reason

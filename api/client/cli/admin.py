@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -126,6 +127,7 @@ def project_list(as_json: Json = False, url: Url = None, token: Token = None) ->
         context.console().print("No projects. Create one: tide project create NAME --deserved 2")
     else:
         context.console().print(_projects_table(projects))
+        _warn(w for p in projects for w in p.warnings)
 
 
 @project_app.command("create")
@@ -159,6 +161,14 @@ def project_create(
         f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
         f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}."
     )
+    _warn(p.warnings)
+
+
+def _warn(warnings: Iterable[str]) -> None:
+    """One line on stderr for quotas that add up to more than they divide (each warning once, in order)."""
+    unique = list(dict.fromkeys(warnings))
+    if unique:
+        typer.echo(f"warning: {'; '.join(unique)}", err=True)
 
 
 def _runtime_sentence(seconds: float) -> str:
@@ -205,6 +215,7 @@ def project_update(
         f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
         f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}."
     )
+    _warn(p.warnings)
 
 
 @project_app.command("delete")
@@ -249,6 +260,7 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
             ",".join(d.projects),
         )
     context.console().print(table if departments else "No departments.")
+    _warn(w for d in departments for w in d.warnings)
 
 
 @department_app.command("create")
@@ -280,6 +292,7 @@ def department_create(
         f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s){_runtime_sentence(d.min_runtime_seconds)}"
         f"{notice_flag.sentence(d.preemption_notice_seconds)}."
     )
+    _warn(d.warnings)
 
 
 @department_app.command("update")
@@ -315,6 +328,7 @@ def department_update(
         f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}"
         f"{_runtime_sentence(d.min_runtime_seconds)}{notice_flag.sentence(d.preemption_notice_seconds)}."
     )
+    _warn(d.warnings)
 
 
 @department_app.command("delete")

@@ -53,7 +53,7 @@ def create_department(body: schemas.DepartmentCreate, svc: Svc, caller: Caller) 
         )
         session.add(row)
         session.flush()
-        public = convert.department_public(_get(session, body.name), convert.Totals())
+        public = convert.department_public(_get(session, body.name), totals_for(session))
     svc.engine.trigger()
     return public
 

@@ -42,7 +42,7 @@ def create_project(body: schemas.ProjectCreate, svc: Svc, caller: Caller) -> sch
         session.add(row)
         session.flush()
         session.refresh(row)
-        public = convert.project_public(row, convert.Totals())
+        public = convert.project_public(row, totals_for(session, row.id))
     svc.engine.trigger()
     return public
 

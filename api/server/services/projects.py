@@ -1,7 +1,8 @@
 """Projects as the routes need them: found by name, their live figures, quota changes.
 
 Contract: ``get_project`` returns a project's row or raises 404 (``lock=True`` also locks the row on
-PostgreSQL until the transaction ends); ``totals_for`` reads the live figures of one project or all;
+PostgreSQL until the transaction ends); ``totals_for`` reads the live figures of one project or all, with the warnings of quotas that add up to
+more than they divide;
 ``department_id`` resolves a department's name (422 when there is none); ``apply_quota_changes`` applies
 a PATCH to a project or department row (what ``null`` means per field below; a limit below the deserved
 quota is a 422).
@@ -12,16 +13,38 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import HTTPException, status
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.server import convert
-from scheduler.store.models import DepartmentRow, ProjectRow
+from scheduler.core.fairshare import quota_warnings
+from scheduler.core.model import Department, Project
+from scheduler.store.models import DepartmentRow, NodeRow, ProjectRow
 from scheduler.store.queries import project_by_name, project_figures
 
 
 def totals_for(session: Session, project_id: int | None = None) -> convert.Totals:
-    return convert.Totals.of(*project_figures(session, project_id))
+    totals = convert.Totals.of(*project_figures(session, project_id))
+    totals.oversubscribed = oversubscribed(session)
+    return totals
+
+
+def oversubscribed(session: Session) -> dict[str | None, str]:
+    """Quotas that add up to more than they divide (``scheduler.core.fairshare.quota_warnings``): the
+    cluster's against its schedulable GPUs, each department's against its own quota."""
+    total = session.scalar(select(func.coalesce(func.sum(NodeRow.gpus), 0)).where(NodeRow.schedulable)) or 0
+    departments = session.execute(
+        select(DepartmentRow.id, DepartmentRow.name, DepartmentRow.deserved_gpus)
+    ).all()
+    dept_name: dict[int | None, str] = {i: name for i, name, _ in departments}
+    projects = session.execute(
+        select(ProjectRow.name, ProjectRow.deserved_gpus, ProjectRow.department_id)
+    ).all()
+    return quota_warnings(
+        int(total),
+        [Project(name, deserved, department=dept_name.get(d)) for name, deserved, d in projects],
+        [Department(name, deserved) for _, name, deserved in departments],
+    )
 
 
 def get_project(session: Session, name: str, *, lock: bool = False) -> ProjectRow:
