@@ -101,7 +101,7 @@ class FitTable:
 
     def natural(self, index: int) -> int:
         """The width column ``index`` needs to show every cell on one line."""
-        return max(len(self.columns[index].header), *(len(row[index]) for row in self.rows))
+        return max([len(self.columns[index].header), *(len(row[index]) for row in self.rows)])
 
     def narrowest(self, index: int) -> int:
         """The narrowest column ``index`` gets: its own width, or for a wrapping one its longest word (at least
@@ -152,7 +152,7 @@ class FitTable:
         out = [self._line([self.columns[i].header for i in shown], widths)]
         for row in self.rows:
             cells = [
-                textwrap.wrap(row[i], size, break_on_hyphens=False) or [""]
+                textwrap.wrap(row[i], size, break_on_hyphens=False, break_long_words=False) or [""]
                 if self.columns[i].wraps
                 else [row[i]]
                 for i, size in zip(shown, widths, strict=True)
@@ -161,7 +161,12 @@ class FitTable:
                 out.append(self._line([cell[depth] if depth < len(cell) else "" for cell in cells], widths))
             if under is not None and row[under]:
                 room = max((width or 0) - len(UNDER), MIN_WRAPPED)
-                out += [UNDER + part for part in textwrap.wrap(row[under], room, break_on_hyphens=False)]
+                out += [
+                    UNDER + part
+                    for part in textwrap.wrap(
+                        row[under], room, break_on_hyphens=False, break_long_words=False
+                    )
+                ]
         return out
 
     @staticmethod
