@@ -137,6 +137,10 @@ class FitTable:
         if self._needs(shown) > width and wrapping:
             under = wrapping[-1]
             shown = self._fitting([i for i in everything if i != under], width)
+        return shown, self._narrowed(shown, width), under
+
+    def _narrowed(self, shown: Sequence[int], width: int) -> list[int]:
+        """The shown columns' widths: their own, the wrapping ones narrowed (to their narrowest) to fit."""
         widths = [self.natural(i) for i in shown]
         room = width - (sum(widths) + GAP * (len(shown) - 1))
         for at, index in enumerate(shown):
@@ -144,30 +148,30 @@ class FitTable:
                 narrower = max(widths[at] + room, self.narrowest(index))
                 room += widths[at] - narrower
                 widths[at] = narrower
-        return shown, widths, under
+        return widths
 
     def lines(self, width: int | None) -> list[str]:
         """The table as lines of text, ``width`` wide at most where its names and counts allow."""
         shown, widths, under = self.layout(width)
         out = [self._line([self.columns[i].header for i in shown], widths)]
         for row in self.rows:
-            cells = [
-                textwrap.wrap(row[i], size, break_on_hyphens=False, break_long_words=False) or [""]
-                if self.columns[i].wraps
-                else [row[i]]
-                for i, size in zip(shown, widths, strict=True)
-            ]
-            for depth in range(max(len(cell) for cell in cells)):
-                out.append(self._line([cell[depth] if depth < len(cell) else "" for cell in cells], widths))
-            if under is not None and row[under]:
-                room = max((width or 0) - len(UNDER), MIN_WRAPPED)
+            out += self._row(row, shown, widths)
+            if under is not None:
                 out += [
-                    UNDER + part
-                    for part in textwrap.wrap(
-                        row[under], room, break_on_hyphens=False, break_long_words=False
-                    )
+                    UNDER + part for part in _wrap(row[under], max((width or 0) - len(UNDER), MIN_WRAPPED))
                 ]
         return out
+
+    def _row(self, row: Sequence[str], shown: Sequence[int], widths: Sequence[int]) -> list[str]:
+        """One row's lines: its wrapping cells over as many lines as they need."""
+        cells = [
+            _wrap(row[i], size) or [""] if self.columns[i].wraps else [row[i]]
+            for i, size in zip(shown, widths, strict=True)
+        ]
+        depth = max(len(cell) for cell in cells)
+        return [
+            self._line([cell[at] if at < len(cell) else "" for cell in cells], widths) for at in range(depth)
+        ]
 
     @staticmethod
     def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
@@ -177,6 +181,11 @@ class FitTable:
         from rich.text import Text  # noqa: PLC0415 - see table()
 
         yield Text("\n".join(self.lines(None if self.wide else options.max_width)), no_wrap=True)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of ``width`` at most, broken between words only (a longer word stays whole)."""
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
 
 
 def table(*columns: str | Column, wide: bool = False) -> FitTable:
