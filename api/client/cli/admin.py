@@ -1,6 +1,7 @@
 """Admin and cluster commands: ``project``, ``department``, ``cluster``, ``events``, ``token create|list|delete``.
 
-Contract: HTTP only (``api.client.cli.context.session``); every read takes ``--json``; tables fit 80 columns.
+Contract: HTTP only (``api.client.cli.context.session``); every read takes ``--json``; tables fit the terminal
+(``-o wide``: every column).
 """
 
 from __future__ import annotations
@@ -8,19 +9,17 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from api.client.cli import context, notice_flag, target
+from api.client.cli.context import Column, FitTable
 from api.client.cli.eta_words import parse_duration, span
 from api.client.cli.flag_words import Typed
-from api.client.cli.jobs import Json, Token, Url
+from api.client.cli.jobs import Json, Output, Token, Url
 from api.client.cli.nodes import node_table
 from api.client.client_types import EventPublic, NodePublic, ProjectPublic, TokenPublic
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 project_app = typer.Typer(help="Projects: quotas, weights, limits.", no_args_is_help=True)
 department_app = typer.Typer(help="Departments: parents of projects.", no_args_is_help=True)
@@ -84,16 +83,28 @@ def _body(**values: object) -> dict[str, object]:
     return {FIELDS.get(key, key): value for key, value in values.items() if value is not None}
 
 
-def _projects_table(projects: list[ProjectPublic]) -> Table:
+def _projects_table(projects: list[ProjectPublic], wide: bool = False) -> FitTable:
     # fair share over time: the weight the last cycle used and the usage that lowered it, once there is usage
     usage = any(p.usage_gpu_hours > 0 for p in projects)
     # minimum runtime (its own or its department's), once any project has one
     runtime = any(p.effective_min_runtime_seconds > 0 for p in projects)
-    extra: tuple[str, ...] = ("WEIGHT", "USAGE GPU-H") if usage else ()
-    extra += ("MIN RUN",) if runtime else ()
+    extra: tuple[Column, ...] = (Column("WEIGHT", drop=4), Column("USAGE GPU-H", drop=5)) if usage else ()
+    extra += (Column("MIN RUN", drop=6),) if runtime else ()
     notices = any(p.effective_preemption_notice_seconds > 0 for p in projects)
-    extra += ("NOTICE",) if notices else ()
-    table = context.table("PROJECT", "DEPT", "DESERVED", "FAIR", "ALLOC", "OVER", "LIMIT", *extra, "JOBS R/P")
+    extra += (Column("NOTICE", drop=7),) if notices else ()
+    # a narrow terminal leaves out these extras first, then OVER, LIMIT and DEPT: never a quota or a count
+    table = context.table(
+        "PROJECT",
+        Column("DEPT", drop=1),
+        "DESERVED",
+        "FAIR",
+        "ALLOC",
+        Column("OVER", drop=3),
+        Column("LIMIT", drop=2),
+        *extra,
+        "JOBS R/P",
+        wide=wide,
+    )
     for p in projects:
         limit = "-" if p.limit_gpus is None else str(p.limit_gpus)
         figures: tuple[str, ...] = (f"{p.effective_weight:.2g}", f"{p.usage_gpu_hours:.1f}") if usage else ()
@@ -114,11 +125,12 @@ def _projects_table(projects: list[ProjectPublic]) -> Table:
 
 
 @project_app.command("list")
-def project_list(as_json: Json = False, url: Url = None, token: Token = None) -> None:
+def project_list(as_json: Json = False, output: Output = None, url: Url = None, token: Token = None) -> None:
     """List projects with quota, fair share and allocation.
 
     Example: tide project list
     """
+    wide = context.wide(output)
     with context.session(url, token) as client:
         projects = client.projects()
     if as_json:
@@ -126,7 +138,7 @@ def project_list(as_json: Json = False, url: Url = None, token: Token = None) ->
     elif not projects:
         context.console().print("No projects. Create one: tide project create NAME --deserved 2")
     else:
-        context.console().print(_projects_table(projects))
+        context.console().print(_projects_table(projects, wide))
         _warn(w for p in projects for w in p.warnings)
 
 
@@ -232,11 +244,14 @@ def project_delete(
 
 
 @department_app.command("list")
-def department_list(as_json: Json = False, url: Url = None, token: Token = None) -> None:
+def department_list(
+    as_json: Json = False, output: Output = None, url: Url = None, token: Token = None
+) -> None:
     """List departments.
 
     Example: tide department list
     """
+    wide = context.wide(output)
     with context.session(url, token) as client:
         departments = client.departments()
     if as_json:
@@ -244,9 +259,18 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
         return
     runtime = any(d.min_runtime_seconds > 0 for d in departments)
     notices = any(d.preemption_notice_seconds for d in departments)
-    extra: tuple[str, ...] = ("MIN RUN",) if runtime else ()
-    extra += ("NOTICE",) if notices else ()
-    table = context.table("DEPARTMENT", "DESERVED", "FAIR", "ALLOC", "LIMIT", *extra, "PROJECTS")
+    extra: tuple[Column, ...] = (Column("MIN RUN", drop=2),) if runtime else ()
+    extra += (Column("NOTICE", drop=3),) if notices else ()
+    table = context.table(
+        "DEPARTMENT",
+        "DESERVED",
+        "FAIR",
+        "ALLOC",
+        Column("LIMIT", drop=1),
+        *extra,
+        Column("PROJECTS", wraps=True),
+        wide=wide,
+    )
     for d in departments:
         limit = "-" if d.limit_gpus is None else str(d.limit_gpus)
         table.add_row(
@@ -257,7 +281,7 @@ def department_list(as_json: Json = False, url: Url = None, token: Token = None)
             limit,
             *((_runtime_words(d.min_runtime_seconds),) if runtime else ()),
             *((notice_flag.words(d.preemption_notice_seconds),) if notices else ()),
-            ",".join(d.projects),
+            ", ".join(d.projects),
         )
     context.console().print(table if departments else "No departments.")
     _warn(w for d in departments for w in d.warnings)
@@ -355,6 +379,7 @@ def cluster(
         typer.Option("--nodes", "--all", help="List every node, however many (else a summary above 20)."),
     ] = False,
     as_json: Json = False,
+    output: Output = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -363,6 +388,7 @@ def cluster(
 
     Example: tide cluster --nodes
     """
+    wide = context.wide(output)
     with context.session(url, token) as client:
         state = client.cluster()
     if as_json:
@@ -371,18 +397,18 @@ def cluster(
     out = context.console()
     out.print(f"GPUs: {state.total_gpus} total, {state.allocated_gpus} allocated, {state.free_gpus} free")
     if state.projects:
-        out.print(_projects_table(state.projects))
+        out.print(_projects_table(state.projects, wide))
     if nodes or len(state.nodes) <= NODES_LISTED:
-        out.print(node_table(state.nodes))
+        out.print(node_table(state.nodes, wide))
     else:
-        _node_summary(state.nodes)
+        _node_summary(state.nodes, wide)
 
 
 def _counts(counter: Counter[str]) -> str:
     return ", ".join(f"{n:,} {what}" for what, n in counter.most_common())
 
 
-def _node_summary(nodes: list[NodePublic]) -> None:
+def _node_summary(nodes: list[NodePublic], wide: bool) -> None:
     out = context.console()
     use = Counter(
         "idle" if n.allocated_gpus == 0 else "full" if n.allocated_gpus >= n.gpus else "partly used"
@@ -395,7 +421,7 @@ def _node_summary(nodes: list[NodePublic]) -> None:
     )[:TOP_NODES]
     if roomy:
         out.print(f"Most free GPUs (where the next replicas fit), top {len(roomy)}:")
-        out.print(node_table(roomy))
+        out.print(node_table(roomy, wide))
     else:
         out.print("No schedulable node has a free GPU.")
     out.print(f"{len(nodes):,} nodes: tide cluster --nodes (or tide node list) lists them all.")

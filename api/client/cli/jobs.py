@@ -29,6 +29,12 @@ from scheduler.statuses import JobStatus
 Url = Annotated[str | None, typer.Option("--url", help="Server URL (else TIDE_URL, config, local server).")]
 Token = Annotated[str | None, typer.Option("--token", help="Bearer token (else TIDE_TOKEN, config).")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Output = Annotated[
+    str | None,
+    typer.Option(
+        "--output", "-o", metavar="wide", help="wide: every column, however wide (else fit the terminal)."
+    ),
+]
 Project = Annotated[str | None, typer.Option("--project", "-p", help="Project (else the default one).")]
 
 submit_app = typer.Typer(help="Submit a distributed job.", no_args_is_help=True)
@@ -218,6 +224,17 @@ def _wait_running(job: JobPublic, seconds: float, url: str | None, token: str | 
 
 
 STATUSES = tuple(status.value for status in JobStatus)
+# on a narrow terminal ``tide list`` leaves out AGE, then GPUS, then ETA; the reason wraps in what is left
+JOB_COLUMNS = (
+    "PROJECT",
+    "NAME",
+    "STATUS",
+    "REPLICAS",
+    context.Column("GPUS", drop=2),
+    context.Column("AGE", drop=3),
+    context.Column("ETA", drop=1),
+    context.Column("REASON", wraps=True),
+)
 LIST_LIMIT = 50
 
 
@@ -239,6 +256,7 @@ def list_jobs(
     ] = None,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many jobs first.")] = 0,
     as_json: Json = False,
+    output: Output = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -247,6 +265,7 @@ def list_jobs(
     Example: tide list -p team-a --status pending --limit 20
     """
     chosen = _one_status(status or [])
+    wide = context.wide(output)
     if limit is None:  # a script reading --json gets every job unless it asks for a page
         limit = 0 if as_json else LIST_LIMIT
     with context.session(url, token) as client:
@@ -260,7 +279,7 @@ def list_jobs(
     if not jobs:
         context.console().print(f"No jobs{f' from {offset}' if offset and total else ''}.")
         return
-    table = context.table("PROJECT", "NAME", "STATUS", "REPLICAS", "GPUS", "AGE", "ETA", "REASON")
+    table = context.table(*JOB_COLUMNS, wide=wide)
     now = datetime.now(UTC)
     for job in jobs:
         reason = job.pending_reason or job.message or ""

@@ -7,16 +7,14 @@ a project token).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from api.client.cli import context
-from api.client.cli.jobs import Json, Token, Url
+from api.client.cli.context import Column, FitTable
+from api.client.cli.jobs import Json, Output, Token, Url
 from api.client.client_types import NodePublic
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 node_app = typer.Typer(
     help="Nodes: list, cordon, uncordon, drain, fail (fault injection).", no_args_is_help=True
@@ -24,11 +22,19 @@ node_app = typer.Typer(
 Name = Annotated[str, typer.Argument(help="Node name (see tide node list).")]
 
 
-def node_table(nodes: list[NodePublic]) -> Table:
-    """Nodes with their state and replicas (``tide node list``, ``tide cluster``)."""
+def node_table(nodes: list[NodePublic], wide: bool = False) -> FitTable:
+    """Nodes with their state and replicas (``tide node list``, ``tide cluster``); a narrow terminal leaves
+    out SCHED, then DOMAIN, and wraps the replicas."""
     domains = any(n.domain for n in nodes)  # R17: a DOMAIN column once the cluster names domains
     table = context.table(
-        "NODE", *(("DOMAIN",) if domains else ()), "GPUS", "ALLOC", "STATE", "SCHED", "REPLICAS"
+        "NODE",
+        *((Column("DOMAIN", drop=1),) if domains else ()),
+        "GPUS",
+        "ALLOC",
+        "STATE",
+        Column("SCHED", drop=2),
+        Column("REPLICAS", wraps=True),
+        wide=wide,
     )
     for node in nodes:
         slots = " ".join(
@@ -49,17 +55,20 @@ def _change(name: str, action: str, url: str | None, token: str | None, grace: f
 
 
 @node_app.command("list")
-def node_list(as_json: Json = False, url: Url = None, token: Token = None) -> None:
+def node_list(as_json: Json = False, output: Output = None, url: Url = None, token: Token = None) -> None:
     """List nodes: GPUs, allocation, state (ready, cordoned, draining, drained, lost), replicas.
 
     Example: tide node list
     """
+    wide = context.wide(output)
     with context.session(url, token) as client:
         nodes = client.nodes()
     if as_json:
         context.dump_json(nodes)
     else:
-        context.console().print(node_table(nodes) if nodes else "No nodes yet (the scheduler records them).")
+        context.console().print(
+            node_table(nodes, wide) if nodes else "No nodes yet (the scheduler records them)."
+        )
 
 
 @node_app.command("cordon")
