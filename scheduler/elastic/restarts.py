@@ -55,31 +55,18 @@ def coordinated(executor: Executor, job: JobRow) -> bool:
     return executor.capabilities.coordinated_restarts and uses_torchrun(job.command)
 
 
-def _live(replica: ReplicaRow) -> bool:
-    return replica.pid is not None and replica.exit_code is None
-
-
 def _mark(job: JobRow) -> int:
     """Mark every live wanted replica of ``job`` to end before the next launch."""
-    marked = 0
-    for replica in job.replicas:
-        if (
-            replica.desired == ReplicaDesired.RUN
-            and _live(replica)
-            and replica.status != ReplicaStatus.TERMINATING
-        ):
-            lifecycle.mark_restarting(replica)
-            marked += 1
-    return marked
+    return lifecycle.mark_restarting(r for r in job.replicas if r.desired == ReplicaDesired.RUN)
 
 
 def _resized(job: JobRow) -> bool:
     wanted = [r for r in job.replicas if r.desired == ReplicaDesired.RUN]
-    running = [r for r in wanted if _live(r) and r.status != ReplicaStatus.TERMINATING]
+    running = [r for r in wanted if lifecycle.live(r) and r.status != ReplicaStatus.TERMINATING]
     if not running:
         return False
     grown = any(r.pid is None for r in wanted)
-    shrunk = any(r.desired == ReplicaDesired.STOP and _live(r) for r in job.replicas)
+    shrunk = any(r.desired == ReplicaDesired.STOP and lifecycle.live(r) for r in job.replicas)
     return grown or shrunk
 
 
@@ -101,7 +88,7 @@ def sync_launches(session: Session, executor: Executor, *, now: float, grace: fl
             if (
                 replica.desired != ReplicaDesired.RUN
                 or replica.status != ReplicaStatus.TERMINATING
-                or not _live(replica)
+                or not lifecycle.live(replica)
             ):
                 continue
             restarting += 1
@@ -117,7 +104,7 @@ def _share_notice(job: JobRow) -> None:
     given = [
         r.notice_seconds
         for r in job.replicas
-        if r.desired == ReplicaDesired.STOP and _live(r) and r.notice_seconds
+        if r.desired == ReplicaDesired.STOP and lifecycle.live(r) and r.notice_seconds
     ]
     if not given:
         return
@@ -169,7 +156,7 @@ def on_exit(
 
 def launchable(job: JobRow) -> bool:
     """A torchrun job launches as a whole: only when none of its processes is left."""
-    return not any(_live(r) for r in job.replicas)
+    return not any(lifecycle.live(r) for r in job.replicas)
 
 
 def stuck(session: Session, seen: Mapping[int, Observation], *, now: float, timeout: float) -> list[JobRow]:

@@ -135,10 +135,7 @@ def restart_launch(
     its checkpoint. Unless ``in_place`` (the members' agents relaunch their training), each live member's
     process ends before the next launch: it is marked restarting."""
     if not in_place:
-        for replica in members:
-            live = replica.pid is not None and replica.exit_code is None
-            if live and replica.status != ReplicaStatus.TERMINATING:
-                mark_restarting(replica)
+        mark_restarting(members)
     job.generation = generation
     add_event(
         session, time=now, kind=RESTART, project=job.project.name, job=job.name,
@@ -211,9 +208,14 @@ def cancel_job(session: Session, job: JobRow, *, now: float, reason: str) -> Non
     finish_job(session, job, JobStatus.CANCELLED, now=now, reason=reason)
 
 
+def live(replica: ReplicaRow) -> bool:
+    """``replica``'s process was launched and has not been seen exiting."""
+    return replica.pid is not None and replica.exit_code is None
+
+
 def stopping(job: JobRow) -> int:
     """How many of ``job``'s replica processes are still alive (a finished job's stop still under way)."""
-    return sum(1 for r in job.replicas if r.pid is not None and r.exit_code is None)
+    return sum(1 for r in job.replicas if live(r))
 
 
 def forget_job(session: Session, job: JobRow) -> None:
@@ -277,9 +279,15 @@ def launched(
     replica.status = ReplicaStatus.RUNNING if running else ReplicaStatus.STARTING
 
 
-def mark_restarting(replica: ReplicaRow) -> None:
-    """``replica`` stays wanted, but its process ends before its job's next launch."""
-    replica.status = ReplicaStatus.TERMINATING
+def mark_restarting(replicas: Iterable[ReplicaRow]) -> int:
+    """Of ``replicas`` (wanted ones), each live one not yet marked stays wanted, but its process ends before
+    its job's next launch; how many were marked."""
+    marked = 0
+    for replica in replicas:
+        if live(replica) and replica.status != ReplicaStatus.TERMINATING:
+            replica.status = ReplicaStatus.TERMINATING
+            marked += 1
+    return marked
 
 
 def relaunchable(replica: ReplicaRow) -> None:
@@ -296,15 +304,13 @@ def exited(session: Session, replica: ReplicaRow, code: int) -> None:
     (torchrun exits 1 on SIGTERM): it is ``stopped``, never succeeded nor failed, and is forgotten while its
     job is active (kept, as its history, once the job finished); one that ended on its own is ``done``,
     ``succeeded`` or ``failed`` by its code, kept for its job's history."""
-    requested = replica.desired == ReplicaDesired.STOP
     replica.exit_code = code
-    if requested:
-        replica.status = ReplicaStatus.STOPPED
-    else:
+    if replica.desired != ReplicaDesired.STOP:
         replica.status = ReplicaStatus.SUCCEEDED if code == 0 else ReplicaStatus.FAILED
-    if not requested:
         replica.desired = ReplicaDesired.DONE
-    elif replica.job.status in ACTIVE:
+        return
+    replica.status = ReplicaStatus.STOPPED
+    if replica.job.status in ACTIVE:
         replica.job.replicas.remove(replica)
         session.delete(replica)
 

@@ -27,9 +27,9 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.server import longpoll, schemas
-from api.server.auth import bearer, hash_token
+from api.server.auth import bearer
 from api.server.deps import Svc
-from scheduler.elastic.inplace import launch
+from scheduler.elastic.inplace import hash_token, launch
 from scheduler.statuses import ACTIVE
 from scheduler.store.models import AgentReportRow, JobRow, ProjectRow, ReplicaRow
 
