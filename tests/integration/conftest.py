@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from kubefake import FakeKubeApi
 from servicekit import RunningService, kill_leftovers, settings_for
 
 from scheduler.executors.base import Executor
@@ -99,3 +100,13 @@ def make_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
     for service in started:
         service.stop()
     kill_leftovers(tmp_path / "data")
+
+
+@pytest.fixture
+def api() -> Iterator[FakeKubeApi]:
+    """A fake Kubernetes API server (tests/kubefake) with one node of 4 GPUs, ``gpu-0``; a test file that
+    needs other nodes defines its own ``api``."""
+    fake = FakeKubeApi().start()
+    fake.add_node("gpu-0", 4)
+    yield fake
+    fake.stop()

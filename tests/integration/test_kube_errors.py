@@ -28,14 +28,6 @@ from scheduler.executors.kubernetes import KubernetesExecutor
 
 
 @pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi().start()
-    fake.add_node("gpu-0", 4)
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def executor(api: FakeKubeApi, tmp_path: Path) -> Iterator[KubernetesExecutor]:
     # long enough that a loaded machine's slow answer is not a timeout the test did not inject
     built = kube_executor(api, tmp_path, request_timeout=2.0)

@@ -9,11 +9,10 @@ An API that refuses every create for longer than ``stall_periods`` cycle periods
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 from kubefake import FakeKubeApi
 from kubefake.harness import IMAGE, NAMESPACE, kube_executor, wait_for
 from servicekit import RunningService
@@ -30,14 +29,6 @@ QUOTA = (
     "used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=4"
 )
 JOB = {"workers": 0, "command": ["python", "train.py"]}
-
-
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi().start()
-    fake.add_node("gpu-0", 4)
-    yield fake
-    fake.stop()
 
 
 def serve(

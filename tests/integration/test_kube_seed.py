@@ -10,7 +10,7 @@ adopts every pod by its labels and creates none twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,6 @@ from servicekit import RunningService
 from api.client.rest import TideClient
 
 GRACE = 2.0
-
-
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi().start()
-    fake.add_node("gpu-0", 4)
-    yield fake
-    fake.stop()
 
 
 def start_service(make: Callable[..., RunningService], api: FakeKubeApi, tmp_path: Path) -> RunningService:

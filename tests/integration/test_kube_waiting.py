@@ -8,23 +8,14 @@ and the message is gone; its ``started_at`` is then the container's start, not t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from kubefake import FakeKubeApi
 from kubefake.harness import IMAGE, kube_executor, wait_for
 from servicekit import RunningService
 
 MISSING = "registry.example/missing:1"
-
-
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi().start()
-    fake.add_node("gpu-0", 4)
-    yield fake
-    fake.stop()
 
 
 def test_an_image_that_cannot_be_pulled_keeps_the_replica_starting_with_the_reason(

@@ -27,14 +27,6 @@ JOB_PODS = f"/namespaces/{NAMESPACE}/pods$"  # the watch of Tide's pods (not the
 
 
 @pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    fake = FakeKubeApi().start()
-    fake.add_node("gpu-0", 4)
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def executor(api: FakeKubeApi, tmp_path: Path) -> Iterator[KubernetesExecutor]:
     built = kube_executor(api, tmp_path)
     built.adopt()
