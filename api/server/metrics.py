@@ -7,7 +7,7 @@ decisions by kind and cause, executor and cycle errors), kept here when the engi
 while it does not answer); the API's request latency histogram
 (``tide_http_request_duration_seconds`` by route template, method and status, fed by ``api.server.observe``); and
 figures read from the database at each scrape (``StateCollector``): per project its deserved, fair-share,
-allocated and pending GPUs (labels ``project`` and ``department``, empty when none), jobs by project and
+allocated and pending GPUs and the pending GPUs that can never fit (labels ``project`` and ``department``, empty when none), jobs by project and
 status, the cluster's GPUs, and whether this instance leads. A database that cannot be read during a scrape
 gives ``tide_state_up 0`` instead of an error, so the other metrics still arrive.
 
@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from api.server.convert import Figures, Totals
 from api.server.engine.link import EngineHandle, EngineUnavailable
+from scheduler.core.fairshare import never_fits
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.statuses import JobStatus
 from scheduler.store.db import Database
@@ -42,6 +43,8 @@ PROJECT_GAUGES = {
     "fair_share": "GPUs the project is entitled to right now (R1), as of the last cycle.",
     "allocated": "GPUs of the replicas the scheduler wants running for the project.",
     "pending": "GPUs the project's pending jobs need to start (min_replicas x gpus_per_replica).",
+    "never_fit": "GPUs of the project's pending jobs that today's schedulable nodes can never hold, even all "
+    "empty (a replica larger than the largest node, or more replicas than the nodes hold); part of pending.",
 }
 
 
@@ -121,6 +124,7 @@ class StateCollector(Collector):
 def _state_families(session: Session) -> list[Metric]:
     projects = session.scalars(select(ProjectRow).options(selectinload(ProjectRow.department))).all()
     totals = Totals.of(*project_figures(session))
+    never_fit = _never_fit_gpus(session)
     gauges = {
         key: GaugeMetricFamily(f"tide_project_{key}_gpus", text, labels=["project", "department"])
         for key, text in PROJECT_GAUGES.items()
@@ -142,6 +146,7 @@ def _state_families(session: Session) -> list[Metric]:
         gauges["fair_share"].add_metric(labels, row.fair_share_gpus)
         gauges["allocated"].add_metric(labels, figures.allocated_gpus)
         gauges["pending"].add_metric(labels, figures.pending_gpus)
+        gauges["never_fit"].add_metric(labels, never_fit.get(row.id, 0))
         usage.add_metric(labels, row.usage_gpu_seconds / 3600.0)
         weight.add_metric(labels, row.over_quota_weight if row.usage_weight is None else row.usage_weight)
     return [
@@ -165,6 +170,26 @@ def _jobs(session: Session, names: dict[int, str]) -> Metric:
         for status in JobStatus:
             jobs.add_metric([name, status.value], counts.get((project_id, status), 0))
     return jobs
+
+
+def _never_fit_gpus(session: Session) -> dict[int, int]:
+    """Per project id: the minimum GPUs of its pending jobs that can never fit today's schedulable nodes
+    (``scheduler.core.fairshare.never_fits``, the core's one definition). Two aggregate queries."""
+    sizes = [int(g) for (g,) in session.execute(select(NodeRow.gpus).where(NodeRow.schedulable.is_(True)))]
+    largest = max(sizes, default=0)
+    shapes = session.execute(
+        select(JobRow.project_id, JobRow.gpus_per_replica, JobRow.min_replicas, func.count())
+        .where(JobRow.status == JobStatus.PENDING)
+        .group_by(JobRow.project_id, JobRow.gpus_per_replica, JobRow.min_replicas)
+    )
+    found: dict[int, int] = {}
+    slots: dict[int, int] = {}
+    for project_id, g, k, count in shapes:
+        if g not in slots:
+            slots[g] = sum(size // g for size in sizes) if g > 0 else 0
+        if never_fits(g, k, largest, slots[g]):
+            found[project_id] = found.get(project_id, 0) + int(count) * g * k
+    return found
 
 
 def _cluster(session: Session) -> Metric:
