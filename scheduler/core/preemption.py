@@ -261,12 +261,10 @@ def reclaim(
     return taken
 
 
-def reclaim_with(rules: Reclaimer, count: int, done: Callable[[], bool] | None = None) -> list[Unit] | None:
-    """R5 order until the claimant fits (``done``, by default: fits); for replicas bigger than one GPU, one
-    node at a time if that fails."""
+def reclaim_with(rules: Reclaimer, count: int, done: Callable[[], bool]) -> list[Unit] | None:
+    """R5 order until ``done()`` (the claimant fits, and has room where asked); for replicas bigger than one
+    GPU, one node at a time if that fails (kept only if ``done()`` then holds)."""
     ledger, g = rules.ledger, rules.claim.gpus_per_replica
-    if done is None:
-        done = fits(ledger, rules.claim, count)
     taken = rules.until(done, g)
     if taken is None and g > 1:
         mark = ledger.checkpoint()
