@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from test_core_properties import Spec, _replay, jobs_st
 
 from scheduler.core import Action, Cause, Config, Decision, Department, Job, Node, Plan, Replica
+from scheduler.core.invariants import check_invariants
 
 TEN_MINUTES = 600.0
 
@@ -84,6 +85,13 @@ def test_below_its_guarantee_the_sibling_overrides_the_minimum_runtime() -> None
     assert "minimum runtime overridden: project taker is below its guarantee" in taken(plan)[0].reason
     c.cycle()
     assert c.alloc("taker") == 1
+
+
+def test_r2s_invariant_catches_a_sibling_left_waiting_at_its_departments_limit() -> None:
+    """The plan today's core made before decision 36 (nothing for taker) breaks R2, and the invariant says so."""
+    c = department_at_its_limit(2)
+    problems = check_invariants(c.state, Plan((), (), ()), c.config, now=c.now)
+    assert problems == ["project taker is below its guarantee and job is owed GPUs but got none"]
 
 
 def test_a_department_at_its_limit_still_takes_nothing_from_another_department() -> None:
