@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from scheduler.core import minruntime, sizes
+from scheduler.core.clock import clock
 from scheduler.core.fairshare import never_fits
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import Job
@@ -35,14 +36,15 @@ def _figures(ledger: Ledger, project: str) -> str:
     return figures if cut is None else f"{figures} ({cut})"
 
 
-def blocked_by_caps(ledger: Ledger, job: Job, need: int, *, freed: int = 0) -> str | None:
+def blocked_by_caps(ledger: Ledger, job: Job, need: int, *, freed: int = 0, siblings: int = 0) -> str | None:
     """Why ``need`` more GPUs can never go to this job right now, if they cannot. ``freed``: GPUs its project
-    could free by preempting its own lower-priority jobs (they count as not held)."""
+    could free by preempting its own lower-priority jobs (they count as not held); ``siblings``: GPUs a
+    reclaim could take from the other projects of its department (they count against its caps only)."""
     g = job.gpus_per_replica
     beyond = beyond_cluster(g, need // g, ledger.largest_node, ledger.cluster_slots(g))
     if beyond is not None:
         return beyond
-    if need <= ledger.room(job, freed):
+    if need <= ledger.room(job, freed, siblings):
         return None
     p = ledger.projects[job.project]
     held = ledger.claimed(p.name) - freed
@@ -169,14 +171,34 @@ def running_below_max(ledger: Ledger, job: Job) -> str:
         return f"{head}; shrunk: {ledger.released[job.key].reason}"
     if ledger.settling(job):
         until = (job.last_resized_at or 0.0) + ledger.config.settle_seconds
-        return f"{head}; settling after a resize until t={until:g}"
+        return f"{head}; settling after a resize until {clock(until)}"
     if ledger.room(job) < job.gpus_per_replica:
         capped = blocked_by_caps(ledger, job, job.gpus_per_replica)  # its limit, quota or department's
         return f"{head}; {capped or f'project {p} has no room under its limit or quota'}"
+    step = sizes.grow_at_least(job, act, 1)
     if job.allowed_replicas:  # R16: it grows a whole step at a time
-        step = sizes.grow_at_least(job, act, 1)
         head = f"{head} ({sizes.describe(job)}); grows by {step} at once"
+    held_to = _held_to_domain(ledger, job, step)
+    if held_to:
+        return f"{head}; {held_to} (project {p} holds {_figures(ledger, p)})"
     return f"{head}; grows when GPUs are idle (project {p} holds {_figures(ledger, p)})"
+
+
+def _held_to_domain(ledger: Ledger, job: Job, step: int) -> str:
+    """R17: a job that requires its master's domain and has no room there for its next ``step`` while GPUs
+    are idle in other domains waits for room in its own, not for idle GPUs."""
+    if not ledger.domains.required(job):
+        return ""
+    home = ledger.home(job)
+    if home is None or ledger.domains.fit(home, ledger.free, job.gpus_per_replica) >= step:
+        return ""
+    elsewhere = ledger.free.total() - ledger.domains.spare(home, ledger.free)
+    if elsewhere <= 0:
+        return ""
+    return (
+        f"waits for room in its topology domain {home} (it requires one); "
+        f"{counted(elsewhere, 'GPU')} {'is' if elsewhere == 1 else 'are'} idle elsewhere"
+    )
 
 
 def work_lost(job: Job, gpus: int, lost: float, now: float) -> str:

@@ -260,12 +260,22 @@ def _dept_room(state: ClusterState, config: Config, held: dict[str, int] | None 
     return room
 
 
-def _may_take(state: ClusterState, job: Job, gpus: int, config: Config) -> bool:
-    """Whether caps (R3, R11, no over-quota) let ``job`` take ``gpus`` more GPUs in ``state``."""
+def _may_take(state: ClusterState, job: Job, gpus: int, config: Config, shares: Shares) -> bool:
+    """Whether caps (R3, R11, no over-quota) let ``job`` take ``gpus`` more GPUs in ``state``; a department's
+    caps count what its other projects hold above their fair shares in preemptible jobs as free (a reclaim
+    between them leaves its total as it was: decision 36)."""
     p = next(p for p in state.projects if p.name == job.project)
     alloc, inter = _alloc(state)[p.name], _alloc(state, interactive=True)[p.name]
     room = _room(p.limit_gpus, p.deserved_gpus, p.allow_over_quota and config.borrowing, alloc)
-    room = min(room, _dept_room(state, config).get(p.department or "", room))
+    dept_room = _dept_room(state, config).get(p.department or "")
+    if dept_room is not None and not job.interactive:
+        held, fixed = _alloc(state), _alloc(state, interactive=True)
+        dept_room += sum(
+            max(0, min(held[q.name] - shares.project[q.name], held[q.name] - fixed[q.name]))
+            for q in state.projects
+            if q.department == p.department and q.name != p.name
+        )
+    room = min(room, room if dept_room is None else dept_room)
     if job.interactive:
         room = min(room, p.deserved_gpus - inter, _dept_interactive_room(state, p.department))
     return gpus <= room
@@ -302,7 +312,7 @@ def _guarantee_served(before: ClusterState, after: ClusterState, plan: Plan, con
             and not (held_to_one_domain and j.topology == topology.REQUIRED)
             and _gang(j, config) // j.gpus_per_replica <= _slots(before, j.gpus_per_replica)
             and alloc[p.name] + _gang(j, config) <= shares.project[p.name]
-            and _may_take(after, j, _gang(j, config), config)
+            and _may_take(after, j, _gang(j, config), config, shares)
             and _gang(j, config) <= _takeable(after, shares, p, _gang(j, config)) - reserved
         ]
         if owed:

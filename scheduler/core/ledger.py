@@ -194,10 +194,12 @@ class Ledger:
         """GPUs of a schedulable node (0 for a cordoned or missing one)."""
         return self._capacity.get(node, 0)
 
-    def room(self, job: Job, freed: int = 0) -> int:
+    def room(self, job: Job, freed: int = 0, siblings: int = 0) -> int:
         """GPUs the job's project may still take: limits (R11), quota without borrowing, R3 for interactive.
         GPUs firmly reserved for it this cycle count as held (``claimed``: they start there next cycle).
-        ``freed``: as if its project held that many GPUs fewer (training GPUs it could preempt: R10)."""
+        ``freed``: as if its project held that many GPUs fewer (training GPUs it could preempt: R10);
+        ``siblings``: as if the other projects of its department held that many fewer (a reclaim inside the
+        department: its caps only)."""
         p = self.projects[job.project]
         alloc = self.claimed(p.name) - freed
         caps = []
@@ -209,7 +211,7 @@ class Ledger:
             caps.append(p.deserved_gpus - self.interactive[p.name])
         dept = self.departments.get(p.department or "")
         if dept is not None:
-            top_alloc = self.top_claimed(self.top_key(p.name)) - freed
+            top_alloc = self.top_claimed(self.top_key(p.name)) - freed - siblings
             if dept.limit_gpus is not None:
                 caps.append(dept.limit_gpus - top_alloc)
             if not self.config.borrowing:

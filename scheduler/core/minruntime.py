@@ -13,10 +13,12 @@ says so (``overridden``). In-project priority preemption (R10), limits (R11) and
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 
+from scheduler.core.clock import clock
 from scheduler.core.model import Department, Job, Project
+
+__all__ = ["clock", "overridden", "seconds", "until_text", "young"]
 
 
 def seconds(project: Project, departments: Mapping[str, Department]) -> float:
@@ -40,12 +42,6 @@ def young(
         if t is not None and mr > 0 and now < t + mr and job.preemptible and job.active:
             out[job.key] = t + mr
     return out
-
-
-def clock(t: float) -> str:
-    """``14:05 UTC``: the minute a protection ends (rounded up, so it never reads earlier than it is)."""
-    minutes = math.ceil(t / 60)
-    return f"{minutes // 60 % 24:02d}:{minutes % 60:02d} UTC"
 
 
 def overridden(young_jobs: Mapping[tuple[str, str], float], key: tuple[str, str], claimant: str) -> str:

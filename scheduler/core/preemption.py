@@ -81,10 +81,16 @@ class Reclaimer:
         return job.key != self.claim.key and (self.below_guarantee or not ledger.settling(job))
 
     def until(
-        self, done: Callable[[], bool], node_min: int, most: int = UNLIMITED, avoid: str | None = None
+        self,
+        done: Callable[[], bool],
+        node_min: int,
+        most: int = UNLIMITED,
+        avoid: str | None = None,
+        within: str | None = None,
     ) -> list[Unit] | None:
         """Take units, projects furthest above their fair share first, until ``done()`` (R6 fill-back);
-        ``most``: no whole job holding more GPUs than that; ``avoid``: no job with a replica on that node."""
+        ``most``: no whole job holding more GPUs than that; ``avoid``: no job with a replica on that node;
+        ``within``: only units with a replica on a node of that R17 domain."""
         ledger, claim = self.ledger, self.claim
         eligible = self.eligible
         if avoid is not None:
@@ -102,6 +108,7 @@ class Reclaimer:
             heap,
             node_min=node_min,
             most=most,
+            within=within,
             order=self.order,
             eligible=eligible,
             allowed=self.allowed,
@@ -219,8 +226,11 @@ def reclaim(
     below_guarantee: bool,
     floor: Floor | None = None,
     spare: bool = True,
+    room: bool = False,
 ) -> list[Unit] | None:
-    """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit."""
+    """Take units from projects above their fair share until ``count`` replicas of ``claim`` fit; ``room``:
+    and until its caps leave room for them (its department's limit, which victims of its own department
+    relieve: ``from_siblings``)."""
     g = claim.gpus_per_replica
     rules = Reclaimer(ledger, order, claim, count, below_guarantee=below_guarantee, floor=floor, spare=spare)
     # what failed for fewer replicas with the same powers fails for more (``memo``); R17: a claim that requires
@@ -231,21 +241,85 @@ def reclaim(
     home = ledger.home(claim) if required else None
     memo = ReclaimPowers(g, below_guarantee, dept, rules.c_top_ok, rules.floor, rules.spare, required, home)
     if fails(ledger.memo.reclaims, memo, count):
-        return None
-    # R17: until it fits in one domain; fill-back returns the rest
-    taken = rules.until(fits(ledger, claim, count), g) if required else reclaim_with(rules, count)
-    if taken is None:
+        return None  # (a claim that needs room as well fails where one that did not failed)
+    done = fits(ledger, claim, count)
+    if room:
+        placeable, need = done, count * g
+
+        def done() -> bool:
+            return placeable() and ledger.room(claim) >= need
+
+    if required:
+        # R17: until it fits in one domain, fill-back returning the rest; else one domain at a time
+        taken = rules.until(done, g)
+        if taken is None:
+            taken = _in_one_domain(rules, count, done, home)
+    else:
+        taken = reclaim_with(rules, count, done)
+    if taken is None and not room:  # (another project of its department may have the room it lacked)
         note_failure(ledger.memo.reclaims, memo, count)
     return taken
 
 
-def reclaim_with(rules: Reclaimer, count: int) -> list[Unit] | None:
-    """R5 order until the claimant fits; for replicas bigger than one GPU, one node at a time if that fails."""
-    g = rules.claim.gpus_per_replica
-    taken = rules.until(fits(rules.ledger, rules.claim, count), g)
+def reclaim_with(rules: Reclaimer, count: int, done: Callable[[], bool]) -> list[Unit] | None:
+    """R5 order until ``done()`` (the claimant fits, and has room where asked); for replicas bigger than one
+    GPU, one node at a time if that fails (kept only if ``done()`` then holds)."""
+    ledger, g = rules.ledger, rules.claim.gpus_per_replica
+    taken = rules.until(done, g)
     if taken is None and g > 1:
+        mark = ledger.checkpoint()
         taken = rules.by_node(count)
+        if taken is not None and not done():
+            ledger.rollback(mark)
+            taken = None
     return taken
+
+
+def _in_one_domain(
+    rules: Reclaimer, count: int, done: Callable[[], bool], home: str | None
+) -> list[Unit] | None:
+    """R17 (decision 38): victims taken in R5 order across domains left none with room for a claim that
+    requires one (the victims' floor stopped the unit that would complete a domain). Try each domain that
+    could hold it (its master's, if it runs), taking only victims with a replica there, and keep the one that
+    costs least (GPUs taken, then whole jobs; ties to the first name)."""
+    ledger, g = rules.ledger, rules.claim.gpus_per_replica
+    domains = ledger.domains
+
+    def take(domain: str) -> list[Unit] | None:
+        def there() -> bool:
+            return domains.fit(domain, ledger.avail, g) >= count and done()
+
+        return rules.until(there, g, within=domain)
+
+    def cost(domain: str) -> tuple[int, int] | None:
+        taken = take(domain)
+        return None if taken is None else (sum(u.gpus for u in taken), sum(u.whole for u in taken))
+
+    if home is not None:
+        return take(home)
+    options = [d for d in domains.names if sum(ledger.capacity(n) // g for n in domains.members[d]) >= count]
+    best = ledger.cheapest(options, cost)
+    return None if best is None else take(best)
+
+
+def from_siblings(ledger: Ledger, claim: Job, *, below_guarantee: bool) -> int:
+    """GPUs a reclaim could take from the other projects of the claimant's department (decision 36): what
+    they hold above their fair share, or, for a claim below its guarantee (R2 may take a unit that cannot be
+    split), every preemptible GPU of those above it. Such a move leaves the department's total as it was, so
+    it relieves the department's caps (R11) for the claim; 0 outside a department or without reclaim."""
+    dept = ledger.projects[claim.project].department
+    if dept is None or dept not in ledger.departments or not ledger.config.reclaim:
+        return 0
+    if lost_to_reclaim(ledger, claim.project):
+        return 0
+    top, share = ledger.top_key(claim.project), ledger.shares.project
+    total = 0
+    for q in ledger.project_names:
+        if q == claim.project or ledger.top_key(q) != top or (over := ledger.claimed(q) - share[q]) <= 0:
+            continue
+        preemptible = ledger.alloc[q] - ledger.interactive[q]
+        total += preemptible if below_guarantee else min(over, preemptible)
+    return total
 
 
 def lost_to_reclaim(ledger: Ledger, project: str) -> bool:
@@ -270,6 +344,7 @@ def _take_until_fits(
     *,
     node_min: int,
     most: int = UNLIMITED,
+    within: str | None = None,
     order: VictimOrder,
     eligible: Callable[[Job], bool],
     allowed: Callable[[str, Unit], bool],
@@ -286,7 +361,12 @@ def _take_until_fits(
             return None
         _, project = heapq.heappop(heap)
         unit = order.next_unit(
-            ledger, project, lambda j: j.key not in too_big and eligible(j), fits=node_min, most=most
+            ledger,
+            project,
+            lambda j: j.key not in too_big and eligible(j),
+            fits=node_min,
+            most=most,
+            within=within,
         )
         if unit is None:
             continue

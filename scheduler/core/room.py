@@ -14,6 +14,7 @@ claimant's own lower-priority jobs are not (R10 is the project's own order).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from scheduler.core.ledger import JobKey, Ledger
@@ -23,6 +24,7 @@ from scheduler.core.preemption import (
     Reclaimer,
     fill_back,
     fits,
+    from_siblings,
     lost_to_reclaim,
     reclaim,
     standing,
@@ -52,6 +54,7 @@ def make_room(
     if entitled and ledger.slots_for(claim, ledger.avail) >= count and ledger.room(claim) >= need:
         return []
     own_hopeless = False
+    siblings = -1  # what a reclaim inside its department could free, where its caps leave too little room
     for search in searches(
         entitled=entitled,
         below_guarantee=below_guarantee,
@@ -60,7 +63,11 @@ def make_room(
         young=bool(ledger.young),
     ):
         if not search.own:
-            if ledger.room(claim) >= need:
+            short = ledger.room(claim) < need
+            if short and siblings < 0:
+                siblings = from_siblings(ledger, claim, below_guarantee=below_guarantee)
+            # decision 36: a department at its limit still moves GPUs between its own projects
+            if not short or ledger.room(claim, siblings=siblings) >= need:
                 units = reclaim(
                     ledger,
                     order,
@@ -69,6 +76,7 @@ def make_room(
                     below_guarantee=below_guarantee,
                     floor=search.floor,
                     spare=search.spare,
+                    room=short,
                 )
                 if units is not None:
                     return units
@@ -142,10 +150,18 @@ def _own_first(
         unit = order.next_unit(ledger, p, eligible, fits=g if within() else 0, within=home)
         if unit is None:
             break
-        if ledger.claimed(p) - unit.gpus + need < keep:
-            skipped.add(unit.key)
-            continue
         why = f"{preempted_for(claim, ledger.jobs[unit.key])}: {standing(ledger, p)}"
+        if ledger.claimed(p) - unit.gpus + need < keep:
+            # decision 37: the floor is judged on the set R6 keeps: units taken before this one that it
+            # makes useless (an extra that freed nothing the claimant can use) are given back first
+            kept = _with_fill_back(
+                ledger, claim, unit, why=why, taken=taken, placed=placed, floor=keep - need
+            )
+            if kept is None:
+                skipped.add(unit.key)
+                continue
+            taken = kept
+            break
         ledger.release(unit.key, list(unit.replicas), why, Cause.PREEMPT, claim.key)
         taken.append(unit)
     if not placed():
@@ -168,3 +184,27 @@ def _own_first(
         return placed() and (within() or not others)
 
     return OwnFirst(fill_back(ledger, taken, done))
+
+
+def _with_fill_back(
+    ledger: Ledger,
+    claim: Job,
+    unit: Unit,
+    *,
+    why: str,
+    taken: list[Unit],
+    placed: Callable[[], bool],
+    floor: int,
+) -> list[Unit] | None:
+    """R6 before R10's floor: take ``unit``, which alone would drop the claimant's project below ``floor``
+    after what is taken already; if the claimant then fits and R6 gives back enough of the earlier units to
+    keep the project at ``floor`` (GPUs, the claim's need aside), the units kept; else ``None`` (ledger as
+    before)."""
+    mark = ledger.checkpoint()
+    ledger.release(unit.key, list(unit.replicas), why, Cause.PREEMPT, claim.key)
+    if placed():
+        kept = fill_back(ledger, [*taken, unit], placed)
+        if ledger.claimed(claim.project) >= floor:
+            return kept
+    ledger.rollback(mark)
+    return None

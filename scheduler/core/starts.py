@@ -30,7 +30,7 @@ from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import Ledger
 from scheduler.core.memo import Line, shape_of
 from scheduler.core.model import Job
-from scheduler.core.preemption import Reclaimer, lost_to_reclaim
+from scheduler.core.preemption import Reclaimer, from_siblings, lost_to_reclaim
 from scheduler.core.room import make_room
 from scheduler.core.victims import Unit, VictimOrder
 
@@ -112,12 +112,21 @@ def same_pending(ledger: Ledger, job: Job, other: Job) -> bool:
 
 def _blocked(ledger: Ledger, order: VictimOrder, job: Job, need: int) -> str | None:
     """Why caps keep ``need`` more GPUs from this job, counting what preempting the lower-priority jobs of its
-    own project would free under its limit (R10 at a limit, R11); ``None`` when nothing blocks it."""
+    own project would free under its limit (R10 at a limit, R11) and, for a claim its fair share covers, what
+    a reclaim from the other projects of its department would free under the department's (decision 36);
+    ``None`` when nothing blocks it."""
     reason = explain.blocked_by_caps(ledger, job, need)
-    if reason is None or reason.startswith(explain.BEYOND) or not order.has_lower(job):
+    if reason is None or reason.startswith(explain.BEYOND):
         return reason
-    freed = order.lower_gpus(ledger, job)
-    return reason if explain.blocked_by_caps(ledger, job, need, freed=freed) else None
+    freed = order.lower_gpus(ledger, job) if order.has_lower(job) else 0
+    siblings = (
+        from_siblings(ledger, job, below_guarantee=below_guarantee(ledger, job.project))
+        if entitled_to(ledger, job, need)
+        else 0
+    )
+    if not freed and not siblings:
+        return reason
+    return reason if explain.blocked_by_caps(ledger, job, need, freed=freed, siblings=siblings) else None
 
 
 def blocked_start(ledger: Ledger, job: Job) -> bool:

@@ -11,8 +11,11 @@ changes a plan. Otherwise:
 - ``slots(job, index, count)`` is how many of the job's replicas fit, counting only what the job may use
   (a ``required`` job: one domain), so the passes that ask "does it fit" (start, reclaim, preemption, grow)
   stay honest for it. Reclaim for a ``required`` job takes victims until it fits in one domain, and R6's
-  fill-back gives back those in other domains; consolidation, drains and node-targeted reclaim are not
-  tried for it (they reason about nodes, not domains).
+  fill-back gives back those in other domains; where victims taken in R5 order across domains leave none
+  with room (the victims' floor stops the one that would complete a domain), it tries one domain at a
+  time, taking only victims there, and keeps the domain that costs least (``preemption.reclaim``);
+  consolidation, drains and node-targeted reclaim are not tried for it (they reason about nodes, not
+  domains).
 
 Pure; the ledger holds one ``Domains`` per cycle.
 """
@@ -74,6 +77,14 @@ class Domains:
             value = index.value
             n = known["spare"] = sum(value[m] for m in self.members[domain])
         return n
+
+    def fit(self, domain: str, index: NodeIndex, g: int) -> int:
+        """Replicas of ``g`` GPUs that fit on ``index`` inside ``domain`` (kept by ``index`` until it changes)."""
+        return self._fit(domain, index, g)
+
+    def spare(self, domain: str, index: NodeIndex) -> int:
+        """GPUs ``index`` has inside ``domain`` (kept the same way)."""
+        return self._spare(domain, index)
 
     def slots(self, job: Job, index: NodeIndex, home: str | None) -> int:
         """Replicas of a job that requires one domain that fit on ``index``: in its ``home`` domain when it
