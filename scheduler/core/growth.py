@@ -162,11 +162,8 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         k = sizes.grow_by(
             job, n, min(job.max_replicas - n, ledger.room(job) // g, ledger.slots_for(job, ledger.free))
         )
-        if use_gain and job.throughput is not None:
-            rest = queues[project]
-            k = goodput.cap(
-                job, n, k, goodput.gain(rest[-1], len(ledger.active[rest[-1].key])) if rest else 0.0
-            )
+        if use_gain and job.throughput is not None:  # R19: never past its peak speed (work-conserving below)
+            k = goodput.cap(job, n, k, rival=0.0)
         if k > 0:
             ledger.place(job, k, reserve=False)
             explain_start(ledger, claims, job, owed=False)

@@ -17,9 +17,8 @@ Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job report
 sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``), ``tide`` (the core with
 R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
 16 GPU-hour threshold and no starvation limit, first-fit in queue order, most-free node first, as the
-Pollux artifact's baseline). Tide's jobs are elastic from 1 replica of 1 GPU up to the most their batch can
-be split over (``ceil(B/R)`` at least the smallest measured local batch; 64 at most), and start at no fewer
-than their given size where it fits (``min_replicas`` = given size, halved while it waits: see ``_TideJob``).
+Pollux artifact's baseline). How Tide sees the jobs (a project each, 1 GPU to twice the given size) is in
+``TidePolicy``.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from pathlib import Path
 
 from scheduler.core import ClusterState, Config, Job, Node, Project, apply_plan, plan_cycle
 from scheduler.core.goodput import fit
+from scheduler.core.usage import accrue
 from scheduler.simulator.bundled import DATA
 
 POLLUX = DATA / "pollux"
@@ -70,6 +70,10 @@ def _around(keys: Sequence[int], x: float) -> tuple[int, int, float]:
     raise AssertionError("unreachable")
 
 
+def _rows(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(path.read_text().splitlines()))
+
+
 class App:
     """One application's measurements (``traces/<name>/``)."""
 
@@ -78,7 +82,7 @@ class App:
         self.epochs = epochs
         self.validation: dict[int, list[tuple[float, float, float]]] = {}  # B -> (progress, sqr, var)
         for path in folder.glob("validation-*.csv"):
-            rows = list(csv.DictReader(path.open()))
+            rows = _rows(path)
             batch = int(path.stem.split("-")[-1])
             self.validation[batch] = [
                 (float(r["progress"]), float(r["grad_sqr"]), float(r["grad_var"])) for r in rows
@@ -88,7 +92,7 @@ class App:
         self.epoch_end = [min(v[e][0] for v in self.validation.values()) for e in range(epochs)]
         placements: dict[tuple[int, ...], list[Point]] = {}
         sums: dict[tuple[int, int, float], list[tuple[float, float]]] = {}
-        for r in csv.DictReader((folder / "placements.csv").open()):
+        for r in _rows(folder / "placements.csv"):
             key = tuple(int(c) for c in r["placement"])
             point = (float(r["local_bsz"]), float(r["step_time"]), float(r["sync_time"]))
             placements.setdefault(key, []).append(point)
@@ -97,11 +101,11 @@ class App:
         self.lmin = int(min(p[0] for v in placements.values() for p in v))
         self.lmax = max_local or int(max(p[0] for v in placements.values() for p in v))
         grid: dict[int, dict[int, list[Point]]] = {}
-        for (n, r, m), vals in sums.items():
+        for (n, reps, m), vals in sums.items():
             step = sum(v[0] for v in vals) / len(vals)
             sync = sum(v[1] for v in vals) / len(vals)
-            grid.setdefault(n, {}).setdefault(r, []).append((m, step, sync))
-        for r in csv.DictReader((folder / "scalability.csv").open()):
+            grid.setdefault(n, {}).setdefault(reps, []).append((m, step, sync))
+        for r in _rows(folder / "scalability.csv"):
             n, reps = int(r["num_nodes"]), int(r["num_replicas"])
             point = (float(r["local_bsz"]), float(r["step_time"]), float(r["sync_time"]))
             grid.setdefault(n, {}).setdefault(reps, []).append(point)
@@ -315,41 +319,45 @@ class Tiresias:
 
 
 class TidePolicy:
-    """Tide's core on the Pollux cluster: one project owning all 64 GPUs; ``config.goodput`` switches R19.
+    """Tide's core on the Pollux cluster; ``config.goodput`` switches R19.
 
-    A job runs from ``ceil(min_fraction x given size)`` replicas of 1 GPU up to ``max_factor x given size``
-    (``None``: up to the most its batch can be split over, 64 at most).
+    The Pollux cluster has no teams or quotas, so each job is a project of its own with no quota and equal
+    weight: R1 then divides the cluster equally among the jobs that want GPUs (up to what each can use), R2/R7
+    reclaim for a new job down to equal shares, and R19 decides where what a job cannot use goes. A job runs
+    from 1 replica of 1 GPU to ``max_factor x`` its given size (as the Philly replays let elastic jobs grow to
+    twice their request), at most what its batch can be split over (a local batch no smaller than the
+    smallest measured one) and 64. With ``usage_half_life`` set, R14 weighs each job's decayed GPU-seconds.
     """
 
-    def __init__(
-        self, config: Config, min_fraction: float = 1.0, max_factor: float | None = None, own: bool = True
-    ) -> None:
-        self.config, self.own = config, own
-        self.min_fraction, self.max_factor = min_fraction, max_factor
+    def __init__(self, config: Config, max_factor: float = 2.0) -> None:
+        self.config, self.max_factor = config, max_factor
         self.nodes = tuple(Node(f"node{i:02d}", GPUS_PER_NODE) for i in range(NODES))
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
-        self.projects = (Project("pollux", NODES * GPUS_PER_NODE),)
         self.jobs: dict[str, Job] = {}
+        self.usage: dict[str, float] = {}  # R14: each job's (project's) decayed GPU-seconds above quota
+        self.last = 0
 
     def _job(self, sim: SimJob) -> Job:
         job = self.jobs.get(sim.row.name)
         if job is None:
             row = sim.row
             top = max(1, min(NODES * GPUS_PER_NODE, row.batch // sim.app.lmin))
-            if self.max_factor is not None:
-                top = min(top, max(row.replicas, math.floor(row.replicas * self.max_factor)))
-            low = min(top, max(1, math.ceil(row.replicas * self.min_fraction)))
-            job = Job(self._project(row), row.name, low, top, submitted_at=row.submit)
-        if self.config.goodput:
+            top = min(top, max(row.replicas, math.floor(row.replicas * self.max_factor)))
+            job = Job(row.name, row.name, 1, top, submitted_at=row.submit)
+        if self.config.goodput:  # what it reported: samples per second at each size it ran
             job = replace(job, throughput=fit(sim.measured.items()))
         return job
 
-    def _project(self, row: WorkloadRow) -> str:
-        return row.name if self.own else "pollux"
-
     def __call__(self, jobs: Sequence[SimJob], now: int) -> Mapping[str, tuple[int, ...]]:
-        projects = (
-            tuple(Project(j.row.name, 0, created_at=j.row.submit) for j in jobs) if self.own else self.projects
+        half_life = self.config.usage_half_life
+        for j in jobs:
+            self.usage[j.row.name] = accrue(
+                self.usage.get(j.row.name, 0.0), j.gpus, now - self.last, half_life
+            )
+        self.last = now
+        projects = tuple(
+            Project(j.row.name, 0, created_at=j.row.submit, usage_gpu_seconds=self.usage[j.row.name])
+            for j in jobs
         )
         state = ClusterState(self.nodes, projects, tuple(self._job(j) for j in jobs))
         plan = plan_cycle(state, self.config, now=float(now), explain_waiting=False)
