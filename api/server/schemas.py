@@ -507,6 +507,16 @@ class ValidationProblem(BaseModel):
     errors: list[FieldError] = Field(default_factory=list)
 
 
+class AgentProgress(_In):
+    """A job's training speed, as its script wrote it to ``$TIDE_CHECKPOINT_DIR/tide-progress``."""
+
+    samples_per_second: float = Field(gt=0, le=1e12, description="the whole job's samples per second")
+    steps_per_second: float | None = Field(default=None, gt=0, le=1e9, description="its steps per second")
+    world_size: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="the training processes it measured at"
+    )
+
+
 class AgentPoll(_In):
     """What a job pod's agent (``tide agent``) reports each time it asks for its launch."""
 
@@ -529,6 +539,9 @@ class AgentPoll(_In):
     noticed: bool = Field(
         default=False,
         description="it passed a preemption notice (SIGUSR1) to the training of the launch it runs",
+    )
+    progress: AgentProgress | None = Field(
+        default=None, description="the training speed its script reported (goodput-aware growth, R19)"
     )
 
 

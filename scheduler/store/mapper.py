@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from scheduler.core import goodput
 from scheduler.core.model import ClusterState, Department, Job, Node, Project, Replica
 from scheduler.statuses import ACTIVE, ReplicaDesired
 from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow
@@ -142,6 +143,7 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
             JobRow.last_resized_at,
             JobRow.checkpointed_at,
             JobRow.allowed_replicas,
+            JobRow.progress_rates,
             JobRow.topology,
             JobRow.pending_reason,
             JobRow.queue_position,
@@ -182,6 +184,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         resized,
         checkpointed,
         allowed,
+        rates,
         topology,
         _reason,
         _position,
@@ -200,4 +203,5 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
         allowed_replicas=tuple(allowed or ()),
         topology=topology,
+        throughput=goodput.fit((int(n), rate) for n, rate in rates.items()) if rates else None,  # R19
     )
