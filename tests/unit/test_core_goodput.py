@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from corebuild import Cluster, nodes
 
 from scheduler.core import Config
 from scheduler.core.goodput import UNREPORTED_GAIN, cap, fit, gain, peak, speed, step_gain
 from scheduler.core.model import UNLIMITED, Job, Replica, Throughput
-from corebuild import Cluster, nodes
 
 POOR = Throughput(compute=1.0, sync=0.5)  # fastest on one replica: one more replica slows it down
 GOOD = Throughput(compute=1.0, sync=0.0)  # linear scaling
