@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -14,6 +15,7 @@ from servicekit import RunningService, wait_for
 from sqlalchemy import inspect, select
 
 from scheduler.core.plan import Cause, Placement
+from scheduler.elastic.agent.link import Report
 from scheduler.elastic.agent.progress import Progress, parse, read_progress, write_progress
 from scheduler.statuses import JobStatus
 from scheduler.store import lifecycle
@@ -24,10 +26,8 @@ from scheduler.store.models import Base, JobRow, ProjectRow
 from scheduler.store.queries import job_by_name
 
 
-def test_the_mark_file_round_trips_and_anything_else_is_no_report(tmp_path: object) -> None:
-    from pathlib import Path
-
-    d = Path(str(tmp_path))
+def test_the_mark_file_round_trips_and_anything_else_is_no_report(tmp_path: Path) -> None:
+    d = tmp_path
     assert read_progress(d) is None
     write_progress(d, 812.5, 3.17, 8)
     assert read_progress(d) == Progress(812.5, 3.17, 8)
@@ -121,8 +121,6 @@ def test_a_local_job_reports_its_speed_through_its_mark_file(
 
 
 def test_a_pod_agent_sends_the_speed_only_when_the_training_reported_one() -> None:
-    from scheduler.elastic.agent.link import Report
-
     quiet = Report(1, "running", None, 40000, 10.0)
     assert "progress" not in quiet.body()
     loud = Report(1, "running", None, 40000, 10.0, progress=Progress(640.0, None, 2))
