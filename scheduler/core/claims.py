@@ -68,6 +68,8 @@ def project_queues(ledger: Ledger) -> dict[str, deque[Job]]:
         jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key]), j.submitted_at, j.name))
     if ledger.config.goodput:  # R19: growth claims of equal priority, the most progress per GPU first
         for jobs in queues.values():
+            if not any(j.throughput is not None for j in jobs):
+                continue  # nobody reports: today's order, and no second sort
             jobs.sort(key=lambda j: -goodput.gain(j, len(active[j.key])) if active[j.key] else 0.0)
             jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key])))
     return {p: deque(jobs) for p, jobs in queues.items()}

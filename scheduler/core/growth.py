@@ -150,7 +150,7 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
     use_gain = ledger.config.goodput
     for jobs in queues.values():
         jobs.sort(key=lambda j: (-j.priority, j.submitted_at, j.name), reverse=True)  # served from the end
-        if use_gain:  # R19: at equal priority, the most progress per GPU first (stable: then the oldest)
+        if use_gain and any(j.throughput is not None for j in jobs):  # R19: the most progress per GPU first
             jobs.sort(key=lambda j: (-j.priority, -goodput.gain(j, len(ledger.active[j.key]))), reverse=True)
     heap = [(_gap(ledger, p, queues[p]), p) for p in sorted(queues)]
     heapq.heapify(heap)
