@@ -87,6 +87,8 @@ def test_a_projects_share_goes_first_to_the_job_that_makes_the_most_of_a_gpu() -
     plan = c.cycle()
     assert c.decisions(plan) == [("grow", "p", "new", [1, 2, 3, 4, 5, 6])]
     assert len(c.job("p", "old").active) == 1  # at its peak: one more replica would slow it down
+    (note,) = [n for n in plan.notes if n.job == "old"]
+    assert "it runs fastest at 1 (from the speeds it reported" in note.reason  # R13 says why
 
 
 def test_without_goodput_the_oldest_job_grows_first_as_before() -> None:
