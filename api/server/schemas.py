@@ -394,6 +394,9 @@ class JobPublic(BaseModel):
     finished_at: datetime | None
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
+    speeds: dict[str, float] | None = Field(
+        None, description="samples per second it reported at each replica count it ran (R19), by count"
+    )
     allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
     topology: Literal["preferred", "required"] = "preferred"  # R17
     expected_duration: float | None = None

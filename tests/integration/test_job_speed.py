@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from servicekit import RunningService, wait_for
+from servicekit import ADMIN, RunningService, wait_for
 from sqlalchemy import inspect, select
+from typer.testing import CliRunner
 
+from api.client.cli.main import app
 from scheduler.core.plan import Cause, Placement
 from scheduler.elastic.agent.link import Report
 from scheduler.elastic.agent.progress import Progress, parse, read_progress, write_progress
@@ -118,6 +120,12 @@ def test_a_local_job_reports_its_speed_through_its_mark_file(
             return session.scalars(select(JobRow.progress_rates)).one()
 
     assert wait_for(rates, timeout=30, what="a speed report") == {"1": 123.5}
+    assert client.job("a", "train").speeds == {"1": 123.5}  # the API shows it, and so does the CLI:
+    described = CliRunner().invoke(
+        app, ["describe", "job", "train", "-p", "a", "--url", service.url, "--token", ADMIN]
+    )
+    assert described.exit_code == 0, described.output
+    assert "Speed:      123.5 samples/s at 1 replica (as the job reported)" in described.output
 
 
 def test_a_pod_agent_sends_the_speed_only_when_the_training_reported_one() -> None:
