@@ -76,6 +76,13 @@ def test_speeds_are_kept_per_size_and_the_core_gets_the_fitted_model(db: Databas
         assert rates == {"2": 420.0, "1": 250.0}
         (core_job,) = load_state(session).jobs
     assert core_job.throughput is not None and core_job.throughput.sync > 0  # 2 replicas: < 2x one
+    with db.write() as session:  # whatever else a hand-edited column holds is ignored, not a crash
+        job = job_by_name(session, "a", "train", lock=True)
+        assert job is not None
+        job.progress_rates = {"x": 5.0, "3": "fast", "2": True, "1": 250.0}
+    with db.read() as session:
+        (core_job,) = load_state(session).jobs
+    assert core_job.throughput is not None and core_job.throughput.sync == 0.0  # one size: linear
 
 
 def test_progress_migration_up_down_up(db_url: str) -> None:
