@@ -50,6 +50,8 @@ def test_faster_than_linear_drops_the_sync_term_and_slower_with_every_replica_pe
     assert superlinear is not None and superlinear.sync == 0.0
     slower = fit([(1, 100.0), (2, 60.0), (4, 20.0)])
     assert slower is not None and peak(slower) == 1
+    collapsing = fit([(2, 100.0), (3, 0.1), (4, 0.1)])  # no positive compute time fits: sync alone
+    assert collapsing is not None and collapsing.sync > 0 and peak(collapsing) == 1
 
 
 def test_gain_is_relative_to_one_replica_and_one_for_jobs_that_report_nothing() -> None:
@@ -59,6 +61,7 @@ def test_gain_is_relative_to_one_replica_and_one_for_jobs_that_report_nothing() 
     assert step_gain(SOME, 4, 1) == pytest.approx(speed(SOME, 5) - speed(SOME, 4))
     assert gain(replace(job, throughput=POOR), 1) <= 0  # one more replica adds nothing
     assert gain(replace(job, throughput=POOR), 2) < 0  # and more slow it down
+    assert gain(replace(job, throughput=GOOD), 8) == 0.0  # at its max_replicas: nothing to add
 
 
 def test_cap_stops_at_the_peak_and_where_the_rival_makes_more_of_a_gpu() -> None:

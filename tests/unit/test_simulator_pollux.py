@@ -94,3 +94,18 @@ def test_a_workload_with_an_unknown_application_is_refused(tmp_path: Path) -> No
         load_workload(path)
     out = _bench("--workload", str(path))
     assert out.returncode == 2 and "unknown application" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name,time\nx,0\n", "expected the columns"),
+        ("name,time,application,num_replicas,batch_size\nx,soon,ncf,1,8\n", "line 2"),
+        ("name,time,application,num_replicas,batch_size\nx,0,ncf,65,8\n", "num_replicas 1-64"),
+    ],
+)
+def test_a_malformed_workload_is_refused_with_its_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "w.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_workload(path)
