@@ -12,7 +12,7 @@ help:
 	@echo "make run    - create .venv, install, start the service with the dashboard (embedded defaults)"
 	@echo "make test   - create .venv if needed, install test extras, lint, typecheck, run the whole suite"
 	@echo "make lint   - ruff check + format check, mypy strict, import-linter, the client's copies of the API's answers"
-	@echo "make bench  - benchmarks that print tables"
+	@echo "make bench  - benchmarks that print tables (bench/pollux.py: Pollux's workloads, Tide vs Tiresias)"
 	@echo "make demo   - the seed scenario with real torchrun training on 4 virtual GPUs; prints a timeline, draws a chart"
 
 $(STAMP): pyproject.toml
@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) bench/cli_start.py
 	$(PY) bench/live_scale.py
 	$(PY) bench/live_cycle.py
+	$(PY) bench/pollux.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage

@@ -117,6 +117,7 @@ class JobPublic:
     finished_at: datetime | None
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = None
+    speeds: dict[str, float] | None = None
     allowed_replicas: list[int] | None = None
     topology: str = "preferred"
     expected_duration: float | None = None

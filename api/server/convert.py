@@ -207,6 +207,8 @@ class JobFields(Protocol):
     @property
     def checkpointed_at(self) -> float | None: ...
     @property
+    def progress_rates(self) -> dict[str, float] | None: ...
+    @property
     def pending_reason(self) -> str | None: ...
     @property
     def queue_position(self) -> int | None: ...
@@ -259,6 +261,9 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         queue_position=job.queue_position,
         restarts=job.restarts,
         checkpointed_at=when(job.checkpointed_at),
+        speeds=dict(sorted(job.progress_rates.items(), key=lambda kv: int(kv[0])))
+        if job.progress_rates
+        else None,
         interactive=job.interactive,
         priority=job.priority,
         image=job.image,

@@ -394,6 +394,9 @@ class JobPublic(BaseModel):
     finished_at: datetime | None
     replicas: list[ReplicaPublic]
     checkpointed_at: datetime | None = Field(None, description="its last complete checkpoint, as reported")
+    speeds: dict[str, float] | None = Field(
+        None, description="samples per second it reported at each replica count it ran (R19), by count"
+    )
     allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
     topology: Literal["preferred", "required"] = "preferred"  # R17
     expected_duration: float | None = None
@@ -507,6 +510,16 @@ class ValidationProblem(BaseModel):
     errors: list[FieldError] = Field(default_factory=list)
 
 
+class AgentProgress(_In):
+    """A job's training speed, as its script wrote it to ``$TIDE_CHECKPOINT_DIR/tide-progress``."""
+
+    samples_per_second: float = Field(gt=0, le=1e12, description="the whole job's samples per second")
+    steps_per_second: float | None = Field(default=None, gt=0, le=1e9, description="its steps per second")
+    world_size: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="the training processes it measured at"
+    )
+
+
 class AgentPoll(_In):
     """What a job pod's agent (``tide agent``) reports each time it asks for its launch."""
 
@@ -529,6 +542,9 @@ class AgentPoll(_In):
     noticed: bool = Field(
         default=False,
         description="it passed a preemption notice (SIGUSR1) to the training of the launch it runs",
+    )
+    progress: AgentProgress | None = Field(
+        default=None, description="the training speed its script reported (goodput-aware growth, R19)"
     )
 
 

@@ -11,7 +11,10 @@ an elastic job resizable without losing work:
   new checkpoint, never half of one. ``<dir>`` is ``--ckpt-dir`` or ``$TIDE_CHECKPOINT_DIR``.
 * **Progress.** After each checkpoint, rank 0 writes its Unix time to ``<dir>/tide-checkpointed-at``
   (atomically too). Tide reads it: among victims its rules leave equal, it preempts the job that would
-  lose the fewest GPU-seconds of work since its last checkpoint.
+  lose the fewest GPU-seconds of work since its last checkpoint. Every ``--log-every`` steps rank 0 also
+  writes its speed to ``<dir>/tide-progress`` (``{"samples_per_second": ..., "steps_per_second": ...,
+  "world_size": ...}``, atomically): Tide fits how the job scales from it and gives idle GPUs first to the
+  jobs that make the most of them (goodput-aware growth).
 * **Resume.** At start every rank loads the latest checkpoint if there is one: the model, the
   optimiser and the step count do not depend on the world size, so the job can resume at any size.
 * **Stop on SIGTERM (or SIGINT).** The handler only sets a flag. After each step all ranks agree
@@ -49,6 +52,17 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 PROGRESS_MARK = "tide-checkpointed-at"  # the time of the last complete checkpoint, read by Tide
+SPEED_MARK = "tide-progress"  # the training speed (JSON), read by Tide for goodput-aware growth
+
+
+def report_speed(directory: Path, steps: int, seconds: float, samples_per_step: int, world: int) -> None:
+    """Write the speed of the last ``steps`` steps for Tide (a temporary file renamed over the mark)."""
+    if steps <= 0 or seconds <= 0:
+        return
+    speed = {"samples_per_second": steps * samples_per_step / seconds, "steps_per_second": steps / seconds}
+    tmp = directory / f"{SPEED_MARK}.tmp.{os.getpid()}"
+    tmp.write_text(json.dumps({**speed, "world_size": world}) + "\n")
+    os.replace(tmp, directory / SPEED_MARK)
 EXIT_PEER_STOPPED = 75  # EX_TEMPFAIL: "run me again", as torchrun does for a failed worker group
 
 
@@ -160,6 +174,7 @@ def main() -> int:
             emit({"event": "checkpoint", "saved_step": step, "reason": reason, "time": time.time()})
 
     seen_notices = 0
+    timed_from, timed_step = time.perf_counter(), step  # the speed report's window (goodput-aware growth)
     while step < args.steps:
         x, y = batch(step, rank, args, device)
         loss = nn.functional.mse_loss(ddp(x), y)
@@ -178,6 +193,9 @@ def main() -> int:
         stopping = agg[1].item() > 0
         if rank == 0 and (step % args.log_every == 0 or stopping or step == args.steps):
             emit({"step": step, "world_size": world, "loss": agg[0].item() / world, "time": time.time()})
+            now = time.perf_counter()
+            report_speed(ckpt_dir, step - timed_step, now - timed_from, args.batch_size * world, world)
+            timed_from, timed_step = now, step
         if stopping:
             checkpoint("stop")
             dist.barrier()  # nobody exits (and tears the group down) before the file is in place

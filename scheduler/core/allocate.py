@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+from scheduler.core import goodput
 from scheduler.core.claims import Claims, is_owed, project_queues, rank
 from scheduler.core.fairshare import Top
 from scheduler.core.growth import serve_growth
@@ -137,8 +138,9 @@ def _serve(
         serve_start(ledger, order, claims, job, head_of_line, queue=queue)
         if ledger.config.elastic and 0 < len(ledger.active[job.key]) < job.max_replicas:
             _queue_growth(queue, job)
-    else:
-        serve_growth(ledger, order, claims, job)
+    else:  # R19: a job that reports its speed leaves what the next growth claim makes more of to it
+        rival = goodput.rival(queue, ledger.active) if job.throughput and ledger.config.goodput else 0.0
+        serve_growth(ledger, order, claims, job, rival)
 
 
 def _queue_growth(queue: deque[Job], job: Job) -> None:

@@ -2,7 +2,8 @@
 
 Contract: a claim is a pending job that wants to start (R8) or a running elastic job below ``max_replicas``
 that wants to grow. ``project_queues`` lines up each project's claims: highest priority first; at equal
-priority interactive jobs, then starts before growth, then the oldest job. ``rank`` orders the projects:
+priority interactive jobs, then starts before growth, then (R19, ``goodput``) the growth that adds the most
+progress per GPU, then the oldest job. ``rank`` orders the projects:
 below their guarantee first (R2), then the lowest allocated/fair-share ratio, then the oldest; the pass
 re-ranks a project after each of its claims. ``is_owed`` tells the claims that keep their project within its
 fair share (served first, and allowed to reclaim: R7) from the borrowers'. ``Claims`` gathers what the pass
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from scheduler.core import goodput
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job
 
@@ -64,6 +66,12 @@ def project_queues(ledger: Ledger) -> dict[str, deque[Job]]:
         queues.setdefault(job.project, []).append(job)
     for jobs in queues.values():
         jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key]), j.submitted_at, j.name))
+    if ledger.config.goodput:  # R19: growth claims of equal priority, the most progress per GPU first
+        for jobs in queues.values():
+            if not any(j.throughput is not None for j in jobs):
+                continue  # nobody reports: today's order, and no second sort
+            jobs.sort(key=lambda j: -goodput.gain(j, len(active[j.key])) if active[j.key] else 0.0)
+            jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key])))
     return {p: deque(jobs) for p, jobs in queues.items()}
 
 

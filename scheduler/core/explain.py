@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from scheduler.core import minruntime, sizes
+from scheduler.core import goodput, minruntime, sizes
 from scheduler.core.clock import clock
 from scheduler.core.fairshare import never_fits
 from scheduler.core.ledger import Ledger
@@ -175,6 +175,8 @@ def running_below_max(ledger: Ledger, job: Job) -> str:
     if ledger.room(job) < job.gpus_per_replica:
         capped = blocked_by_caps(ledger, job, job.gpus_per_replica)  # its limit, quota or department's
         return f"{head}; {capped or f'project {p} has no room under its limit or quota'}"
+    if ledger.config.goodput and job.throughput is not None and act >= goodput.peak(job.throughput):  # R19
+        return f"{head}; it runs fastest at {act} (from the speeds it reported, more replicas would slow it down)"
     step = sizes.grow_at_least(job, act, 1)
     if job.allowed_replicas:  # R16: it grows a whole step at a time
         head = f"{head} ({sizes.describe(job)}); grows by {step} at once"

@@ -6,7 +6,8 @@ job's claim in the line: it grows towards its project's fair share, on idle GPUs
 its guarantee needs, victims may drop below their share) or by preempting lower-priority jobs of its own
 project (R10). ``grow_idle`` runs after the claims and lends what is still idle to elastic jobs below
 ``max_replicas``, the project furthest below its fair share first; each job takes all the replicas it can at
-once (every resize restarts workers).
+once (every resize restarts workers). R19 (``goodput``): inside a project, and among projects already at their
+fair share, the job that turns a GPU into the most progress goes first (``scheduler.core.goodput``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple
 
-from scheduler.core import sizes
+from scheduler.core import goodput, sizes
 from scheduler.core.claims import Claims
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import Job, Replica
@@ -63,7 +64,7 @@ def _restore_size(ledger: Ledger, claims: Claims, job: Job, act: list[Replica]) 
     ledger.release(job.key, act[lower:], why, Cause.NODE, None)
 
 
-def serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) -> None:
+def serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, rival: float = 0.0) -> None:
     """Growth owed by fair share: up to the project's fair share, by reclaim if need be (R2, R9), or by
     preempting lower-priority jobs of its own project within that share (R10, extras first).
 
@@ -79,6 +80,8 @@ def serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job) -
     # what its own lower-priority jobs hold may make room too (they give way inside the fair share)
     lower = order.lower_gpus(ledger, job) if order.has_lower(job) else 0
     k = sizes.grow_by(job, act, min(job.max_replicas - act, (owed + lower) // g, (room + lower) // g))  # R16
+    if ledger.config.goodput:
+        k = goodput.cap(job, act, k, rival)  # R19: not past its peak speed, the rest to a better use
     if k <= 0:
         return
     for count, for_guarantee in _growth_attempts(job, act, k, short):
@@ -144,9 +147,12 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         if ledger.settling(job) or key in ledger.stopping:
             continue
         queues.setdefault(job.project, []).append(job)
+    use_gain = ledger.config.goodput
     for jobs in queues.values():
         jobs.sort(key=lambda j: (-j.priority, j.submitted_at, j.name), reverse=True)  # served from the end
-    heap = [(_gap(ledger, p), p) for p in sorted(queues)]
+        if use_gain and any(j.throughput is not None for j in jobs):  # R19: the most progress per GPU first
+            jobs.sort(key=lambda j: (-j.priority, -goodput.gain(j, len(ledger.active[j.key]))), reverse=True)
+    heap = [(_gap(ledger, p, queues[p]), p) for p in sorted(queues)]
     heapq.heapify(heap)
     while heap and ledger.free.total() > 0:
         _, project = heapq.heappop(heap)
@@ -156,13 +162,21 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         k = sizes.grow_by(
             job, n, min(job.max_replicas - n, ledger.room(job) // g, ledger.slots_for(job, ledger.free))
         )
+        if use_gain and job.throughput is not None:  # R19: never past its peak speed (work-conserving below)
+            k = goodput.cap(job, n, k, rival=0.0)
         if k > 0:
             ledger.place(job, k, reserve=False)
             explain_start(ledger, claims, job, owed=False)
         if queues[project]:
-            heapq.heappush(heap, (_gap(ledger, project), project))
+            heapq.heappush(heap, (_gap(ledger, project, queues[project]), project))
 
 
-def _gap(ledger: Ledger, project: str) -> tuple[int, float, str]:
+def _gap(ledger: Ledger, project: str, queue: list[Job]) -> tuple[int, float, int, float, str]:
+    """The project furthest below its fair share first (R4); among projects at or beyond it (R19, where goodput
+    is on), the one whose next job makes the most of a GPU, then as before."""
     p = ledger.projects[project]
-    return (ledger.committed(project) - ledger.shares.project[project], p.created_at, project)
+    gap = ledger.committed(project) - ledger.shares.project[project]
+    if gap < 0 or not ledger.config.goodput or not queue:
+        return (0, 0.0, gap, p.created_at, project)
+    head = queue[-1]
+    return (1, -goodput.gain(head, len(ledger.active[head.key])), gap, p.created_at, project)

@@ -7,7 +7,7 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 
 from __future__ import annotations
 
-from scheduler.core import minruntime, sizes, topology
+from scheduler.core import goodput, minruntime, sizes, topology
 from scheduler.core.cycle import apply_plan
 from scheduler.core.fairshare import Shares, Top, fair_shares
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Job, Project
@@ -232,6 +232,8 @@ def _wanted(job: Job, config: Config, *, settling: bool) -> int:
     if not job.active:
         return job.max_replicas if not config.elastic else job.min_replicas
     if config.elastic and len(job.active) < job.max_replicas and not settling:
+        if config.goodput and job.throughput and len(job.active) >= goodput.peak(job.throughput):
+            return 0  # R19: at its peak speed more replicas would slow it down
         return sizes.grow_at_least(job, len(job.active), 1)  # the next allowed size (R16)
     return 0
 

@@ -87,6 +87,20 @@ class Replica:
 
 
 @dataclass(frozen=True, slots=True)
+class Throughput:
+    """A job's progress rate as a function of its size, fitted from what it reported (R19; ``goodput.fit``).
+
+    One training step at ``n`` replicas takes ``compute / n + sync * (n - 1)`` (relative) seconds: the
+    computation its replicas split (at the job's fixed global batch) plus a synchronisation term that grows
+    with every replica beyond the first, as Pollux models it. Only ratios matter to the core: how much faster
+    the job runs at one size than at another. ``sync = 0`` is linear scaling.
+    """
+
+    compute: float
+    sync: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """A distributed PyTorch job: ``min_replicas..max_replicas`` replicas of ``gpus_per_replica`` GPUs.
 
@@ -96,6 +110,7 @@ class Job:
     reported it (``None``: never): R5's least-work-lost tie-break weighs what each victim would lose.
     ``allowed_replicas``: the only counts it may run at besides ``min_replicas`` and ``max_replicas`` (R16).
     ``topology``: ``preferred`` or ``required``: whether its replicas may span topology domains (R17).
+    ``throughput``: its fitted speed by size, if it reports progress (R19; ``None``: today's rule).
     """
 
     project: str
@@ -113,6 +128,8 @@ class Job:
     allowed_replicas: tuple[int, ...] = ()
     # R17: "preferred" (start inside one topology domain where it fits) or "required" (only there)
     topology: str = "preferred"
+    # R19: its speed by size, fitted from the progress it reported (None: it reports none)
+    throughput: Throughput | None = None
     # ``(project, name)``, computed once: the core looks it up millions of times per replay
     key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
@@ -162,6 +179,9 @@ class Config:
     weight shrinks with its decayed usage above quota.
     ``least_work_lost`` (R5): among victims the rules leave equal, take those that lose the fewest
     GPU-seconds since their last checkpoint first; off, the newest job goes first as before.
+    ``goodput`` (R19): among a project's growth claims and for idle GPUs, jobs that report their throughput
+    are ranked by the progress one more GPU adds (``scheduler.core.goodput``) and never grown past the size
+    where their speed peaks; off, every job grows by today's rule (oldest first).
     """
 
     settle_seconds: float = 10.0
@@ -171,3 +191,5 @@ class Config:
     topology: bool = True  # R17: place gangs by node domains (where nodes carry them); off ignores them
     usage_half_life: float = 0.0
     least_work_lost: bool = True
+    # R19: idle GPUs and a project's share go first to the jobs that turn a GPU into the most progress
+    goodput: bool = True

@@ -10,7 +10,8 @@ Contract:
   A process whose launch was never committed (the database went away, or the service was killed, between
   the start and the commit) is killed at once and forgotten once gone; ``launch_waiting`` starts that
   replica again only then, so one replica never has two processes and its job does not fail.
-  A job's newest reported checkpoint time (its master's observation) goes to ``lifecycle.checkpointed``.
+  A job's newest reported checkpoint time (its master's observation) goes to ``lifecycle.checkpointed``, its
+  training speed (R19) to ``lifecycle.progressed``.
 - ``stop_unwanted`` signals replicas marked ``stop``, workers first and highest index first (R5): a job's
   master is signalled only once
   no other replica of that job is alive (R5, the rendezvous host goes last); a replica given a preemption
@@ -108,17 +109,22 @@ def record_observations(
 
 
 def record_checkpoints(session: Session, seen: Mapping[int, Observation]) -> None:
-    """Hand each active job's checkpoint time that its master's observation reported to the lifecycle."""
+    """Hand each active job's checkpoint time and training speed (R19) that its master's observation reported
+    to the lifecycle."""
     marks = {rid: obs.checkpointed_at for rid, obs in seen.items() if obs.checkpointed_at is not None}
-    if not marks:
+    speeds = {rid: obs.progress for rid, obs in seen.items() if obs.progress is not None}
+    if not marks and not speeds:
         return
     query = (
         select(ReplicaRow.id, JobRow)
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
-        .where(ReplicaRow.id.in_(marks), JobRow.status.in_(ACTIVE))
+        .where(ReplicaRow.id.in_(marks.keys() | speeds.keys()), JobRow.status.in_(ACTIVE))
     )
     for replica_id, job in session.execute(query).all():
-        lifecycle.checkpointed(session, job, marks[replica_id])
+        if replica_id in marks:
+            lifecycle.checkpointed(session, job, marks[replica_id])
+        if (speed := speeds.get(replica_id)) is not None:
+            lifecycle.progressed(job, speed.samples_per_second, speed.world_size)
 
 
 def _running(obs: Observation | None) -> bool:

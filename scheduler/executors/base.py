@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from scheduler.core.model import Node
+from scheduler.elastic.agent.progress import Progress
 
 LOST_EXIT_CODE = -1000
 
@@ -70,6 +71,8 @@ class Observation:
     waiting: str | None = None
     # the job's last complete checkpoint, as it reported it (master only)
     checkpointed_at: float | None = None
+    # its training speed, as it reported it (master only; R19)
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True, slots=True)

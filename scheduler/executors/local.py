@@ -50,6 +50,7 @@ from scheduler.elastic.agent.procs import (
     start_ticks,
     with_workers,
 )
+from scheduler.elastic.agent.progress import read_progress
 from scheduler.elastic.agent.trace import trace
 from scheduler.elastic.torchrun_argv import argv_for, uses_torchrun
 from scheduler.executors import shim
@@ -364,6 +365,9 @@ class LocalExecutor:
             stopping=record.stop_sent_at is not None,
             ready=record.ready if record.torchrun else None,
             checkpointed_at=read_mark(record.checkpoint_dir)
+            if record.index == 0 and record.checkpoint_dir
+            else None,
+            progress=read_progress(record.checkpoint_dir)
             if record.index == 0 and record.checkpoint_dir
             else None,
         )

@@ -15,6 +15,7 @@ its event, the same whichever path asked for it (the plan, a taken node, an exit
   (docs/elastic-resize.md): its generation moves on, the members whose process ends first are marked
   restarting (``mark_restarting``; in-place launches keep their pods), event ``restart`` naming the members,
   with its cause (``failure``, ``timeout``). ``count_restarts`` counts those events: the restart budget.
+- ``progressed``: the job reported its training speed (R19): the newest samples per second per size kept;
 - ``checkpointed``: the job reported a checkpoint; a shrink or eviction it saved its work after says it
   lost none (its event's ``lost_gpu_seconds`` and reason).
 - ``forget_job``: a finished job's record goes, with its replicas and its events (a delete, a new submit
@@ -167,6 +168,24 @@ def finish_job(session: Session, job: JobRow, status: JobStatus, *, now: float, 
     add_event(
         session, time=now, kind=_FINISH_KINDS[status], project=job.project.name, job=job.name, reason=reason
     )
+
+
+# sizes whose speed a job keeps (R19): the most recent ones beyond this are dropped, oldest first
+MAX_PROGRESS_SIZES = 64
+
+
+def progressed(job: JobRow, samples_per_second: float, world_size: int | None = None) -> bool:
+    """``job`` reported its training speed (R19): kept as the newest at the replicas it runs now, unless it
+    says it measured at another world size (a report from before a resize). Returns whether it was kept."""
+    replicas = sum(1 for r in job.replicas if r.desired == ReplicaDesired.RUN)
+    if replicas == 0 or samples_per_second <= 0:
+        return False
+    if world_size is not None and world_size != replicas * job.gpus_per_replica:
+        return False
+    rates = {k: v for k, v in (job.progress_rates or {}).items() if k != str(replicas)}
+    rates[str(replicas)] = samples_per_second
+    job.progress_rates = dict(list(rates.items())[-MAX_PROGRESS_SIZES:])
+    return True
 
 
 def checkpointed(session: Session, job: JobRow, at: float) -> None:

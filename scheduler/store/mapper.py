@@ -19,7 +19,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scheduler.core.model import ClusterState, Department, Job, Node, Project, Replica
+from scheduler.core import goodput
+from scheduler.core.model import ClusterState, Department, Job, Node, Project, Replica, Throughput
 from scheduler.statuses import ACTIVE, ReplicaDesired
 from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow
 
@@ -142,6 +143,7 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
             JobRow.last_resized_at,
             JobRow.checkpointed_at,
             JobRow.allowed_replicas,
+            JobRow.progress_rates,
             JobRow.topology,
             JobRow.pending_reason,
             JobRow.queue_position,
@@ -182,6 +184,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         resized,
         checkpointed,
         allowed,
+        rates,
         topology,
         _reason,
         _position,
@@ -200,4 +203,17 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
         allowed_replicas=tuple(allowed or ()),
         topology=topology,
+        throughput=_throughput(rates),  # R19
     )
+
+
+def _throughput(rates: Any) -> Throughput | None:
+    """R19: the model fitted from the speeds stored per replica count (anything else in the column is ignored)."""
+    if not isinstance(rates, dict):
+        return None
+    points = [
+        (int(n), float(r))
+        for n, r in rates.items()
+        if isinstance(n, str) and n.isdigit() and isinstance(r, int | float) and not isinstance(r, bool)
+    ]
+    return goodput.fit(points)

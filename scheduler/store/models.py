@@ -100,6 +100,8 @@ class JobRow(Base):
     last_resized_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the last complete checkpoint the job reported (its training script's mark file, or the REST call)
     checkpointed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # R19: the newest samples per second it reported at each size it ran, {"replicas": rate}
+    progress_rates: Mapped[dict[str, float] | None] = mapped_column(JSON, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # its first start
     expected_duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds, as declared

@@ -171,6 +171,7 @@ class JobView:
     eta: dict[str, Any] | None
     allowed_replicas: list[int] | None = None
     topology: str = "preferred"
+    progress_rates: dict[str, float] | None = None  # R19: samples per second by replica count, as reported
     replicas: list[ReplicaView] = field(default_factory=list)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.elastic.agent.ports import free_port
+from scheduler.elastic.agent.progress import read_progress
 from scheduler.elastic.environment import RendezvousTuning, ReplicaLaunch, torchrun_env
 from scheduler.elastic.launch import run_id_for
 
@@ -134,6 +135,8 @@ def test_sigterm_checkpoints_and_resume_at_another_world_size_loses_no_step(
     saved_at = next(float(r["time"]) for r in recs1 if r.get("reason") == "stop")
     mark = float((ckpt / "tide-checkpointed-at").read_text())
     assert saved_at - 5 < mark <= saved_at, "the progress mark Tide reads is the stop checkpoint's time"
+    speed = read_progress(ckpt)  # the training speed Tide reads (goodput-aware growth)
+    assert speed is not None and speed.world_size == 2 and speed.samples_per_second > 0
 
     log2 = tmp_path / "resume.log"
     resumed = agents.start(

@@ -167,6 +167,13 @@ def test_wrong_token_or_replica_is_a_clear_4xx(service: RunningService) -> None:
     _poll(service, "a", ids[0], state="warm", checkpointed_at=1_800_000_000.0)  # older: the newest is kept
     assert client.job("a", "a").checkpointed_at is not None
     assert client.job("a", "a").checkpointed_at.timestamp() == 1_800_000_100.5  # the job's progress
+    # its training speed (R19): kept at the replicas it runs; a nonsense one is a 422
+    speed = {"samples_per_second": 640.0, "steps_per_second": 2.5, "world_size": 2}
+    assert _poll(service, "a", ids[0], state="warm", port=40000, progress=speed).status_code == 200
+    with service.services.db.read() as session:
+        assert session.scalars(select(JobRow.progress_rates)).one() == {"2": 640.0}
+    negative = _poll(service, "a", ids[0], state="warm", progress={"samples_per_second": -1})
+    assert negative.status_code == 422 and "samples_per_second" in negative.text
     client.delete_job("a", "a")
     wait_for(lambda: client.job("a", "a").status != "running", what="a ends")
     over = _poll(service, "a", ids[0], state="running")

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import ClusterState, Config, Department, Node, Project, plan_cycle
+from scheduler.core.model import Throughput
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ def _replay(c: Cluster, specs: list[Spec], rng: random.Random, steps: int = 9) -
         if c.slow_release and step % 2:
             c.release_done()
         _report_checkpoints(c, rng)
+        _report_speeds(c, rng)
         _check_determinism(c, rng)
         c.cycle()  # asserts every invariant
         c.elapse(rng.choice([0.0, 5.0, 30.0]))  # R14: usage above quota accrues (when a half-life is set)
@@ -115,6 +117,17 @@ def _report_checkpoints(c: Cluster, rng: random.Random) -> None:
     """Some running jobs complete a checkpoint now (R5's least-work-lost tie-break weighs them)."""
     jobs = tuple(
         replace(j, checkpointed_at=c.now) if j.active and rng.random() < 0.3 else j for j in c.state.jobs
+    )
+    c.state = replace(c.state, jobs=jobs)
+
+
+def _report_speeds(c: Cluster, rng: random.Random) -> None:
+    """Some running jobs report their speed (R19: goodput-aware growth ranks and caps them by it)."""
+    jobs = tuple(
+        replace(j, throughput=Throughput(rng.choice([0.5, 1.0, 2.0]), rng.choice([0.0, 0.01, 0.2, 1.0])))
+        if j.active and rng.random() < 0.4
+        else j
+        for j in c.state.jobs
     )
     c.state = replace(c.state, jobs=jobs)
 

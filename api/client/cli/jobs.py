@@ -393,6 +393,11 @@ def describe_job(
     out.print(f"Command:    {shlex.join(job.command)}", markup=False)
     if job.checkpointed_at is not None:
         out.print(f"Checkpoint: {age(job.checkpointed_at)} ago (the last one the job reported)")
+    if job.speeds:  # R19: what goodput-aware growth fits its scaling from
+        at = "; ".join(
+            f"{rate:,.1f} samples/s at {n} replica{'s' if n != '1' else ''}" for n, rate in job.speeds.items()
+        )
+        out.print(f"Speed:      {at} (as the job reported)")
     if job.pending_reason:
         place = f" (place in line: {job.queue_position})" if job.queue_position is not None else ""
         out.print(f"Why:        {job.pending_reason}{place}")

@@ -4,7 +4,8 @@ its launches (docs/kubernetes.md, "How a pod learns a resize").
 Contract: the caller is the agent of one replica, authenticated by its job's agent token (``Authorization:
 Bearer``, compared with ``JobRow.agent_token_hash``; another job's token, a project or admin token: 401).
 The body (``AgentPoll``) is what the agent runs and how it is doing; it is stored (``AgentReportRow``; a
-newer checkpoint time than the job's is kept as its ``checkpointed_at``) and,
+newer checkpoint time than the job's is kept as its ``checkpointed_at``, a training speed (``progress``, R19)
+goes to ``lifecycle.progressed``) and,
 when it changed, the engine is woken (a warm newcomer may complete a grow, an exit may restart a launch).
 The answer (``AgentOrder``) is ``launch`` when the replica's ``launch_generation`` is newer than the one it
 runs: the launch's size, the replica's rank in it (members by replica index), the rendezvous port and
@@ -31,6 +32,7 @@ from api.server.auth import bearer
 from api.server.deps import Svc
 from scheduler.elastic.inplace import hash_token, launch
 from scheduler.statuses import ACTIVE
+from scheduler.store import lifecycle
 from scheduler.store.models import AgentReportRow, JobRow, ProjectRow, ReplicaRow
 
 router = APIRouter(prefix="/agent/v1", tags=["agent"])
@@ -97,6 +99,8 @@ def _report(
         mark = body.checkpointed_at
         if mark is not None and (row.checkpointed_at is None or mark > row.checkpointed_at):
             row.checkpointed_at = mark  # the job's progress, reported by its pods' agents (the newest kept)
+        if body.progress is not None:  # R19: its training speed at the size it runs
+            lifecycle.progressed(row, body.progress.samples_per_second, body.progress.world_size)
         report.reported_at = now
         session.flush()
         return _order(session, replica, body), changed

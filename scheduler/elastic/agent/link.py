@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
+from scheduler.elastic.agent.progress import Progress
 from scheduler.elastic.environment import relaunch_env
 from scheduler.elastic.torchrun_argv import uses_torchrun
 
@@ -50,6 +51,7 @@ class Report:
     wait: float
     checkpointed_at: float | None = None
     noticed: bool = False  # it passed the preemption notice to the launch it runs
+    progress: Progress | None = None  # the training speed its script reported (R19)
 
     def what(self) -> tuple[int | None, str, int | None, bool]:
         """What the service acts on (a newer checkpoint time can wait for the next poll)."""
@@ -66,6 +68,16 @@ class Report:
         }
         if self.noticed:  # only then: a service that never gives notices need not know the field
             body["noticed"] = True
+        if self.progress is not None:  # the same: only when the training reports its speed
+            body["progress"] = {
+                k: v
+                for k, v in (
+                    ("samples_per_second", self.progress.samples_per_second),
+                    ("steps_per_second", self.progress.steps_per_second),
+                    ("world_size", self.progress.world_size),
+                )
+                if v is not None
+            }
         return body
 
 

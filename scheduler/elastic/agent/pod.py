@@ -53,6 +53,7 @@ from scheduler.elastic.agent.link import (
 from scheduler.elastic.agent.pool import Launcher, WarmPool
 from scheduler.elastic.agent.ports import free_port
 from scheduler.elastic.agent.procs import STOPPED_EXIT, poll_child, signal_generation
+from scheduler.elastic.agent.progress import read_progress
 from scheduler.elastic.agent.trace import trace
 from scheduler.elastic.torchrun_argv import torchrun_argv
 
@@ -157,7 +158,8 @@ class PodAgent:
         """``report`` as a poll sends it: with a rendezvous port on offer (should this replica be the master)
         and the job's last checkpoint time, both read once per poll, not every tick."""
         mark = read_mark(self.checkpoints) if self.checkpoints else None
-        return replace(report, port=free_port("0.0.0.0"), checkpointed_at=mark)
+        speed = read_progress(self.checkpoints) if self.checkpoints else None  # R19
+        return replace(report, port=free_port("0.0.0.0"), checkpointed_at=mark, progress=speed)
 
     def _act(self, reply: Reply | None, started: float) -> int | None:
         if reply is None or reply.kind == "unreachable":

@@ -1,0 +1,111 @@
+"""The Pollux workloads through the simulator: the artifact's progress model and Tiresias baseline, and
+``bench/pollux.py`` on a slice (the whole table is ``make bench``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler.simulator.pollux import (
+    POLICIES,
+    WORKLOADS,
+    SimJob,
+    Tiresias,
+    load_app,
+    load_workload,
+    replay,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_tiresias_baseline_reproduces_the_pollux_simulators_own_figure() -> None:
+    result = replay(load_workload(WORKLOADS / "workload-6.csv"), Tiresias())
+    assert len(result.jct) == 160
+    assert result.avg_jct == pytest.approx(3469.69, abs=0.01)  # the Pollux simulator's README
+
+
+def test_micro_batches_follow_the_artifact() -> None:
+    cifar = load_app("cifar10")
+    assert (cifar.b0, cifar.bmax, cifar.lmin, cifar.lmax) == (128, 4096, 32, 1024)
+    assert cifar.micro_batches(2048, 6) == (342, 0)
+    assert cifar.micro_batches(2048, 1) == (1024, 1)  # one GPU above the smallest batch: accumulate
+    assert load_app("yolov3").lmax == 8
+
+
+def test_a_job_alone_stalls_30_s_then_runs_its_epochs_and_reports_its_speed() -> None:
+    (row,) = [r for r in load_workload(WORKLOADS / "workload-6.csv") if r.app == "ncf"][:1]
+    job = SimJob(row, load_app(row.app))
+    job.reallocate((1,))
+    job.advance(0, 30)
+    assert job.progress == 0 and job.epoch == 0  # the restart charge
+    t = 30
+    while job.done is None:
+        job.advance(t, 60)
+        t += 60
+    assert job.epoch == job.app.epochs and 30 < job.done <= t
+    assert set(job.measured) == {1} and job.measured[1] > 0
+
+
+def test_tide_keeps_every_job_running_to_completion_on_a_slice() -> None:
+    rows = load_workload(WORKLOADS / "workload-6.csv", limit=20)
+    for name in ("tide-goodput", "tide"):
+        result = replay(rows, POLICIES[name]())
+        assert len(result.jct) == 20 and all(v > 0 for v in result.jct.values())
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "pollux.py"), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_bench_json_on_a_slice_has_avg_jct_per_policy() -> None:
+    out = _bench("--jobs", "12", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["workload"] == "workload-6"
+    assert set(doc["avg_jct_s"]) == {"tide-goodput", "tide", "tiresias"}
+    assert all(v > 0 for v in doc["avg_jct_s"].values())
+
+
+def test_bench_table_and_clear_errors() -> None:
+    out = _bench("--jobs", "5", "--policies", "tiresias")
+    assert out.returncode == 0 and "tiresias" in out.stdout and "avg JCT s" in out.stdout
+    missing = _bench("--workload", "no-such-workload")
+    assert missing.returncode == 2 and "neither a file nor a bundled workload" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad = _bench("--policies", "pollux")
+    assert bad.returncode == 2 and "unknown policy pollux" in bad.stderr
+
+
+def test_a_workload_with_an_unknown_application_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "w.csv"
+    path.write_text("name,time,application,num_replicas,batch_size\nx-0,0,gpt,1,8\n")
+    with pytest.raises(ValueError, match="unknown application 'gpt'"):
+        load_workload(path)
+    out = _bench("--workload", str(path))
+    assert out.returncode == 2 and "unknown application" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name,time\nx,0\n", "expected the columns"),
+        ("name,time,application,num_replicas,batch_size\nx,soon,ncf,1,8\n", "line 2"),
+        ("name,time,application,num_replicas,batch_size\nx,0,ncf,65,8\n", "num_replicas 1-64"),
+    ],
+)
+def test_a_malformed_workload_is_refused_with_its_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "w.csv"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_workload(path)
