@@ -168,6 +168,8 @@ def test_wrong_token_or_replica_is_a_clear_4xx(service: RunningService) -> None:
     assert client.job("a", "a").checkpointed_at is not None
     assert client.job("a", "a").checkpointed_at.timestamp() == 1_800_000_100.5  # the job's progress
     # its training speed (R19): kept at the replicas it runs; a nonsense one is a 422
+    no_port = _poll(service, "a", ids[0], state="warm")  # the master must offer its rendezvous port
+    assert no_port.status_code == 422 and "must offer a rendezvous port" in no_port.json()["detail"]
     speed = {"samples_per_second": 640.0, "steps_per_second": 2.5, "world_size": 2}
     assert _poll(service, "a", ids[0], state="warm", port=40000, progress=speed).status_code == 200
     with service.services.db.read() as session:

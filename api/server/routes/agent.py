@@ -168,7 +168,7 @@ def _order(session: Session, replica: ReplicaRow, body: schemas.AgentPoll) -> sc
     if current.master == replica.id and _port(session, current.master, generation) is None:
         if body.port is None:
             raise HTTPException(
-                status.HTTP_422_UNPROCESSABLE_ENTITY,
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
                 "the master replica's agent must offer a rendezvous port ('port') in its poll",
             )
         report = session.get(AgentReportRow, current.master)
