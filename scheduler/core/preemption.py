@@ -249,23 +249,29 @@ def reclaim(
         def done() -> bool:
             return placeable() and ledger.room(claim) >= need
 
+    # decision 36: a victim in its department relieves its caps on whatever node it runs (decision 7's
+    # "nodes big enough for the claimant's replica" holds only for freeing GPUs; R6 gives back the rest)
+    node_min = 1 if room else g
     if required:
         # R17: until it fits in one domain, fill-back returning the rest; else one domain at a time
-        taken = rules.until(done, g)
+        taken = rules.until(done, node_min)
         if taken is None:
             taken = _in_one_domain(rules, count, done, home)
     else:
-        taken = reclaim_with(rules, count, done)
+        taken = reclaim_with(rules, count, done, node_min)
     if taken is None and not room:  # (another project of its department may have the room it lacked)
         note_failure(ledger.memo.reclaims, memo, count)
     return taken
 
 
-def reclaim_with(rules: Reclaimer, count: int, done: Callable[[], bool]) -> list[Unit] | None:
-    """R5 order until ``done()`` (the claimant fits, and has room where asked); for replicas bigger than one
-    GPU, one node at a time if that fails (kept only if ``done()`` then holds)."""
+def reclaim_with(
+    rules: Reclaimer, count: int, done: Callable[[], bool], node_min: int | None = None
+) -> list[Unit] | None:
+    """R5 order until ``done()`` (the claimant fits, and has room where asked), from nodes of at least
+    ``node_min`` GPUs (default: the claimant's replica); for replicas bigger than one GPU, one node at a
+    time if that fails (kept only if ``done()`` then holds)."""
     ledger, g = rules.ledger, rules.claim.gpus_per_replica
-    taken = rules.until(done, g)
+    taken = rules.until(done, g if node_min is None else node_min)
     if taken is None and g > 1:
         mark = ledger.checkpoint()
         taken = rules.by_node(count)

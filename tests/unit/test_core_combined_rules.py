@@ -107,6 +107,25 @@ def test_a_department_at_its_limit_still_takes_nothing_from_another_department()
     assert [(d.project, d.job) for d in taken(plan)] == [("lender", "two")]  # its sibling gives, not "wide"
 
 
+def test_a_siblings_job_on_a_node_too_small_for_the_claim_still_gives_its_department_room() -> None:
+    """Found by the combined property test: n0 (1 GPU) runs lender's 1-GPU job; n1 (2 GPUs) is idle; their
+    department's limit is 2. taker (quota 1) asks for one 2-GPU replica: it fits on n1, but only once the
+    department holds nothing else. The sibling's job frees no GPU taker can use (decision 7 would skip it),
+    yet taking it is what makes room under the limit (decision 36)."""
+    nodes = (Node("n0", 1, domain="rack-0"), Node("n1", 2, domain="rack-1"))
+    c = Cluster(nodes, departments=(Department("parent", 0, limit_gpus=2),))
+    c.project("lender", 0, department="parent", over_quota_weight=0.0)
+    c.project("taker", 1, department="parent")
+    c.submit("lender", "small")
+    c.cycle()
+    assert c.alloc("lender") == 1
+    c.submit("taker", "wide", gpus=2)
+    plan = c.cycle()
+    assert [(d.job, d.cause) for d in taken(plan)] == [("small", Cause.RECLAIM)]
+    c.cycle()
+    assert (c.alloc("taker"), c.alloc("lender")) == (2, 0)
+
+
 # -- R6's fill-back after a victim that frees nothing useful ---------------------------------------------------
 
 

@@ -52,6 +52,10 @@ def test_the_bundled_files_are_installed_with_the_package() -> None:
     """pyproject.toml's package data matches every file of the data folder (a wheel ships them)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]["scheduler.simulator"]
-    files = [p.relative_to(DATA.parent).as_posix() for p in DATA.iterdir()]
-    assert sorted(files) == ["data/README.md", "data/philly.csv", "data/philly_vc.csv"]
+    files = [p.relative_to(DATA.parent).as_posix() for p in DATA.rglob("*") if p.is_file()]
+    top = sorted(f for f in files if f.count("/") == 1)
+    assert top == ["data/README.md", "data/philly.csv", "data/philly_vc.csv"]
+    pollux = [f for f in files if f.startswith("data/pollux/")]
+    assert "data/pollux/README.md" in pollux and sum("/workloads/" in f for f in pollux) == 8
+    assert len(top) + len(pollux) == len(files)
     assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
