@@ -335,12 +335,13 @@ class KubernetesExecutor:
         self.secrets.put(tenancy.owned(body, owner))
 
     def announce(self, announcement: Announcement) -> None:
-        """An Event on each of the job's pods the decision concerns (all of them when it names none)."""
+        """An Event on each of the job's pods the decision concerns (all of them when it names none); a pod
+        already gone still gets it (``kubectl get events`` shows it)."""
         with self._lock:
             pods = [
                 r.view
                 for r in self._replicas.values()
-                if (r.project, r.job) == (announcement.project, announcement.job) and not r.gone
+                if (r.project, r.job) == (announcement.project, announcement.job)
             ]
             records = {r.view.uid: r for r in self._replicas.values()}
         chosen = [p for p in pods if records[p.uid].index in announcement.replicas] or pods

@@ -144,13 +144,17 @@ RESOURCES = {
     "service": "services",
     "secret": "secrets",
     "node": "nodes",
+    "event": "events",
+    "network_policy": "networkpolicies",
 }
+GROUPS = {"networkpolicies": "networking.k8s.io"}  # the rest: the core group ""
 CALL = re.compile(
-    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event)"
+    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event|network_policy)"
     r"(_for_all_namespaces)?\b"
 )
 WATCHED = re.compile(
-    r"Reflector\(\s*[^)]*?\.list_(namespaced_)?(pod_log|pod|service|secret|node|event)(_for_all_namespaces)?,",
+    r"Reflector\(\s*[^)]*?\.list_(namespaced_)?(pod_log|pod|service|secret|node|event)(_for_all_namespaces)?"
+    r"( if [^,]*)?,",
     re.DOTALL,
 )
 CLUSTER_SCOPED = {"nodes"}  # resources that have no namespace: their calls need a ClusterRole
@@ -164,7 +168,7 @@ def api_calls() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     for path in (ROOT / "scheduler" / "executors").rglob("*.py"):
         source = path.read_text()
         found = [(VERBS[verb], resource, every) for verb, _, resource, every in CALL.findall(source)]
-        found += [("watch", resource, every) for _, resource, every in WATCHED.findall(source)]
+        found += [("watch", resource, every) for _, resource, every, _ in WATCHED.findall(source)]
         for verb, resource, every in found:
             calls.setdefault(RESOURCES[resource], set()).add(verb)
             if every or RESOURCES[resource] in CLUSTER_SCOPED:
@@ -176,8 +180,8 @@ def test_rbac_grants_exactly_the_calls_the_executor_makes(base: list[dict[str, A
     granted: dict[str, set[str]] = {}
     for role in [*by_kind(base, "Role").values(), *by_kind(base, "ClusterRole").values()]:
         for rule in role["rules"]:
-            assert rule["apiGroups"] == [""], rule  # the core API group only
             for resource in rule["resources"]:
+                assert rule["apiGroups"] == [GROUPS.get(resource, "")], rule
                 granted.setdefault(resource, set()).update(rule["verbs"])
     calls, cluster = api_calls()
     assert calls["pods"] >= {"create", "delete", "list", "watch"} and calls["nodes"] >= {"list", "watch"}
@@ -291,7 +295,7 @@ def test_every_setting_is_documented(example: list[dict[str, Any]]) -> None:
     assert keys == documented  # the example overlay sets every knob the table lists
     elsewhere = {"TIDE_HOST", "TIDE_PORT", "TIDE_DATA_DIR", "TIDE_DATABASE_URL", "TIDE_ADMIN_TOKEN"}
     elsewhere |= {"TIDE_METRICS_TOKEN", "TIDE_KUBECONFIG", "TIDE_NODES", "TIDE_GPUS_PER_NODE"}
-    elsewhere |= {"TIDE_NODES_PER_DOMAIN"}
+    elsewhere |= {"TIDE_NODES_PER_DOMAIN", "TIDE_TLS_CERT", "TIDE_TLS_KEY"}
     assert serve_envvars() == documented | elsewhere
     for name in elsewhere:
         assert f"`{name}`" in section, name
