@@ -223,26 +223,25 @@ def test_the_engines_decisions_reach_the_pods_as_events(
     make_service: Callable[..., RunningService], api: FakeKubeApi, tmp_path: Path
 ) -> None:
     client = start_service(make_service, api, tmp_path).client()
-    if True:  # noqa: SIM108
-        client.create_project({"name": "a", "deserved_gpus": 2})
-        client.create_project({"name": "b", "deserved_gpus": 2})
-        job = {"name": "train", "workers": 3, "min_replicas": 2, "max_replicas": 4, "command": ["python", "t.py"]}  # fmt: skip
-        client.submit("a", job)
-        wait_for(lambda: len(api.pods(NAMESPACE, "tide.dev/job=train")) == 4, what="a's 4 pods")
+    client.create_project({"name": "a", "deserved_gpus": 2})
+    client.create_project({"name": "b", "deserved_gpus": 2})
+    job = {"name": "train", "workers": 3, "min_replicas": 2, "max_replicas": 4, "command": ["python", "t.py"]}  # fmt: skip
+    client.submit("a", job)
+    wait_for(lambda: len(api.pods(NAMESPACE, "tide.dev/job=train")) == 4, what="a's 4 pods")
 
-        def reasons() -> dict[str, list[dict[str, Any]]]:
-            found: dict[str, list[dict[str, Any]]] = {}
-            for event in objects(api, "events").values():
-                found.setdefault(event["reason"], []).append(event)
-            return found
+    def reasons() -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for event in objects(api, "events").values():
+            found.setdefault(event["reason"], []).append(event)
+        return found
 
-        wait_for(lambda: len(reasons().get("TideStart", [])) == 4, what="a start Event on each pod")
-        client.submit("b", {"name": "x", "workers": 1, "command": ["python", "t.py"]})
+    wait_for(lambda: len(reasons().get("TideStart", [])) == 4, what="a start Event on each pod")
+    client.submit("b", {"name": "x", "workers": 1, "command": ["python", "t.py"]})
 
-        def shrunk() -> set[str]:  # the replica indexes of the pods that carry a shrink's Event
-            return {e["involvedObject"]["name"].rsplit("-", 2)[-2] for e in reasons().get("TideShrink", [])}
+    def shrunk() -> set[str]:  # the replica indexes of the pods that carry a shrink's Event
+        return {e["involvedObject"]["name"].rsplit("-", 2)[-2] for e in reasons().get("TideShrink", [])}
 
-        wait_for(lambda: shrunk() == {"2", "3"}, what="the shrinks' Events on replicas 2 and 3")
-        shrink = reasons()["TideShrink"]
-        assert {e["type"] for e in shrink} == {"Warning"}  # reclaimed: against the job's will
-        assert all(e["message"].startswith("reclaimed for b/x: ") for e in shrink), shrink
+    wait_for(lambda: shrunk() == {"2", "3"}, what="the shrinks' Events on replicas 2 and 3")
+    shrink = reasons()["TideShrink"]
+    assert {e["type"] for e in shrink} == {"Warning"}  # reclaimed: against the job's will
+    assert all(e["message"].startswith("reclaimed for b/x: ") for e in shrink), shrink
