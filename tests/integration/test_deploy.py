@@ -15,6 +15,7 @@ Tide waiting for it."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shlex
@@ -80,9 +81,20 @@ def base() -> list[dict[str, Any]]:
     return render(K8S)
 
 
+def make_quickstart_secrets(deploy: Path) -> None:
+    """The quick start's step that makes its secrets, run as documented in a copy of ``deploy/``."""
+    line = step("make-secrets")
+    assert line == "deploy/k8s/quickstart/make-secrets.sh", line
+    subprocess.run([str(deploy.parent / line)], check=True, capture_output=True, cwd=deploy.parent)
+
+
 @pytest.fixture(scope="module")
-def quickstart() -> list[dict[str, Any]]:
-    return render(K8S / "quickstart")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The quick start rendered after its first steps (in a copy: the secrets are written next to it)."""
+    copy = tmp_path_factory.mktemp("quickstart")
+    shutil.copytree(ROOT / "deploy", copy / "deploy", ignore=shutil.ignore_patterns("secrets"))
+    make_quickstart_secrets(copy / "deploy")
+    return render(copy / "deploy" / "k8s" / "quickstart")
 
 
 @pytest.fixture(scope="module")
@@ -339,8 +351,14 @@ def test_every_image_is_pinned(quickstart: list[dict[str, Any]]) -> None:
         )
 
 
+def secret_data(obj: dict[str, Any]) -> dict[str, str]:
+    """A Secret's keys and values: ``data`` decoded, ``stringData`` as written."""
+    decoded = {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
+    return decoded | dict(obj.get("stringData") or {})
+
+
 def test_the_quickstart_database_url_reaches_its_postgres(quickstart: list[dict[str, Any]]) -> None:
-    url = by_kind(quickstart, "Secret")["tide"]["stringData"]["database-url"]
+    url = secret_data(by_kind(quickstart, "Secret")["tide"])["database-url"]
     match = re.fullmatch(r"postgresql://(\w+):([\w-]+)@([\w.-]+):(\d+)/(\w+)", url)
     assert match is not None
     user, password, host, port, database = match.groups()
@@ -352,7 +370,31 @@ def test_the_quickstart_database_url_reaches_its_postgres(quickstart: list[dict[
     ]
     env = {e["name"]: e.get("value") for e in postgres["env"]}
     assert (env["POSTGRES_USER"], env["POSTGRES_DB"]) == (user, database)
-    assert by_kind(quickstart, "Secret")["tide-postgres"]["stringData"]["password"] == password
+    assert secret_data(by_kind(quickstart, "Secret")["tide-postgres"])["password"] == password
+    assert len(password) >= 32  # generated: openssl rand -hex 24
+
+
+def test_no_password_of_the_quick_start_is_committed(tmp_path: Path) -> None:
+    for path in (K8S / "quickstart").glob("*.yaml"):
+        for obj in yaml.safe_load_all(path.read_text()):
+            if obj and obj.get("kind") == "Secret":
+                raise AssertionError(f"{path} commits a Secret")
+    assert "deploy/k8s/quickstart/secrets/" in (ROOT / ".gitignore").read_text().splitlines()
+    result = subprocess.run([kubectl(), "kustomize", str(K8S / "quickstart")], capture_output=True, text=True,
+                            check=False, cwd=tmp_path)  # fmt: skip
+    if not (K8S / "quickstart" / "secrets").exists():  # the step not run: kustomize says what is missing
+        assert result.returncode != 0 and "postgres.env" in result.stderr
+    passwords = set()
+    for run in ("one", "two"):
+        shutil.copytree(ROOT / "deploy", tmp_path / run / "deploy", ignore=shutil.ignore_patterns("secrets"))
+        make_quickstart_secrets(tmp_path / run / "deploy")
+        made = tmp_path / run / "deploy" / "k8s" / "quickstart" / "secrets"
+        passwords.add((made / "postgres.env").read_text())
+        assert (made / "postgres.env").stat().st_mode & 0o777 == 0o600
+    assert len(passwords) == 2  # random: every quick start its own
+    before = (made / "tide.env").read_text()
+    make_quickstart_secrets(tmp_path / "two" / "deploy")  # run again: kept (the database has that password)
+    assert (made / "tide.env").read_text() == before
 
 
 def dockerfile() -> list[tuple[str, str]]:
@@ -461,8 +503,9 @@ def test_the_image_set_as_documented_reaches_every_tide_workload(tmp_path: Path)
     match = re.fullmatch(r"cd (\S+) && kustomize edit set image (\S+) && cd -", line)
     assert match is not None, line
     directory, argument = match.groups()
-    shutil.copytree(ROOT / "deploy", tmp_path / "deploy")
+    shutil.copytree(ROOT / "deploy", tmp_path / "deploy", ignore=shutil.ignore_patterns("secrets"))
     set_image(tmp_path / directory, argument)
+    make_quickstart_secrets(tmp_path / "deploy")
     applied = step("kubectl apply -k").split()[-1]
     for path in (tmp_path / "deploy" / "k8s", tmp_path / applied):
         images = workload_images(render(path))
@@ -476,7 +519,7 @@ def container_env(objects: list[dict[str, Any]], deployment: str) -> dict[str, s
     workload = by_kind(objects, "Deployment")[deployment]
     container = workload["spec"]["template"]["spec"]["containers"][0]
     data = {
-        name: {**o.get("data", {}), **o.get("stringData", {})}
+        name: secret_data(o) if o["kind"] == "Secret" else {**o.get("data", {})}
         for o in objects
         if o["kind"] in ("ConfigMap", "Secret")
         for name in [o["metadata"]["name"]]
