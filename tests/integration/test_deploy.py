@@ -405,14 +405,26 @@ def dockerfile() -> list[tuple[str, str]]:
 
 def test_the_image_installs_the_service_without_torch() -> None:
     steps = dockerfile()
-    assert steps[0] == ("FROM", "python:3.11-slim")
-    installs = [arg for op, arg in steps if op == "RUN" and "pip install" in arg]
-    assert installs == ["pip install /src && rm -rf /src"]  # no [train] extra: no torch, no matplotlib
-    for op, arg in steps:
+    starts = [i for i, (op, _) in enumerate(steps) if op == "FROM"]
+    assert len(starts) == 2, starts  # a builder, and the image that runs
+    builder, final = steps[starts[0] : starts[1]], steps[starts[1] :]
+    base, _, name = builder[0][1].partition(" AS ")
+    assert name == "builder" and final[0] == ("FROM", base)
+    # pinned by digest (and a full version for people): a rebuild gets the same base
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+@sha256:[0-9a-f]{64}", base), base
+    installs = [arg for op, arg in builder if op == "RUN" and "pip install" in arg]
+    assert len(installs) == 1 and "pip install /src " in installs[0]  # no [train] extra: no torch
+    assert "uninstall -y pip setuptools wheel" in installs[0]
+    assert not [arg for op, arg in final if "pip install" in arg]  # nothing is built or installed there
+    assert any(op == "RUN" and "pip uninstall -y pip setuptools wheel" in arg for op, arg in final)
+    assert ("COPY", "--from=builder /opt/tide /opt/tide") in final
+    for op, arg in builder:
         if op == "COPY":
             *sources, _ = arg.split()
             assert all((ROOT / s).exists() for s in sources), arg
-    assert ("USER", "10001:10001") in steps and ("ENTRYPOINT", '["tide"]') in steps
+    assert ("USER", "10001:10001") in final and ("ENTRYPOINT", '["tide"]') in final
+    env = next(arg for op, arg in final if op == "ENV")
+    assert "PATH=/opt/tide/bin:$PATH" in env.split()
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert not [d for d in dependencies if re.match(r"(torch|matplotlib)\b", d)]
     script = """
