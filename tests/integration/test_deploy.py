@@ -221,6 +221,19 @@ def test_the_rbac_table_of_the_docs_is_the_manifests(base: list[dict[str, Any]])
                 assert f"{resource} {'/'.join(sorted(rule['verbs']))}" in row, (resource, row)
 
 
+def test_the_documented_clusterrole_for_project_namespaces_is_the_jobs_role(
+    base: list[dict[str, Any]],
+) -> None:
+    docs = (ROOT / "docs" / "kubernetes.md").read_text()
+    section = docs.split("\n## Tenancy: namespaces per project, TLS\n", 1)[1].split("\n## ", 1)[0]
+    (role,) = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)]
+    kubernetes_validate.validate(role, SCHEMA, strict=True)
+    assert role["kind"] == "ClusterRole"
+    assert role["rules"] == by_kind(base, "Role")["tide-jobs"]["rules"]
+    binding = next(line for line in section.splitlines() if "create rolebinding" in line)
+    assert f"--clusterrole={role['metadata']['name']}" in binding and "--serviceaccount=tide:tide" in binding
+
+
 def test_the_deployment_runs_the_kubernetes_executor_in_the_jobs_namespace(
     base: list[dict[str, Any]],
 ) -> None:
@@ -311,6 +324,24 @@ def test_every_setting_is_documented(example: list[dict[str, Any]]) -> None:
     assert serve_envvars() == documented | elsewhere
     for name in elsewhere:
         assert f"`{name}`" in section, name
+
+
+def test_the_example_serves_https_through_an_ingress_with_a_managed_certificate(
+    example: list[dict[str, Any]],
+) -> None:
+    ingress = by_kind(example, "Ingress")["tide"]
+    service = by_kind(example, "Service")["tide"]
+    assert ingress["metadata"]["namespace"] == service["metadata"]["namespace"] == "acme-tide"
+    assert "cert-manager.io/cluster-issuer" in ingress["metadata"]["annotations"]
+    (tls,) = ingress["spec"]["tls"]
+    (rule,) = ingress["spec"]["rules"]
+    assert rule["host"] in tls["hosts"] and tls["secretName"]
+    (path,) = rule["http"]["paths"]
+    backend = path["backend"]["service"]
+    assert backend["name"] == "tide" and backend["port"]["name"] in {
+        p["name"] for p in service["spec"]["ports"]
+    }
+    assert path["path"] == "/" and path["pathType"] == "Prefix"
 
 
 def test_prometheus_scrapes_every_pod_where_the_docs_say(base: list[dict[str, Any]]) -> None:

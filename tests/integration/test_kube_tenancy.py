@@ -22,7 +22,7 @@ from kubefake import FakeKubeApi
 from kubefake.harness import IMAGE, NAMESPACE, kube_executor, wait_for
 from servicekit import RunningService
 
-from scheduler.executors.base import Announcement, LaunchSpec
+from scheduler.executors.base import Announcement, LaunchDeferred, LaunchSpec
 from scheduler.executors.kube import names, tenancy
 from scheduler.executors.kubernetes import KubernetesExecutor
 
@@ -159,6 +159,18 @@ def test_each_project_in_a_namespace_of_its_own(api: FakeKubeApi, tmp_path: Path
         assert set(again.observe()) == {2}
     finally:
         again.close()
+
+
+def test_a_project_whose_namespace_is_missing_waits(api: FakeKubeApi, tmp_path: Path) -> None:
+    executor = kube_executor(api, tmp_path, namespace_per_project=True)
+    missing = 'namespaces "tide-team-c" not found'
+    api.fail("POST", "/namespaces/tide-team-c/services$", 404, reason="NotFound", message=missing)
+    try:
+        with pytest.raises(LaunchDeferred, match=f"refused service .* for now \\(404\\): {missing}"):
+            executor.start(spec("team-c", "train", 1, 0))
+        assert api.pods("tide-team-c") == []
+    finally:
+        executor.close()
 
 
 def test_project_namespaces_are_valid_names() -> None:
