@@ -272,6 +272,9 @@ class KubernetesExecutor:
             record = self._track(obj)
             if record is not None and kind == "DELETED":
                 record.gone = True
+                if not record.stop_requested:  # deleted behind Tide's back: perhaps with its Service (the
+                    # garbage collector); the next pod of the job makes sure the owner it names exists
+                    self._owners.pop((record.project, record.job), None)
 
     # the Executor protocol --------------------------------------------------------------------------
     def nodes(self) -> tuple[Node, ...]:

@@ -83,6 +83,17 @@ def test_each_job_has_a_network_policy_and_its_objects_are_owned_by_its_service(
     assert set(objects(api, "networkpolicies")) == {names.service_name("b", "other")}
     assert names.service_name("a", "train") not in objects(api, "secrets")
 
+    # the job's next pod (a restart) gets its Service and policy made again, and names the new Service:
+    # a pod owned by the deleted one would be collected at once
+    wait_for(lambda: executor.observe()[1].exit_code is not None, what="the lost pod seen")
+    executor.forget(1)  # the master restarts while the worker's record is still there
+    executor.start(spec("a", "train", 4, 0))
+    again = objects(api, "services")[names.service_name("a", "train")]
+    assert again["metadata"]["uid"] != service["metadata"]["uid"]
+    pod = api.pod(NAMESPACE, names.pod_name("a", "train", 0, 4))
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == again["metadata"]["uid"]
+    assert names.service_name("a", "train") in objects(api, "networkpolicies")
+
 
 def test_the_policy_goes_with_the_jobs_last_pod_and_orphans_at_adoption(
     api: FakeKubeApi, executor: KubernetesExecutor, tmp_path: Path
