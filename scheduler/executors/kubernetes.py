@@ -387,7 +387,12 @@ class KubernetesExecutor:
         except ValueError as error:
             raise ExecutorError(str(error)) from error
         owner = self._ensure_owner(spec.project, spec.job, spec.replica_id)
-        obj = self._create_pod(tenancy.owned(body, owner), spec.replica_id)
+        try:
+            obj = self._create_pod(tenancy.owned(body, owner), spec.replica_id)
+        except ExecutorError as error:  # refused (for good, or for now): said on the job's Service too
+            refusal = Announcement("refused", spec.project, spec.job, (spec.index,), str(error))
+            self.events.post(event_body(owner, refusal, time.time()))
+            raise
         self.backoff.clear(spec.replica_id)
         with self._lock:
             record = self._replicas.get(spec.replica_id)

@@ -119,6 +119,22 @@ def test_the_policy_goes_with_the_jobs_last_pod_and_orphans_at_adoption(
         later.close()
 
 
+def test_a_refused_pod_is_an_event_on_the_jobs_service(
+    api: FakeKubeApi, executor: KubernetesExecutor
+) -> None:
+    quota = 'pods "{name}" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=1'
+    api.fail("POST", "/pods$", 403, reason="Forbidden", message=quota)
+    with pytest.raises(LaunchDeferred):
+        executor.start(spec("a", "train", 1, 0))
+    executor.events.flush()
+    (event,) = objects(api, "events").values()
+    service = objects(api, "services")[names.service_name("a", "train")]
+    assert (event["reason"], event["type"]) == ("TideRefused", "Warning")
+    assert event["involvedObject"]["kind"] == "Service"
+    assert event["involvedObject"]["uid"] == service["metadata"]["uid"]
+    assert "exceeded quota" in event["message"]
+
+
 def test_a_refused_policy_fails_the_job_with_the_api_servers_words(
     api: FakeKubeApi, executor: KubernetesExecutor
 ) -> None:

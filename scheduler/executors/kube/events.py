@@ -2,7 +2,8 @@
 
 Contract: ``event_body(pod, announcement, now)`` is a core/v1 Event about one pod (``involvedObject``: its
 name, namespace and uid), reason ``Tide<Kind>`` (``TideStart``, ``TideGrow``, ``TideShrink``, ``TideEvict``,
-``TideFailed``, ...), the decision's reason text as its message, type ``Warning`` for what takes GPUs away
+``TideFailed``, ...; ``TideRefused`` on the job's Service when the API refused one of its pods), the
+decision's reason text as its message, type ``Warning`` for what takes GPUs away
 from a job against its will (an eviction, a shrink by reclaim, preemption, a limit, a quota, a lost node)
 and a job that failed, ``Normal`` otherwise; source component ``tide``. ``EventPoster`` posts them from
 a thread of its own, so the cycle never waits on the API server: ``post(body)`` only queues (and drops
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 Body = dict[str, Any]
 COMPONENT = "tide"
 AGAINST_ITS_WILL = {"reclaim", "preempt", "limit", "quota", "node"}
-WARNING_KINDS = {"evict", "failed"}
+WARNING_KINDS = {"evict", "failed", "refused"}
 MAX_MESSAGE = 1024
 
 
@@ -44,9 +45,10 @@ def event_type(announcement: Announcement) -> str:
     return "Normal"
 
 
-def event_body(pod: Body, announcement: Announcement, now: float) -> Body:
-    """A core/v1 Event about ``pod`` (its ``metadata``: name, namespace, uid) saying ``announcement``."""
-    meta = pod["metadata"]
+def event_body(obj: Body, announcement: Announcement, now: float) -> Body:
+    """A core/v1 Event about ``obj`` (a pod unless its ``kind`` says otherwise; its ``metadata``: name,
+    namespace, uid) saying ``announcement``."""
+    meta = obj["metadata"]
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1",
@@ -54,7 +56,7 @@ def event_body(pod: Body, announcement: Announcement, now: float) -> Body:
         "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": meta["namespace"]},
         "involvedObject": {
             "apiVersion": "v1",
-            "kind": "Pod",
+            "kind": obj.get("kind") or "Pod",
             "name": meta["name"],
             "namespace": meta["namespace"],
             "uid": meta["uid"],
