@@ -4,7 +4,8 @@ Contract: methods map one to one onto endpoints and return ``api.client.client_t
 with the fields of ``api.server.schemas``' models); a non-2xx answer raises ``TideAPIError`` carrying the status
 and the server's message (and a 422's problems one by one, each with the field it names); a 2xx answer that is not what the API documents raises ``ValueError``. Bodies
 are plain mappings (the JSON the API documents). Pass ``http`` to reuse a client (e.g. one
-over ``api.server.testing.ASGIBridge``); otherwise one is built for ``base_url``, which may be the server's root
+over ``api.server.testing.ASGIBridge``); otherwise one is built for ``base_url`` (``ca``: a PEM CA bundle that
+signed an https server's certificate, instead of the system's), which may be the server's root
 or its API root as ``tide serve`` prints it (``.../api/v1``, see ``api.shared.paths.api_root``).
 
 Light on purpose: the CLI imports this on every command, so it imports httpx and the standard library and
@@ -14,6 +15,7 @@ holds it to that).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -84,13 +86,16 @@ class TideClient:
         *,
         http: httpx.Client | None = None,
         timeout: float = 30,
+        ca: str | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._owned = http is None
         root = api_root(base_url)
         # a plain-http service needs no certificates: loading the CA bundle cost every CLI command ~25 ms
         # (the client only ever requests paths under ``root``, and follows no redirects)
-        verify = not root.lower().startswith("http://")
+        verify: bool | ssl.SSLContext = not root.lower().startswith("http://")
+        if ca is not None and verify:  # an https service whose certificate this CA bundle signed
+            verify = ssl.create_default_context(cafile=ca)
         self.http = http or httpx.Client(base_url=root, timeout=timeout, verify=verify)
         self.headers = headers
         self.prefix = API_PREFIX

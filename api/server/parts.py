@@ -41,6 +41,7 @@ def kube_settings(settings: Settings) -> KubeSettings:
         checkpoint_claim=settings.checkpoint_claim,
         topology_key=settings.topology_key,
         agent_url=settings.agent_url,
+        namespace_per_project=settings.namespace_per_project,
     )
 
 

@@ -13,7 +13,9 @@ the server and its token without flags. ``--log-format json`` writes one JSON ob
 (``api.server.logs``). Listening beyond loopback (``--host 0.0.0.0``) is refused (exit 2, with the reason) while
 the admin token or ``TIDE_METRICS_TOKEN`` is shorter than 32 characters (docs/security.md).
 ``--executor memory`` starts no processes (replicas are records: trials and benchmarks at cluster scale,
-``bench/live_scale.py``) and listens on loopback only.
+``bench/live_scale.py``) and listens on loopback only. ``--tls-cert``/``--tls-key`` (both or neither, a pair
+that loads) serve HTTPS; the CLI then needs the certificate's CA (``--ca`` or ``TIDE_CA_BUNDLE``) unless a
+CA it trusts signed it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ipaddress
 import itertools
 import json
 import os
+import ssl
 import time
 
 import typer
@@ -46,7 +49,7 @@ DATABASE_RETRY_S = 2.0  # between tries to reach a database that does not answer
 
 
 def _banner(settings: Settings, token: str, created: bool) -> str:
-    url = f"http://{settings.host}:{settings.port}"
+    url = f"{'https' if settings.tls_cert is not None else 'http'}://{settings.host}:{settings.port}"
     lines = [
         f"Tide API:      {url}/api/v1",
         f"API docs:      {url}/docs",
@@ -97,12 +100,21 @@ def run(options: ServeOptions) -> None:
     typer.echo(_banner(settings, token, created) + (f"\nKubernetes:    {where}" if where else ""))
     if settings.executor == "kubernetes":
         typer.echo(_resizes(settings))
+    scheme = "https" if settings.tls_cert is not None else "http"
     (settings.data_dir / SERVER_FILE).write_text(
-        json.dumps({"url": f"http://{settings.host}:{settings.port}"})
+        json.dumps({"url": f"{scheme}://{settings.host}:{settings.port}"})
     )
     app = create_app(settings)  # the engine in a process of its own (settings.engine_process)
     level = settings.log_level.lower()
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=level, log_config=None)  # logs: ours
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=level,
+        log_config=None,  # logs: ours
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
+    )
 
 
 def is_loopback(host: str) -> bool:
@@ -160,6 +172,7 @@ def _check_executor(settings: Settings) -> None:
         "--topology-key": settings.topology_key,
         "--checkpoint-claim": settings.checkpoint_claim,
         "--agent-url": settings.agent_url,
+        "--namespace-per-project": settings.namespace_per_project or None,
     }
     if settings.agent_url is not None and not settings.agent_url.startswith(("http://", "https://")):
         raise typer.BadParameter(
@@ -167,11 +180,33 @@ def _check_executor(settings: Settings) -> None:
             "http://tide.tide.svc",
             param_hint="--agent-url",
         )
+    _check_tls(settings)
     given = [flag for flag, value in kube_only.items() if value is not None]
     if settings.executor != "kubernetes" and given:
         raise typer.BadParameter(
             f"{', '.join(given)} only apply to --executor kubernetes", param_hint="--executor"
         )
+
+
+def _check_tls(settings: Settings) -> None:
+    """--tls-cert and --tls-key come together, name readable files, and make a certificate that loads."""
+    cert, key = settings.tls_cert, settings.tls_key
+    if (cert is None) != (key is None):
+        raise typer.BadParameter(
+            "give both --tls-cert and --tls-key (the certificate and its private key), or neither",
+            param_hint="--tls-cert" if cert is None else "--tls-key",
+        )
+    if cert is None or key is None:
+        return
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise typer.BadParameter(f"{path} is not a file", param_hint=flag)
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as error:
+        raise typer.BadParameter(
+            f"cannot load the certificate {cert} with the key {key}: {error}", param_hint="--tls-cert"
+        ) from error
 
 
 def _connect_kubernetes(executor: Executor) -> str:
@@ -190,7 +225,8 @@ def _connect_kubernetes(executor: Executor) -> str:
     gpus = sum(n.gpus for n in nodes)
     usable = sum(1 for n in nodes if n.schedulable)
     return (
-        f"{executor.connection.where}; jobs in namespace {executor.namespace}; "
+        f"{executor.connection.where}; jobs in namespace "
+        f"{'tide-<project> (one per project)' if executor.settings.namespace_per_project else executor.namespace}; "
         f"{len(nodes)} GPU nodes ({usable} schedulable), {gpus} GPUs"
     )
 

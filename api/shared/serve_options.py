@@ -123,6 +123,11 @@ class ServeOptions:
             least=0,
         ),
     )
+    tls_cert: Path | None = field(
+        default=None,
+        metadata=option("PEM certificate (chain) to serve HTTPS with, with --tls-key (default: plain HTTP)."),
+    )
+    tls_key: Path | None = field(default=None, metadata=option("PEM private key of --tls-cert."))
     log_level: str = field(default="info", metadata=option("debug, info, warning."))
     log_format: str = field(default="text", metadata=option("text, or json: one object per line."))
     # the kubernetes executor (docs/kubernetes.md); None means its default
@@ -142,6 +147,13 @@ class ServeOptions:
     )
     checkpoint_claim: str | None = field(
         default=None, metadata=option(KUBE + "PVC mounted in every job pod.")
+    )
+    namespace_per_project: bool = field(
+        default=False,
+        metadata=option(
+            KUBE + "each project's jobs in namespace tide-<project> (made, with Tide's RoleBinding, by the "
+            "admin) instead of --namespace."
+        ),
     )
     agent_url: str | None = field(  # None: job pods keep their size (no in-place resizes)
         default=None,

@@ -50,6 +50,7 @@ from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import over_quota
 from scheduler.elastic import notice
 from scheduler.elastic.environment import EnvBuilder
+from scheduler.engine.announce import Announcer
 from scheduler.engine.eta_store import gather, store
 from scheduler.engine.eta_worker import EtaWorker
 from scheduler.engine.leader import Leadership, leadership_for
@@ -141,6 +142,7 @@ class Engine:
         self.stopping = 0
         self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
+        self.announcer = Announcer(executor)  # decisions shown where jobs run (Kubernetes Events)
         self._expired_at = -math.inf  # the last removal of expired finished jobs
         self._lock = threading.Lock()
         self._wake: asyncio.Event | None = None
@@ -171,6 +173,9 @@ class Engine:
     def _take_over(self) -> None:
         log.info("this service is now the leader: adopting running replicas")
         self.executor.adopt()
+        if self.announcer.active:
+            with self.db.read() as session:
+                self.announcer.start(session)
         self._synced_nodes = None
         self._sync_nodes()
         self.role = "leader"
@@ -233,6 +238,9 @@ class Engine:
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
+        if self.announcer.active:
+            with self.db.read() as session:
+                self.announcer.after_cycle(session)
         self.cycles += 1
         self.last_cycle_at = self.clock()
         self.last_cycle_seconds = time.perf_counter() - started

@@ -13,7 +13,7 @@ returned, ``-N`` killed by signal N, ``LOST_EXIT_CODE`` when the process vanishe
 
 What an executor can do beyond that is declared, never probed: ``capabilities`` (a ``Capabilities``) says
 which of the engine's restart strategies and notices it supports; ``put_agent_token`` does nothing on an
-executor without ``inplace_restarts``. ``start`` raises ``ExecutorError`` for a replica that cannot start
+executor without ``inplace_restarts``, ``announce`` nothing on one without ``announcements``. ``start`` raises ``ExecutorError`` for a replica that cannot start
 (its job fails with the message) and ``LaunchDeferred`` for one that cannot start yet (it waits).
 """
 
@@ -56,6 +56,20 @@ class LaunchSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Announcement:
+    """One of Tide's decisions about a job, for an executor that shows them where it runs (Kubernetes
+    Events on the job's pods): an event's ``kind`` (start, grow, shrink, evict, restart, failed, ...), the
+    job, the replica indexes it concerns (none: the whole job), its reason text and its cause, if any."""
+
+    kind: str
+    project: str
+    job: str
+    replicas: tuple[int, ...]
+    reason: str
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """One replica as the executor sees it now. ``exit_code`` is None while it runs."""
 
@@ -84,11 +98,14 @@ class Capabilities:
     ``inplace_restarts``: a torchrun job's replicas run Tide's agent, which relaunches training in place on a
     resize (``scheduler.elastic.inplace``); the job's agent token goes through ``put_agent_token``.
     ``preemption_notices``: ``notify`` delivers a preemption notice to any replica.
+    ``announcements``: ``announce`` shows Tide's decisions where the replicas run (Kubernetes Events); the
+    engine passes each new event of its log to it after the cycle's launches.
     """
 
     coordinated_restarts: bool = False
     inplace_restarts: bool = False
     preemption_notices: bool = False
+    announcements: bool = False
 
 
 class Executor(Protocol):
@@ -120,6 +137,11 @@ class Executor(Protocol):
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:
         """Give ``project/job``'s agents their token (``inplace_restarts``; a no-op elsewhere)."""
+        ...
+
+    def announce(self, announcement: Announcement) -> None:
+        """Show one of Tide's decisions where the job runs (``announcements``; a no-op elsewhere). Never
+        raises: a decision stands whether or not it could be shown."""
         ...
 
     def close(self) -> None: ...

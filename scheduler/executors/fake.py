@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scheduler.core.model import Node
-from scheduler.executors.base import Capabilities, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.base import Announcement, Capabilities, ExecutorError, LaunchSpec, Observation
 
 
 class OverAllocationError(ExecutorError):
@@ -121,6 +121,9 @@ class FakeExecutor:
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:
         """No agents run in memory."""
+
+    def announce(self, announcement: Announcement) -> None:
+        """Nothing shows decisions here but Tide's own event log."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -4,7 +4,11 @@ Contract (see ``base.Executor``):
 
 - ``start`` creates the replica's Pod (``kube/podspec.py``: ``spec.nodeName``, ``nvidia.com/gpu`` limits,
   the engine's environment plus the rendezvous address, labels ``tide.dev/*``) after making sure the
-  job's headless Service exists. Pod names are deterministic per replica id, so a create that answers
+  job's headless Service and NetworkPolicy exist (``kube/tenancy.py``: ingress to the job's pods from its
+  own pods only). The Service is the job's owner object: the pods, the NetworkPolicy and the agent's
+  Secret carry an ownerReference to it (``blockOwnerDeletion`` false), so Kubernetes' garbage collector
+  removes them should Tide miss them. Each project's jobs go to the jobs namespace, or with
+  ``namespace_per_project`` to ``tide-<project>`` (made, with Tide's RoleBinding, by the admin). Pod names are deterministic per replica id, so a create that answers
   409 ``AlreadyExists`` (an earlier attempt that timed out, or a pod from before a restart) adopts that pod:
   a replica never gets two pods. A pod (or Service) the API refuses is judged by ``kube/refusals.py``: an
   invalid body or an admission's 403 is an ``ExecutorError`` (the job fails with the API's message), a
@@ -16,12 +20,15 @@ Contract (see ``base.Executor``):
   (``api.server.routes.agent`` reads the replica's ``noticed_at``) and passes SIGUSR1 to its training; the engine
   gives notices to such pods only (``scheduler.elastic.notice.reaches``), a plain pod gets none.
 - ``observe`` answers from memory, kept current by two watches (``kube/reflector.py``): the pods labelled
-  ``app.kubernetes.io/managed-by=tide`` in the jobs namespace and the Node objects (``--node-selector``);
+  ``app.kubernetes.io/managed-by=tide`` in the jobs namespace (every namespace, with namespaces per
+  project) and the Node objects (``--node-selector``);
   a third watches every pod, so that GPUs other workloads hold are not offered (``kube/inventory.py``).
   Without a node selector (Tide's GPU pool) it warns once, at the first call: it then places on every node.
   A replica's pod that ended reports its exit code; one that vanished reports how (``kube/status.py``).
 - ``forget`` deletes the pod of a replica that ended (saving its log first, under ``DATA/logs`` like the
-  local executor) and the job's Service once no replica of the job is left.
+  local executor) and the job's Service and NetworkPolicy once no replica of the job is left.
+- ``announce`` posts Tide's decisions as Events on the job's pods (``kube/events.py``: from a thread,
+  rate-limited, never failing anything).
 - ``adopt`` is the first list: every pod with Tide's labels is known again after a restart, and
   Services (and Secrets) without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
 - With an ``agent_url`` (``capabilities.inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +50,18 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.model import Node
-from scheduler.executors.base import Capabilities, ExecutorError, LaunchDeferred, LaunchSpec, Observation
-from scheduler.executors.kube import names, podspec, refusals
+from scheduler.executors.base import (
+    Announcement,
+    Capabilities,
+    ExecutorError,
+    LaunchDeferred,
+    LaunchSpec,
+    Observation,
+)
+from scheduler.executors.kube import names, podspec, refusals, tenancy
 from scheduler.executors.kube.agent_secrets import AgentSecrets
 from scheduler.executors.kube.config import Connection, KubeSettings, connect
+from scheduler.executors.kube.events import EventPoster, event_body
 from scheduler.executors.kube.inventory import Inventory
 from scheduler.executors.kube.logs import PodLogs
 from scheduler.executors.kube.reflector import Reflector
@@ -54,6 +70,7 @@ from scheduler.executors.kube.status import PodView, ReplicaRecord, identity
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+MAX_EVENTS_PER_DECISION = 16  # Events posted for one decision: a big job's pods beyond these get none
 NO_POOL = (
     "no --node-selector: Tide places replicas on every node with GPUs. Name Tide's GPU pool "
     "(e.g. --node-selector tide.dev/pool=gpu) so that other schedulers do not bind pods to the same GPUs "
@@ -77,18 +94,17 @@ class KubernetesExecutor:
         self.settings = settings
         self.retrier = retrier or Retrier()
         self.backoff = backoff or refusals.Backoff()  # replicas whose pod was refused for now
-        self.logs = PodLogs(self._core, lambda: self.namespace, self._timeout, data_dir)
+        self.logs = PodLogs(self._core, self._timeout, data_dir)
         self._grace = grace_period
         self._connection = connection
         self._replicas: dict[int, ReplicaRecord] = {}
         self._forgotten: set[str] = set()  # uids of pods whose replica was forgotten
-        self._services: set[tuple[str, str]] = set()
+        self._owners: dict[tuple[str, str], Obj] = {}  # each job's Service, as the API answered it
         self._lock = threading.RLock()
         self._start_lock = threading.Lock()
         self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS, settings.topology_key)
-        self.secrets = AgentSecrets(
-            self._core, lambda: self.namespace, self._timeout, self.retrier, self._to_dict
-        )
+        self.secrets = AgentSecrets(self._core, self._timeout, self.retrier, self._to_dict)
+        self.events = EventPoster(self._post_event)
         self.pod_watch: Reflector | None = None
         self.node_watch: Reflector | None = None
         self.holdings_watch: Reflector | None = None  # every pod: GPUs other workloads hold
@@ -101,7 +117,7 @@ class KubernetesExecutor:
     @property
     def capabilities(self) -> Capabilities:
         """With an agent URL, job pods run Tide's agent: a torchrun job relaunches in place on a resize."""
-        return Capabilities(inplace_restarts=self.settings.agent_url is not None)
+        return Capabilities(inplace_restarts=self.settings.agent_url is not None, announcements=True)
 
     @property
     def connection(self) -> Connection:
@@ -113,10 +129,25 @@ class KubernetesExecutor:
     def namespace(self) -> str:
         return self.connection.namespace
 
+    def namespace_of(self, project: str) -> str:
+        """Where ``project``'s jobs run: ``tide-<project>`` with namespaces per project, else the jobs namespace."""
+        if self.settings.namespace_per_project:
+            return tenancy.project_namespace(project)
+        return self.namespace
+
+    def _is_own(self, namespace: str, project: str | None) -> bool:
+        """Whether a managed pod in ``namespace`` of ``project`` is this Tide's (not another Tide's)."""
+        if project is None:
+            return False
+        return namespace == self.namespace_of(project)
+
     @property
     def options(self) -> podspec.PodOptions:
+        return self.options_for(None)
+
+    def options_for(self, project: str | None) -> podspec.PodOptions:
         return podspec.PodOptions(
-            namespace=self.namespace,
+            namespace=self.namespace if project is None else self.namespace_of(project),
             default_image=self.settings.default_image,
             grace_period=self._grace,
             checkpoint_claim=self.settings.checkpoint_claim,
@@ -151,10 +182,11 @@ class KubernetesExecutor:
                 selector=self.settings.node_selector,
                 **common,  # type: ignore[arg-type]
             )
+            every = self.settings.namespace_per_project
             pod_watch = Reflector(
-                f"pods in {self.namespace}",
-                core.list_namespaced_pod,
-                (self.namespace,),
+                "Tide's pods in all namespaces" if every else f"pods in {self.namespace}",
+                core.list_pod_for_all_namespaces if every else core.list_namespaced_pod,
+                () if every else (self.namespace,),
                 on_list=self._on_pod_list,
                 on_event=self._on_pod_event,
                 selector=names.MANAGED_SELECTOR,
@@ -163,7 +195,7 @@ class KubernetesExecutor:
             if self.settings.node_selector is None:
                 log.warning(NO_POOL)
             node_watch.start()
-            self.inventory.own_namespace = self.namespace
+            self.inventory.is_own = self._is_own
             self.holdings_watch = self._watch_holdings(core, common)
             pod_watch.start()
             self.node_watch, self.pod_watch = node_watch, pod_watch
@@ -193,6 +225,7 @@ class KubernetesExecutor:
         return holdings
 
     def close(self) -> None:
+        self.events.close()
         for reflector in (self.pod_watch, self.holdings_watch, self.node_watch):
             if reflector is not None:
                 reflector.stop()
@@ -207,6 +240,9 @@ class KubernetesExecutor:
         view = PodView.of(obj)
         if view is None or view.uid in self._forgotten:
             return None
+        meta = obj["metadata"]
+        if not self._is_own(meta.get("namespace") or "", (meta.get("labels") or {}).get(names.PROJECT)):
+            return None  # another Tide's, in a namespace that is not where this Tide puts the project
         record = self._replicas.get(view.replica_id)
         if record is not None and record.view.uid != view.uid:
             if not record.gone:
@@ -236,6 +272,9 @@ class KubernetesExecutor:
             record = self._track(obj)
             if record is not None and kind == "DELETED":
                 record.gone = True
+                if not record.stop_requested:  # deleted behind Tide's back: perhaps with its Service (the
+                    # garbage collector); the next pod of the job makes sure the owner it names exists
+                    self._owners.pop((record.project, record.job), None)
 
     # the Executor protocol --------------------------------------------------------------------------
     def nodes(self) -> tuple[Node, ...]:
@@ -243,27 +282,86 @@ class KubernetesExecutor:
         return self.inventory.nodes()
 
     def adopt(self) -> None:
-        """Pods were listed when the watches started; remove Services of jobs that have no pod left."""
+        """Pods were listed when the watches started; remove the Services, NetworkPolicies (and agents'
+        Secrets) of jobs that have no pod left: in the jobs namespace, or with namespaces per project in
+        those of the projects that have pods (elsewhere Kubernetes' garbage collector removes what a
+        deleted Service owned)."""
         self._ensure_started()
         with self._lock:
-            log.info("adopted %d pods in namespace %s", len(self._replicas), self.namespace)
             jobs = {(r.project, r.job) for r in self._replicas.values()}
-        answer = self.retrier.call(
+        spaces = (
+            sorted({self.namespace_of(project) for project, _ in jobs})
+            if self.settings.namespace_per_project
+            else [self.namespace]
+        )
+        log.info("adopted %d pods in namespaces %s", len(self._replicas), ", ".join(spaces) or "(none)")
+        for namespace in spaces:
+            self._remove_orphans(namespace, jobs)
+
+    def _remove_orphans(self, namespace: str, jobs: set[tuple[str, str]]) -> None:
+        def orphans(answer: Any) -> list[str]:
+            found = []
+            for item in self._to_dict(answer).get("items") or []:
+                labels = item["metadata"].get("labels") or {}
+                if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
+                    found.append(item["metadata"]["name"])
+            return found
+
+        services = self.retrier.call(
             "list services",
             lambda: self._core().list_namespaced_service(
-                self.namespace, label_selector=names.MANAGED_SELECTOR, _request_timeout=self._timeout()
+                namespace, label_selector=names.MANAGED_SELECTOR, _request_timeout=self._timeout()
             ),
         )
-        for service in self._to_dict(answer).get("items") or []:
-            labels = service["metadata"].get("labels") or {}
-            if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
-                self._delete_service(service["metadata"]["name"])
+        for name in orphans(services):
+            self._delete_service(name, namespace)
+        policies = self.retrier.call(
+            "list network policies",
+            lambda: self._networking().list_namespaced_network_policy(
+                namespace, label_selector=names.MANAGED_SELECTOR, _request_timeout=self._timeout()
+            ),
+        )
+        for name in orphans(policies):
+            self._delete_policy(name, namespace)
         if self.capabilities.inplace_restarts:
-            self.secrets.remove_orphans(jobs)
+            self.secrets.remove_orphans(jobs, namespace)
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:
-        """The job's Secret holds ``token``: made now, or replaced (a job of the same name may have left one)."""
-        self.secrets.put(podspec.secret_body(project, job, token, self.options))
+        """The job's Secret holds ``token``: made now, or replaced (a job of the same name may have left one).
+        Owned by the job's Service when it exists already."""
+        body = podspec.secret_body(project, job, token, self.options_for(project))
+        try:
+            owner: Obj | None = self._ensure_owner(project, job, None)
+        except (ApiException, ExecutorError) as error:  # the pods' start will say why; the Secret goes on
+            log.info("the Secret of %s/%s has no owner: %s", project, job, error)
+            owner = None
+        self.secrets.put(tenancy.owned(body, owner))
+
+    def announce(self, announcement: Announcement) -> None:
+        """An Event on each of the job's pods the decision concerns (all of them when it names none); a pod
+        already gone still gets it (``kubectl get events`` shows it)."""
+        with self._lock:
+            pods = [
+                r.view
+                for r in self._replicas.values()
+                if (r.project, r.job) == (announcement.project, announcement.job)
+            ]
+            records = {r.view.uid: r for r in self._replicas.values()}
+        chosen = [p for p in pods if records[p.uid].index in announcement.replicas] or pods
+        now = time.time()
+        for view in chosen[:MAX_EVENTS_PER_DECISION]:
+            metadata = {
+                "name": view.name,
+                "namespace": self.namespace_of(announcement.project),
+                "uid": view.uid,
+            }
+            self.events.post(event_body({"metadata": metadata}, announcement, now))
+
+    def _post_event(self, body: Obj) -> None:
+        namespace = body["metadata"]["namespace"]
+        self._core().create_namespaced_event(
+            namespace, client.CoreV1Event.model_validate(body), _request_timeout=self._timeout()
+        )
 
     def observe(self) -> dict[int, Observation]:
         self._ensure_started()
@@ -278,18 +376,23 @@ class KubernetesExecutor:
             if known is not None and not known.gone:
                 if known.view.name != name:
                     raise ExecutorError(
-                        f"pod {known.view.name} in namespace {self.namespace} claims replica id "
-                        f"{spec.replica_id}: it belongs to another Tide (one Tide per jobs namespace)"
+                        f"pod {known.view.name} in namespace {self.namespace_of(spec.project)} claims "
+                        f"replica id {spec.replica_id}: it belongs to another Tide (one Tide per jobs namespace)"
                     )
                 return known.observation()  # its pod exists: never a second one
             self._replicas.pop(spec.replica_id, None)
         self.backoff.check(spec.replica_id)
         try:
-            body = podspec.pod_body(spec, self.options, grace=spec.grace)
+            body = podspec.pod_body(spec, self.options_for(spec.project), grace=spec.grace)
         except ValueError as error:
             raise ExecutorError(str(error)) from error
-        self._ensure_service(spec.project, spec.job, spec.replica_id)
-        obj = self._create_pod(body, spec.replica_id)
+        owner = self._ensure_owner(spec.project, spec.job, spec.replica_id)
+        try:
+            obj = self._create_pod(tenancy.owned(body, owner), spec.replica_id)
+        except ExecutorError as error:  # refused (for good, or for now): said on the job's Service too
+            refusal = Announcement("refused", spec.project, spec.job, (spec.index,), str(error))
+            self.events.post(event_body(owner, refusal, time.time()))
+            raise
         self.backoff.clear(spec.replica_id)
         with self._lock:
             record = self._replicas.get(spec.replica_id)
@@ -300,32 +403,32 @@ class KubernetesExecutor:
             return record.observation()
 
     def _create_pod(self, body: Obj, replica_id: int) -> Obj:
-        name = body["metadata"]["name"]
+        name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
         core = self._core()
         try:
             created = self.retrier.call(
                 f"create pod {name}",
                 lambda: core.create_namespaced_pod(
-                    self.namespace, client.V1Pod.model_validate(body), _request_timeout=self._timeout()
+                    namespace, client.V1Pod.model_validate(body), _request_timeout=self._timeout()
                 ),
             )
             return dict(self._to_dict(created))
         except ApiException as error:
             if is_already_exists(error):
-                return self._adopt_existing(name, replica_id)
+                return self._adopt_existing(name, namespace, replica_id)
             raise self._refused(error, f"pod {name}", replica_id) from error
 
-    def _refused(self, error: ApiException, what: str, replica_id: int) -> Exception:
+    def _refused(self, error: ApiException, what: str, replica_id: int | None) -> Exception:
         """The error for a create the API refused (``kube/refusals.py``); a deferral starts its backoff."""
         judged = refusals.judge(error, what)
-        if isinstance(judged, LaunchDeferred):
+        if isinstance(judged, LaunchDeferred) and replica_id is not None:
             return self.backoff.defer(replica_id, judged)
         return judged
 
-    def _adopt_existing(self, name: str, replica_id: int) -> Obj:
+    def _adopt_existing(self, name: str, namespace: str, replica_id: int) -> Obj:
         found = self.retrier.call(
             f"read pod {name}",
-            lambda: self._core().read_namespaced_pod(name, self.namespace, _request_timeout=self._timeout()),
+            lambda: self._core().read_namespaced_pod(name, namespace, _request_timeout=self._timeout()),
         )
         obj: Obj = dict(self._to_dict(found))
         view = PodView.of(obj)
@@ -344,14 +447,14 @@ class KubernetesExecutor:
             record = self._replicas.get(replica_id)
             if record is None or record.gone or record.stop_requested or record.view.exit_code is not None:
                 return
-            name = record.view.name
+            name, namespace = record.view.name, self.namespace_of(record.project)
         self._save_log(record)
         seconds = podspec.grace_seconds(grace)
         try:
             answer = self.retrier.call(
                 f"delete pod {name}",
                 lambda: self._core().delete_namespaced_pod(
-                    name, self.namespace, grace_period_seconds=seconds, _request_timeout=self._timeout()
+                    name, namespace, grace_period_seconds=seconds, _request_timeout=self._timeout()
                 ),
             )
         except ApiException as error:
@@ -372,15 +475,18 @@ class KubernetesExecutor:
             if not record.gone:
                 self._forgotten.add(record.view.uid)
             others = any((r.project, r.job) == (record.project, record.job) for r in self._replicas.values())
+        namespace = self.namespace_of(record.project)
         if not record.gone:
             if not record.stop_requested:
                 self._save_log(record)
-            self._delete_pod_now(record.view.name)
+            self._delete_pod_now(record.view.name, namespace)
         if not others:
-            self._services.discard((record.project, record.job))
-            self._delete_service(names.service_name(record.project, record.job))
+            self._owners.pop((record.project, record.job), None)
+            name = names.service_name(record.project, record.job)
+            self._delete_policy(name, namespace)
+            self._delete_service(name, namespace)
             if self.capabilities.inplace_restarts:
-                self.secrets.delete(names.service_name(record.project, record.job))
+                self.secrets.delete(name, namespace)
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
         with self._lock:
@@ -391,46 +497,87 @@ class KubernetesExecutor:
             ]
         if live:
             newest = max(live, key=lambda r: r.view.replica_id)
-            text = self.logs.read(newest.view.name, tail)
+            text = self.logs.read(newest.view.name, self.namespace_of(project), tail)
             if text is not None:
                 return text
         return self.logs.saved(project, job, index, tail)
 
     # helpers ----------------------------------------------------------------------------------------
-    def _ensure_service(self, project: str, job: str, replica_id: int) -> None:
-        if (project, job) in self._services:
-            return
-        body = podspec.service_body(project, job, self.options)
+    def _networking(self) -> client.NetworkingV1Api:
+        return client.NetworkingV1Api(self.connection.api_client)
+
+    def _ensure_owner(self, project: str, job: str, replica_id: int | None) -> Obj:
+        """The job's headless Service (made, or read when it exists) and its NetworkPolicy, owned by it."""
+        known = self._owners.get((project, job))
+        if known is not None:
+            return known
+        body = podspec.service_body(project, job, self.options_for(project))
+        name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
         try:
-            self.retrier.call(
-                f"create service {body['metadata']['name']}",
+            answer = self.retrier.call(
+                f"create service {name}",
                 lambda: self._core().create_namespaced_service(
-                    self.namespace, client.V1Service.model_validate(body), _request_timeout=self._timeout()
+                    namespace, client.V1Service.model_validate(body), _request_timeout=self._timeout()
                 ),
             )
         except ApiException as error:
             if not is_already_exists(error):
-                raise self._refused(error, f"service {body['metadata']['name']}", replica_id) from error
-        self._services.add((project, job))
+                raise self._refused(error, f"service {name}", replica_id) from error
+            answer = self.retrier.call(
+                f"read service {name}",
+                lambda: self._core().read_namespaced_service(
+                    name, namespace, _request_timeout=self._timeout()
+                ),
+            )
+        owner: Obj = dict(self._to_dict(answer))
+        owner.setdefault("apiVersion", "v1")
+        owner.setdefault("kind", "Service")
+        policy = tenancy.owned(tenancy.network_policy_body(project, job, namespace), owner)
+        try:
+            self.retrier.call(
+                f"create network policy {name}",
+                lambda: self._networking().create_namespaced_network_policy(
+                    namespace, client.V1NetworkPolicy.model_validate(policy), _request_timeout=self._timeout()
+                ),
+            )
+        except ApiException as error:
+            if not is_already_exists(error):
+                raise self._refused(error, f"network policy {name}", replica_id) from error
+        self._owners[(project, job)] = owner
+        return owner
 
-    def _delete_pod_now(self, name: str) -> None:
+    def _delete_pod_now(self, name: str, namespace: str) -> None:
         self._delete(
             f"delete pod {name}",
             lambda: self._core().delete_namespaced_pod(
-                name, self.namespace, grace_period_seconds=0, _request_timeout=self._timeout()
+                name, namespace, grace_period_seconds=0, _request_timeout=self._timeout()
             ),
         )
 
-    def _delete_service(self, name: str) -> None:
+    def _delete_service(self, name: str, namespace: str) -> None:
         self._delete(
             f"delete service {name}",
-            lambda: self._core().delete_namespaced_service(
-                name, self.namespace, _request_timeout=self._timeout()
+            lambda: self._core().delete_namespaced_service(name, namespace, _request_timeout=self._timeout()),
+        )
+
+    def _delete_policy(self, name: str, namespace: str) -> None:
+        self._delete(
+            f"delete network policy {name}",
+            lambda: self._networking().delete_namespaced_network_policy(
+                name, namespace, _request_timeout=self._timeout()
             ),
         )
 
     def _save_log(self, record: ReplicaRecord) -> None:
-        self.logs.save(record.project, record.job, record.index, record.view.name, record.view.node)
+        namespace = self.namespace_of(record.project)
+        self.logs.save(
+            record.project,
+            record.job,
+            record.index,
+            record.view.name,
+            namespace=namespace,
+            node=record.view.node,
+        )
 
     def _delete(self, what: str, call: Any) -> None:
         try:

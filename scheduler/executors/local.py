@@ -54,7 +54,14 @@ from scheduler.elastic.agent.progress import read_progress
 from scheduler.elastic.agent.trace import trace
 from scheduler.elastic.torchrun_argv import argv_for, uses_torchrun
 from scheduler.executors import shim
-from scheduler.executors.base import LOST_EXIT_CODE, Capabilities, ExecutorError, LaunchSpec, Observation
+from scheduler.executors.base import (
+    LOST_EXIT_CODE,
+    Announcement,
+    Capabilities,
+    ExecutorError,
+    LaunchSpec,
+    Observation,
+)
 from scheduler.executors.local_launches import TorchrunLaunches, checkpoint_dir
 
 MAX_LOG_READ_BYTES = 1 << 20
@@ -249,6 +256,9 @@ class LocalExecutor:
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:
         """Local replicas run no agent that polls the service."""
+
+    def announce(self, announcement: Announcement) -> None:
+        """Nothing shows decisions here but Tide's own event log."""
 
     def _spawn(self, spec: LaunchSpec) -> _Started:
         """Start the replica: a warm launcher from the pool when one fits, else the shim running its argv."""

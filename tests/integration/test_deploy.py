@@ -15,6 +15,7 @@ Tide waiting for it."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shlex
@@ -80,9 +81,20 @@ def base() -> list[dict[str, Any]]:
     return render(K8S)
 
 
+def make_quickstart_secrets(deploy: Path) -> None:
+    """The quick start's step that makes its secrets, run as documented in a copy of ``deploy/``."""
+    line = step("make-secrets")
+    assert line == "deploy/k8s/quickstart/make-secrets.sh", line
+    subprocess.run([str(deploy.parent / line)], check=True, capture_output=True, cwd=deploy.parent)
+
+
 @pytest.fixture(scope="module")
-def quickstart() -> list[dict[str, Any]]:
-    return render(K8S / "quickstart")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The quick start rendered after its first steps (in a copy: the secrets are written next to it)."""
+    copy = tmp_path_factory.mktemp("quickstart")
+    shutil.copytree(ROOT / "deploy", copy / "deploy", ignore=shutil.ignore_patterns("secrets"))
+    make_quickstart_secrets(copy / "deploy")
+    return render(copy / "deploy" / "k8s" / "quickstart")
 
 
 @pytest.fixture(scope="module")
@@ -144,13 +156,17 @@ RESOURCES = {
     "service": "services",
     "secret": "secrets",
     "node": "nodes",
+    "event": "events",
+    "network_policy": "networkpolicies",
 }
+GROUPS = {"networkpolicies": "networking.k8s.io"}  # the rest: the core group ""
 CALL = re.compile(
-    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event)"
+    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event|network_policy)"
     r"(_for_all_namespaces)?\b"
 )
 WATCHED = re.compile(
-    r"Reflector\(\s*[^)]*?\.list_(namespaced_)?(pod_log|pod|service|secret|node|event)(_for_all_namespaces)?,",
+    r"Reflector\(\s*[^)]*?\.list_(namespaced_)?(pod_log|pod|service|secret|node|event)(_for_all_namespaces)?"
+    r"( if [^,]*)?,",
     re.DOTALL,
 )
 CLUSTER_SCOPED = {"nodes"}  # resources that have no namespace: their calls need a ClusterRole
@@ -164,7 +180,7 @@ def api_calls() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     for path in (ROOT / "scheduler" / "executors").rglob("*.py"):
         source = path.read_text()
         found = [(VERBS[verb], resource, every) for verb, _, resource, every in CALL.findall(source)]
-        found += [("watch", resource, every) for _, resource, every in WATCHED.findall(source)]
+        found += [("watch", resource, every) for _, resource, every, _ in WATCHED.findall(source)]
         for verb, resource, every in found:
             calls.setdefault(RESOURCES[resource], set()).add(verb)
             if every or RESOURCES[resource] in CLUSTER_SCOPED:
@@ -176,8 +192,8 @@ def test_rbac_grants_exactly_the_calls_the_executor_makes(base: list[dict[str, A
     granted: dict[str, set[str]] = {}
     for role in [*by_kind(base, "Role").values(), *by_kind(base, "ClusterRole").values()]:
         for rule in role["rules"]:
-            assert rule["apiGroups"] == [""], rule  # the core API group only
             for resource in rule["resources"]:
+                assert rule["apiGroups"] == [GROUPS.get(resource, "")], rule
                 granted.setdefault(resource, set()).update(rule["verbs"])
     calls, cluster = api_calls()
     assert calls["pods"] >= {"create", "delete", "list", "watch"} and calls["nodes"] >= {"list", "watch"}
@@ -203,6 +219,19 @@ def test_the_rbac_table_of_the_docs_is_the_manifests(base: list[dict[str, Any]])
         for rule in role["rules"]:
             for resource in rule["resources"]:
                 assert f"{resource} {'/'.join(sorted(rule['verbs']))}" in row, (resource, row)
+
+
+def test_the_documented_clusterrole_for_project_namespaces_is_the_jobs_role(
+    base: list[dict[str, Any]],
+) -> None:
+    docs = (ROOT / "docs" / "kubernetes.md").read_text()
+    section = docs.split("\n## Tenancy: namespaces per project, TLS\n", 1)[1].split("\n## ", 1)[0]
+    (role,) = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)]
+    kubernetes_validate.validate(role, SCHEMA, strict=True)
+    assert role["kind"] == "ClusterRole"
+    assert role["rules"] == by_kind(base, "Role")["tide-jobs"]["rules"]
+    binding = next(line for line in section.splitlines() if "create rolebinding" in line)
+    assert f"--clusterrole={role['metadata']['name']}" in binding and "--serviceaccount=tide:tide" in binding
 
 
 def test_the_deployment_runs_the_kubernetes_executor_in_the_jobs_namespace(
@@ -291,10 +320,28 @@ def test_every_setting_is_documented(example: list[dict[str, Any]]) -> None:
     assert keys == documented  # the example overlay sets every knob the table lists
     elsewhere = {"TIDE_HOST", "TIDE_PORT", "TIDE_DATA_DIR", "TIDE_DATABASE_URL", "TIDE_ADMIN_TOKEN"}
     elsewhere |= {"TIDE_METRICS_TOKEN", "TIDE_KUBECONFIG", "TIDE_NODES", "TIDE_GPUS_PER_NODE"}
-    elsewhere |= {"TIDE_NODES_PER_DOMAIN"}
+    elsewhere |= {"TIDE_NODES_PER_DOMAIN", "TIDE_TLS_CERT", "TIDE_TLS_KEY"}
     assert serve_envvars() == documented | elsewhere
     for name in elsewhere:
         assert f"`{name}`" in section, name
+
+
+def test_the_example_serves_https_through_an_ingress_with_a_managed_certificate(
+    example: list[dict[str, Any]],
+) -> None:
+    ingress = by_kind(example, "Ingress")["tide"]
+    service = by_kind(example, "Service")["tide"]
+    assert ingress["metadata"]["namespace"] == service["metadata"]["namespace"] == "acme-tide"
+    assert "cert-manager.io/cluster-issuer" in ingress["metadata"]["annotations"]
+    (tls,) = ingress["spec"]["tls"]
+    (rule,) = ingress["spec"]["rules"]
+    assert rule["host"] in tls["hosts"] and tls["secretName"]
+    (path,) = rule["http"]["paths"]
+    backend = path["backend"]["service"]
+    assert backend["name"] == "tide" and backend["port"]["name"] in {
+        p["name"] for p in service["spec"]["ports"]
+    }
+    assert path["path"] == "/" and path["pathType"] == "Prefix"
 
 
 def test_prometheus_scrapes_every_pod_where_the_docs_say(base: list[dict[str, Any]]) -> None:
@@ -335,8 +382,14 @@ def test_every_image_is_pinned(quickstart: list[dict[str, Any]]) -> None:
         )
 
 
+def secret_data(obj: dict[str, Any]) -> dict[str, str]:
+    """A Secret's keys and values: ``data`` decoded, ``stringData`` as written."""
+    decoded = {k: base64.b64decode(v).decode() for k, v in (obj.get("data") or {}).items()}
+    return decoded | dict(obj.get("stringData") or {})
+
+
 def test_the_quickstart_database_url_reaches_its_postgres(quickstart: list[dict[str, Any]]) -> None:
-    url = by_kind(quickstart, "Secret")["tide"]["stringData"]["database-url"]
+    url = secret_data(by_kind(quickstart, "Secret")["tide"])["database-url"]
     match = re.fullmatch(r"postgresql://(\w+):([\w-]+)@([\w.-]+):(\d+)/(\w+)", url)
     assert match is not None
     user, password, host, port, database = match.groups()
@@ -348,7 +401,31 @@ def test_the_quickstart_database_url_reaches_its_postgres(quickstart: list[dict[
     ]
     env = {e["name"]: e.get("value") for e in postgres["env"]}
     assert (env["POSTGRES_USER"], env["POSTGRES_DB"]) == (user, database)
-    assert by_kind(quickstart, "Secret")["tide-postgres"]["stringData"]["password"] == password
+    assert secret_data(by_kind(quickstart, "Secret")["tide-postgres"])["password"] == password
+    assert len(password) >= 32  # generated: openssl rand -hex 24
+
+
+def test_no_password_of_the_quick_start_is_committed(tmp_path: Path) -> None:
+    for path in (K8S / "quickstart").glob("*.yaml"):
+        for obj in yaml.safe_load_all(path.read_text()):
+            if obj and obj.get("kind") == "Secret":
+                raise AssertionError(f"{path} commits a Secret")
+    assert "deploy/k8s/quickstart/secrets/" in (ROOT / ".gitignore").read_text().splitlines()
+    result = subprocess.run([kubectl(), "kustomize", str(K8S / "quickstart")], capture_output=True, text=True,
+                            check=False, cwd=tmp_path)  # fmt: skip
+    if not (K8S / "quickstart" / "secrets").exists():  # the step not run: kustomize says what is missing
+        assert result.returncode != 0 and "postgres.env" in result.stderr
+    passwords = set()
+    for run in ("one", "two"):
+        shutil.copytree(ROOT / "deploy", tmp_path / run / "deploy", ignore=shutil.ignore_patterns("secrets"))
+        make_quickstart_secrets(tmp_path / run / "deploy")
+        made = tmp_path / run / "deploy" / "k8s" / "quickstart" / "secrets"
+        passwords.add((made / "postgres.env").read_text())
+        assert (made / "postgres.env").stat().st_mode & 0o777 == 0o600
+    assert len(passwords) == 2  # random: every quick start its own
+    before = (made / "tide.env").read_text()
+    make_quickstart_secrets(tmp_path / "two" / "deploy")  # run again: kept (the database has that password)
+    assert (made / "tide.env").read_text() == before
 
 
 def dockerfile() -> list[tuple[str, str]]:
@@ -359,14 +436,26 @@ def dockerfile() -> list[tuple[str, str]]:
 
 def test_the_image_installs_the_service_without_torch() -> None:
     steps = dockerfile()
-    assert steps[0] == ("FROM", "python:3.11-slim")
-    installs = [arg for op, arg in steps if op == "RUN" and "pip install" in arg]
-    assert installs == ["pip install /src && rm -rf /src"]  # no [train] extra: no torch, no matplotlib
-    for op, arg in steps:
+    starts = [i for i, (op, _) in enumerate(steps) if op == "FROM"]
+    assert len(starts) == 2, starts  # a builder, and the image that runs
+    builder, final = steps[starts[0] : starts[1]], steps[starts[1] :]
+    base, _, name = builder[0][1].partition(" AS ")
+    assert name == "builder" and final[0] == ("FROM", base)
+    # pinned by digest (and a full version for people): a rebuild gets the same base
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+@sha256:[0-9a-f]{64}", base), base
+    installs = [arg for op, arg in builder if op == "RUN" and "pip install" in arg]
+    assert len(installs) == 1 and "pip install /src " in installs[0]  # no [train] extra: no torch
+    assert "uninstall -y pip setuptools wheel" in installs[0]
+    assert not [arg for op, arg in final if "pip install" in arg]  # nothing is built or installed there
+    assert any(op == "RUN" and "pip uninstall -y pip setuptools wheel" in arg for op, arg in final)
+    assert ("COPY", "--from=builder /opt/tide /opt/tide") in final
+    for op, arg in builder:
         if op == "COPY":
             *sources, _ = arg.split()
             assert all((ROOT / s).exists() for s in sources), arg
-    assert ("USER", "10001:10001") in steps and ("ENTRYPOINT", '["tide"]') in steps
+    assert ("USER", "10001:10001") in final and ("ENTRYPOINT", '["tide"]') in final
+    env = next(arg for op, arg in final if op == "ENV")
+    assert "PATH=/opt/tide/bin:$PATH" in env.split()
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert not [d for d in dependencies if re.match(r"(torch|matplotlib)\b", d)]
     script = """
@@ -457,8 +546,9 @@ def test_the_image_set_as_documented_reaches_every_tide_workload(tmp_path: Path)
     match = re.fullmatch(r"cd (\S+) && kustomize edit set image (\S+) && cd -", line)
     assert match is not None, line
     directory, argument = match.groups()
-    shutil.copytree(ROOT / "deploy", tmp_path / "deploy")
+    shutil.copytree(ROOT / "deploy", tmp_path / "deploy", ignore=shutil.ignore_patterns("secrets"))
     set_image(tmp_path / directory, argument)
+    make_quickstart_secrets(tmp_path / "deploy")
     applied = step("kubectl apply -k").split()[-1]
     for path in (tmp_path / "deploy" / "k8s", tmp_path / applied):
         images = workload_images(render(path))
@@ -472,7 +562,7 @@ def container_env(objects: list[dict[str, Any]], deployment: str) -> dict[str, s
     workload = by_kind(objects, "Deployment")[deployment]
     container = workload["spec"]["template"]["spec"]["containers"][0]
     data = {
-        name: {**o.get("data", {}), **o.get("stringData", {})}
+        name: secret_data(o) if o["kind"] == "Secret" else {**o.get("data", {})}
         for o in objects
         if o["kind"] in ("ConfigMap", "Secret")
         for name in [o["metadata"]["name"]]

@@ -2,8 +2,8 @@
 
 Contract: ``FakeKubeApi().start()`` serves on a free port of 127.0.0.1 (``url``); ``kubeconfig(path)``
 writes a kubeconfig pointing at it, so the real client is configured as it would be for a cluster.
-Served (core/v1 only): nodes (list, get, watch), pods in all namespaces (``/api/v1/pods``: list, watch),
-pods, services and secrets in any namespace (list, get, create, delete, watch; secrets also PUT and merge PATCH, ``stringData`` folded into ``data``: see
+Served (core/v1, and networking.k8s.io/v1 NetworkPolicies): nodes (list, get, watch), pods in all
+namespaces (``/api/v1/pods``: list, watch), pods, services, secrets, events and networkpolicies in any namespace (list, get, create, delete, watch; secrets also PUT and merge PATCH, ``stringData`` folded into ``data``: see
 ``secrets.py``), and ``pods/{name}/log``. Lists carry ``metadata.resourceVersion``; ``?watch=true``
 streams newline-delimited ``{"type", "object"}`` events with chunked encoding from the given
 ``resourceVersion`` (or synthetic ADDED events without one) until ``timeoutSeconds``; a
@@ -11,12 +11,14 @@ resourceVersion older than the last ``compact()`` gets an ``ERROR`` event carryi
 Status, as a real server does. Creates are validated against the Kubernetes JSON schema (strict: an
 unknown field is a 422) and answer 409 ``AlreadyExists`` for a taken name; deletes honour
 ``gracePeriodSeconds`` (a pod goes terminating with ``deletionTimestamp`` and disappears once its
-container stopped; see ``kubelet.py``); unknown objects are 404.
+container stopped; see ``kubelet.py``); unknown objects are 404. A garbage collector (``garbage_collector``,
+on by default) deletes at once the objects whose ownerReferences name an object being deleted.
 
 Test controls: ``requests`` (every request, in order), ``fail(...)`` (inject a status or a slow answer
 into the next matching requests), ``drop_watches()`` (cut every open watch connection mid-stream),
 ``refuse_watches(code)`` (new watches fail until ``refuse_watches(None)``), ``compact()``, and the
-node/pod helpers below. It is a fake: no scheduler, no controllers, no authentication, no RBAC.
+node/pod helpers below. It is a fake: no scheduler, no controllers but that garbage collector, no
+authentication, no RBAC, no network (a NetworkPolicy is stored, never enforced).
 
 Process mode: ``FakeKubeApi(processes=ProcessOptions(work_dir=..., base_env={...}))`` runs each admitted
 pod's container as a real local process (``processes.py``; the image is ignored, ``base_env`` plays its
@@ -26,6 +28,7 @@ process's output as the pod's log, and ``stop()`` kills every process it started
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -49,14 +52,34 @@ ROUTES = [
     (re.compile(r"^/api/v1/nodes$"), "nodes", False),
     (re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$"), "nodes", True),
     (re.compile(r"^/api/v1/pods$"), "pods", False),  # every namespace: list and watch only
-    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets)$"), None, False),
+    (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets|events)$"), None, False),
     (
-        re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets)/(?P<name>[^/]+)$"),
+        re.compile(
+            r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<res>pods|services|secrets|events)/(?P<name>[^/]+)$"
+        ),
         None,
         True,
     ),
+    (
+        re.compile(r"^/apis/networking.k8s.io/v1/namespaces/(?P<ns>[^/]+)/networkpolicies$"),
+        "networkpolicies",
+        False,
+    ),
+    (
+        re.compile(r"^/apis/networking.k8s.io/v1/namespaces/(?P<ns>[^/]+)/networkpolicies/(?P<name>[^/]+)$"),
+        "networkpolicies",
+        True,
+    ),
 ]
-LIST_KINDS = {"nodes": "NodeList", "pods": "PodList", "services": "ServiceList", "secrets": "SecretList"}
+LIST_KINDS = {
+    "nodes": "NodeList",
+    "pods": "PodList",
+    "services": "ServiceList",
+    "secrets": "SecretList",
+    "events": "EventList",
+    "networkpolicies": "NetworkPolicyList",
+}
+API_VERSIONS = {"networkpolicies": "networking.k8s.io/v1"}
 LOG_ROUTE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/log$")
 
 
@@ -79,6 +102,7 @@ class FakeKubeApi:
             None  # called with each request before it is served
         )
         self.watches = _Watches()
+        self.garbage_collector = True  # dependents of a deleted object go with it (ownerReferences)
         self._lock = threading.Lock()
         self._stopping = False
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(self))
@@ -221,7 +245,7 @@ class FakeKubeApi:
             )
             return 200, {
                 "kind": LIST_KINDS[resource],
-                "apiVersion": "v1",
+                "apiVersion": API_VERSIONS.get(resource, "v1"),
                 "metadata": {"resourceVersion": str(rv)},
                 "items": items,
             }
@@ -242,8 +266,11 @@ class FakeKubeApi:
             return 200, self.store.get(resource, ns, name)
         if method == "DELETE" and resource == "pods":
             return 200, self._delete_pod(ns, name, query, body)
-        if method == "DELETE" and resource in ("services", "secrets"):
-            return 200, self.store.remove(resource, ns, name)  # the API answers with the deleted object
+        if method == "DELETE" and resource in ("services", "secrets", "networkpolicies", "events"):
+            removed = self.store.remove(resource, ns, name)  # the API answers with the deleted object
+            if self.garbage_collector:
+                self._collect(ns, str(removed["metadata"].get("uid")))
+            return 200, removed
         if method in ("PUT", "PATCH") and resource == "secrets":
             return 200, self._replace_secret(method, ns, name, body)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {resource}/{name}")
@@ -273,6 +300,21 @@ class FakeKubeApi:
             p["metadata"]["deletionGracePeriodSeconds"] = grace
 
         return self.store.update("pods", ns, name, mark)
+
+    def _collect(self, ns: str, uid: str) -> None:
+        """Kubernetes' garbage collector, in the background policy and at once: the dependents of the object
+        with ``uid`` (an ownerReference to it) are deleted, pods with their grace period."""
+        for resource in ("pods", "services", "secrets", "networkpolicies"):
+            for obj in self.store.list(resource, ns, None)[0]:
+                refs = obj["metadata"].get("ownerReferences") or []
+                if not any(r.get("uid") == uid for r in refs):
+                    continue
+                name = obj["metadata"]["name"]
+                with contextlib.suppress(ApiError):  # gone meanwhile
+                    if resource == "pods":
+                        self._delete_pod(ns, name, {}, None)
+                    else:
+                        self.store.remove(resource, ns, name)
 
     def _replace_secret(self, method: str, ns: str, name: str, body: Obj | None) -> Obj:
         old = self.store.get("secrets", ns, name)

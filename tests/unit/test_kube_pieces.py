@@ -107,6 +107,14 @@ def test_a_checkpoint_claim_is_mounted_and_an_image_is_required() -> None:
         {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}}
     ]
     assert env_map(body)["TIDE_CHECKPOINT_DIR"] == "/tide/checkpoints/vision/resnet-0"
+    # the job's directory of the claim only: other jobs' checkpoints are not in the pod
+    assert body["spec"]["containers"][0]["volumeMounts"] == [
+        {
+            "name": "checkpoints",
+            "mountPath": "/tide/checkpoints/vision/resnet-0",
+            "subPath": "vision/resnet-0",
+        }
+    ]
     again = podspec.pod_body(spec(env={"TIDE_JOB_ID": "41", "TIDE_NUM_REPLICAS": "3"}), options)
     assert (
         env_map(again)["TIDE_CHECKPOINT_DIR"] == "/tide/checkpoints/vision/resnet-41"

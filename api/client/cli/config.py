@@ -8,6 +8,7 @@ the server has the project (``--no-check``: save it as it is).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -23,15 +24,23 @@ def login(
     url: Annotated[str, typer.Argument(help="Server URL, e.g. http://gpu-box:8000.")],
     token: Annotated[str, typer.Option("--token", help="Bearer token (admin or project).")],
     check: Annotated[bool, typer.Option("--check/--no-check", help="Check the server first.")] = True,
+    ca: Annotated[
+        str | None,
+        typer.Option(
+            "--ca", help="PEM CA bundle that signed an https server's certificate (else TIDE_CA_BUNDLE)."
+        ),
+    ] = None,
 ) -> None:
-    """Save the server and token the CLI uses by default.
+    """Save the server and token the CLI uses by default (and the CA bundle of an https server).
 
     Example: tide login http://gpu-box:8000 --token tide_p_...
     """
+    if ca is not None:
+        ca = str(Path(ca).expanduser().resolve())
     if check:
-        with context.session(url, token) as client:
+        with context.session(url, token, ca=ca) as client:
             client.projects()
-    path = target.save_config({"url": api_root(url), "token": token})
+    path = target.save_config({"url": api_root(url), "token": token} | ({"ca": ca} if ca else {}))
     typer.echo(f"Logged in to {url}; saved in {path}.")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -220,13 +221,16 @@ _STATUS_EXIT = {
 
 @contextmanager
 def session(
-    url: str | None = None, token: str | None = None, flags: Mapping[str, Typed] | None = None
+    url: str | None = None,
+    token: str | None = None,
+    flags: Mapping[str, Typed] | None = None,
+    ca: str | None = None,
 ) -> Iterator[TideClient]:
     """A client for the chosen server; its errors end the command (``flags``: where the body's fields came
     from, so that a 422 names the flags the person typed: ``api.client.cli.flag_words``)."""
     target = resolve(url, token)
     factory = _factory.get("client")
-    client = factory(target) if factory else TideClient(target.url, target.token, timeout=30)
+    client = factory(target) if factory else _client(target, ca)
     try:
         yield client
     except TideAPIError as error:
@@ -247,6 +251,16 @@ def session(
         raise typer.Exit(130) from None
     finally:
         client.close()
+
+
+def _client(target: Target, ca: str | None) -> TideClient:
+    """A client of ``target``; an https server's certificate is checked against ``ca``, else ``TIDE_CA_BUNDLE``,
+    else the CA bundle `tide login --ca` saved, else the system's."""
+    ca = ca or os.environ.get("TIDE_CA_BUNDLE") or text(load_config().get("ca"))
+    try:
+        return TideClient(target.url, target.token, timeout=30, ca=ca)
+    except (OSError, ssl.SSLError) as error:
+        fail(f"cannot load the CA bundle {ca} (TIDE_CA_BUNDLE or `tide login --ca`): {error}", EXIT_BAD_INPUT)
 
 
 def dump_json(data: Any) -> None:

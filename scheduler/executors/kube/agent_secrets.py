@@ -1,10 +1,10 @@
 """The Secrets that hold each torchrun job's agent token, in the jobs namespace.
 
-Contract: ``AgentSecrets(core, namespace, timeout, retrier, to_dict)`` makes, replaces and deletes them
+Contract: ``AgentSecrets(core, timeout, retrier, to_dict)`` makes, replaces and deletes them
 through the Kubernetes API, every call through the executor's ``Retrier``. ``put(body)`` creates the
-Secret, or replaces it when one of that name exists (a job of the same name left it: its pods would
-otherwise read a stale token). ``delete(name)`` ignores a Secret already gone. ``remove_orphans(jobs)``
-deletes Tide's Secrets (``app.kubernetes.io/managed-by=tide``) of jobs that have no pod left. An API that
+Secret (in the namespace its body names), or replaces it when one of that name exists (a job of the same
+name left it: its pods would otherwise read a stale token). ``delete(name, namespace)`` ignores a Secret
+already gone. ``remove_orphans(jobs, namespace)`` deletes Tide's Secrets there (``app.kubernetes.io/managed-by=tide``) of jobs that have no pod left. An API that
 cannot be reached raises ``KubeApiError`` (the cycle is retried), as every other call of the executor.
 """
 
@@ -21,21 +21,20 @@ from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_a
 
 
 class AgentSecrets:
-    """Agent-token Secrets of one jobs namespace."""
+    """Agent-token Secrets of the jobs' namespaces."""
 
     def __init__(
         self,
         core: Callable[[], client.CoreV1Api],
-        namespace: Callable[[], str],
         timeout: Callable[[], tuple[float, float]],
         retrier: Retrier,
         to_dict: Callable[[Any], Any],
     ) -> None:
-        self._core, self._namespace, self._timeout = core, namespace, timeout
+        self._core, self._timeout = core, timeout
         self.retrier, self._to_dict = retrier, to_dict
 
     def put(self, body: dict[str, Any]) -> None:
-        name, namespace, core = body["metadata"]["name"], self._namespace(), self._core()
+        name, namespace, core = body["metadata"]["name"], body["metadata"]["namespace"], self._core()
         secret = client.V1Secret.model_validate(body)
         try:
             self.retrier.call(
@@ -56,8 +55,7 @@ class AgentSecrets:
         except ApiException as error:
             raise KubeApiError(f"replace secret {name}: {describe(error)}") from error
 
-    def delete(self, name: str) -> None:
-        namespace = self._namespace()
+    def delete(self, name: str, namespace: str) -> None:
         try:
             self.retrier.call(
                 f"delete secret {name}",
@@ -69,8 +67,7 @@ class AgentSecrets:
             if error.status != 404:
                 raise KubeApiError(f"delete secret {name}: {describe(error)}") from error
 
-    def remove_orphans(self, jobs: set[tuple[str, str]]) -> None:
-        namespace = self._namespace()
+    def remove_orphans(self, jobs: set[tuple[str, str]], namespace: str) -> None:
         answer = self.retrier.call(
             "list secrets",
             lambda: self._core().list_namespaced_secret(
@@ -80,4 +77,4 @@ class AgentSecrets:
         for secret in self._to_dict(answer).get("items") or []:
             labels = secret["metadata"].get("labels") or {}
             if (labels.get(names.PROJECT), labels.get(names.JOB)) not in jobs:
-                self.delete(secret["metadata"]["name"])
+                self.delete(secret["metadata"]["name"], namespace)

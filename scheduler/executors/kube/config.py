@@ -39,6 +39,7 @@ class KubeSettings:
     checkpoint_claim: str | None = None
     topology_key: str | None = None  # R17: the node label whose value is the node's topology domain
     agent_url: str | None = None  # where job pods reach the service: torchrun jobs resize in place
+    namespace_per_project: bool = False  # each project's jobs in namespace tide-<project> (kube/tenancy.py)
     request_timeout: float = 15.0
     watch_seconds: int = 300
 

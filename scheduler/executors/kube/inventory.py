@@ -12,19 +12,19 @@ pod in every namespace (``replace_pods``, ``apply_pod``), what each pod bound to
 (phase neither ``Succeeded`` nor ``Failed``) requests of the GPU resource (``gpu_request``: as the
 kubelet counts it, the larger of its containers' sum and its largest init container; a request, else the
 limit, which is then the request). Those of pods that are not Tide's own (Tide's label in Tide's jobs
-namespace, ``own_namespace``) are subtracted from the node's ``gpus`` (never below 0).
+namespace, ``own_namespace``; with namespaces per project, ``is_own``) are subtracted from the node's ``gpus`` (never below 0).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.core.model import Node
-from scheduler.executors.kube.names import MANAGED_BY, MANAGER
+from scheduler.executors.kube.names import MANAGED_BY, MANAGER, PROJECT
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -115,6 +115,7 @@ class Holding:
     node: str
     gpus: int
     managed: bool  # it carries Tide's label
+    project: str | None = None  # its tide.dev/project label
 
 
 def holding_of(pod: Obj, resource: str) -> Holding | None:
@@ -127,7 +128,11 @@ def holding_of(pod: Obj, resource: str) -> Holding | None:
         return None
     labels = meta.get("labels") or {}
     return Holding(
-        str(meta.get("namespace", "")), str(spec["nodeName"]), gpus, labels.get(MANAGED_BY) == MANAGER
+        str(meta.get("namespace", "")),
+        str(spec["nodeName"]),
+        gpus,
+        labels.get(MANAGED_BY) == MANAGER,
+        labels.get(PROJECT),
     )
 
 
@@ -141,6 +146,8 @@ class Inventory:
         self.tolerations = tuple(tolerations)
         self.topology_key = topology_key
         self.own_namespace: str | None = None  # Tide's jobs namespace: its managed pods there are its own
+        # or, with namespaces per project: whether a managed pod (namespace, project) is this Tide's
+        self.is_own: Callable[[str, str | None], bool] | None = None
         self._objects: dict[str, Obj] = {}
         self._holdings: dict[str, Holding] = {}  # by pod uid
         self._lock = threading.Lock()
@@ -164,9 +171,16 @@ class Inventory:
         counts: dict[str, int] = {}
         with self._lock:
             for held in self._holdings.values():
-                if not (held.managed and held.namespace == self.own_namespace):
+                if not self._own(held):
                     counts[held.node] = counts.get(held.node, 0) + held.gpus
         return counts
+
+    def _own(self, held: Holding) -> bool:
+        if not held.managed:
+            return False
+        if self.is_own is not None:
+            return self.is_own(held.namespace, held.project)
+        return held.namespace == self.own_namespace
 
     def replace(self, items: list[Obj]) -> None:
         with self._lock:

@@ -22,23 +22,22 @@ MAX_LOG_BYTES = 1 << 20
 
 
 class PodLogs:
-    """Pod logs through ``core()`` in ``namespace()``, copies under ``data_dir/logs``."""
+    """Pod logs through ``core()``, copies under ``data_dir/logs``."""
 
     def __init__(
         self,
         core: Callable[[], client.CoreV1Api],
-        namespace: Callable[[], str],
         timeout: Callable[[], tuple[float, float]],
         data_dir: Path | None,
     ) -> None:
-        self._core, self._namespace, self._timeout = core, namespace, timeout
+        self._core, self._timeout = core, timeout
         self.log_dir = data_dir / "logs" if data_dir is not None else None
 
-    def read(self, pod: str, tail: int | None) -> str | None:
+    def read(self, pod: str, namespace: str, tail: int | None) -> str | None:
         try:
             text = self._core().read_namespaced_pod_log(
                 pod,
-                self._namespace(),
+                namespace,
                 tail_lines=tail,
                 limit_bytes=MAX_LOG_BYTES,
                 _request_timeout=self._timeout(),
@@ -51,11 +50,11 @@ class PodLogs:
     def path(self, project: str, job: str, index: int) -> Path | None:
         return None if self.log_dir is None else self.log_dir / project / job / f"replica-{index}.log"
 
-    def save(self, project: str, job: str, index: int, pod: str, node: str) -> None:
+    def save(self, project: str, job: str, index: int, pod: str, *, namespace: str, node: str) -> None:
         path = self.path(project, job, index)
         if path is None:
             return
-        text = self.read(pod, None)
+        text = self.read(pod, namespace, None)
         if text is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,8 @@ from the job's grace period, the labels of ``names``, no service-account token a
 Service (port kept), ``PET_LOCAL_ADDR`` is the pod's own IP (Downward API), ``TIDE_MASTER_ADDR`` the
 Service's name. When the engine set no torchrun settings, the torchrun defaults of
 ``scheduler.elastic.environment`` are added: a fixed-size rendezvous of ``TIDE_NUM_REPLICAS`` with a run id per
-``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID``, and an agent's shutdown timeout
+``TIDE_GENERATION``, checkpoints in ``/tide/checkpoints/PROJECT/JOB-ID`` (with a checkpoint claim, that
+directory of the claim mounted there alone, as a ``subPath``: a job never sees another's), and an agent's shutdown timeout
 inside the pod's grace period (the agent, not the kubelet's SIGKILL, ends the workers). Values are escaped so Kubernetes
 never expands a ``$(...)`` in them. With an ``agent_url``, a torchrun job's pod runs Tide's agent
 (``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.elastic.agent.pod``) and gets
@@ -147,8 +148,10 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
         "tolerations": [dict(t) for t in options.tolerations],
         "containers": [container],
     }
-    if options.checkpoint_claim:
-        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}]
+    if options.checkpoint_claim:  # the job's own directory of the claim, never another job's
+        where = checkpoint_dir(spec)
+        sub = where.removeprefix(f"{CHECKPOINT_MOUNT}/")
+        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": where, "subPath": sub}]
         pod_spec["volumes"] = [
             {"name": "checkpoints", "persistentVolumeClaim": {"claimName": options.checkpoint_claim}}
         ]
