@@ -71,7 +71,7 @@ function freeCell(nodeName, id) {
   return h(
     "div",
     { class: "gpu gpu-free", dataset: { gpu: `${nodeName}/${id}`, state: "free" }, title: `${nodeName} GPU ${id}: free` },
-    h("span", { class: "gpu-id" }, `GPU ${id}`),
+    h("span", { class: "gpu-top" }, h("span", { class: "gpu-id" }, `GPU ${id}`)),
     h("span", { class: "gpu-label" }, "free"),
   );
 }
@@ -110,8 +110,13 @@ function slotCell(nodeName, slot, status, palette) {
       },
       title: `${nodeName} ${gpuRange(slot.gpu_ids)}: ${who} ${role}${stopping ? ` (${stopping.slice(2)}: its process was told to stop)` : ""}`,
     },
-    h("span", { class: "gpu-id" }, gpuRange(slot.gpu_ids)),
-    master ? h("span", { class: "master-badge", title: "master: hosts the job's rendezvous" }, "★ MASTER") : null,
+    // the GPU ids and the master badge share a row that wraps when the block is narrow: they never overlap
+    h(
+      "span",
+      { class: "gpu-top" },
+      h("span", { class: "gpu-id" }, gpuRange(slot.gpu_ids)),
+      master ? h("span", { class: "master-badge", title: "master: hosts the job's rendezvous" }, "★ MASTER") : null,
+    ),
     stopping ? h("span", { class: "releasing-flag" }, stopping) : null,
     h("span", { class: "gpu-label" }, h("b", {}, who), h("span", { class: "gpu-role" }, role)),
     h("span", { class: "gpu-short" }, `${master ? "★" : ""}#${slot.index}${slot.releasing ? " ⟲" : ""}`),
