@@ -16,8 +16,7 @@ const SWATCH_ABOVE = 512;
 
 export function render(cluster, jobs, palette) {
   if (cluster.nodes.length > nodemap.COMPACT_ABOVE) {
-    replace(byId("gpu-legend"), compactLegend());
-    nodemap.render(cluster, jobs, palette);
+    nodemap.render(cluster, jobs, palette); // and its legend
     return;
   }
   nodemap.hide();
@@ -129,14 +128,5 @@ function legend(projects, palette) {
     h("span", {}, h("span", { class: "master-badge", style: { position: "static" } }, "★ MASTER"), " replica 0"),
     h("span", {}, h("span", { class: "key", style: { border: "3px dashed #a32900" } }), " ⟲ being reclaimed"),
     h("span", {}, h("span", { class: "key", style: { border: "2px dashed #8c959f", background: "#eef0f3" } }), " free"),
-  ];
-}
-
-function compactLegend() {
-  return [
-    h("span", {}, "One cell per node: a bar per project holding its GPUs, in the project's colour and pattern (hover for names)"),
-    h("span", {}, h("span", { class: "key", style: { border: "2px dashed #a32900" } }), " ⟲ GPUs being released"),
-    h("span", {}, h("span", { class: "key", style: { border: "1px solid #8c959f", background: "#eef0f3" } }), " free"),
-    h("span", {}, h("span", { class: "key ncell-cordoned" }), " cordoned"),
   ];
 }
