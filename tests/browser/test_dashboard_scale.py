@@ -217,6 +217,7 @@ def readable_at_scale(tab: Page, shots: Path) -> int:
     first = next(iter(legend))
     tab.locator(f'#gpu-legend [data-project="{first}"]').click()
     expect(tab.locator("#map-count")).to_have_text(re.compile(rf"^\d+ of 1280 nodes hold GPUs of {first}$"))
+    expect(tab.locator(f'#gpu-legend [data-project="{first}"]')).to_have_attribute("aria-pressed", "true")
     tab.locator("#gpus").screenshot(path=str(shots / "36-compact-map-legend.png"))
     tab.locator(f'#gpu-legend [data-project="{first}"]').click()  # again: no highlight
     expect(tab.locator("#node-list .ncell.hit")).to_have_count(0)

@@ -196,6 +196,9 @@ function applyHighlight() {
     el.classList.toggle("hit", hit);
     if (hit) hits += 1;
   }
+  for (const entry of byId("gpu-legend").querySelectorAll("[data-highlight]")) {
+    entry.setAttribute("aria-pressed", String(entry.dataset.highlight === byId("map-filter").value));
+  }
   const nodes = view.cluster.nodes.length;
   const what = byId("map-filter").selectedOptions[0]?.textContent ?? "";
   replace(
