@@ -10,7 +10,8 @@
 //
 // Colours: a cell is about 14 px, too small for patterns, so the map shows at most MAP_COLOURS projects in
 // their own colour (the page's colour for that project, see palette.js), each a distinct one: those holding
-// the most GPUs, skipping a project whose colour is already shown. Every other project is "other" (solid
+// the most GPUs, skipping a project whose colour is already shown (one shown stays while it ranks among
+// the top 16, so the colours do not move about between polls). Every other project is "other" (solid
 // grey). The legend above the map names each project shown, with its colour and GPUs, and counts the
 // others; clicking a legend entry highlights that project's nodes.
 
@@ -52,15 +53,27 @@ function shownProjects(cluster, palette) {
   const held = new Map();
   for (const node of cluster.nodes) for (const s of node.slots) held.set(s.project, (held.get(s.project) ?? 0) + s.gpu_ids.length);
   const ranked = [...held].sort((a, b) => b[1] - a[1] || byName(a[0], b[0]));
+  // A project shown stays shown while it ranks among the top 2 x MAP_COLOURS: a few GPUs changing hands
+  // between polls neither repaints the map nor moves colours about.
+  const near = new Set(ranked.slice(0, 2 * MAP_COLOURS).map(([project]) => project));
+  const before = view.shown;
   const colours = new Set();
+  const chosen = new Set();
+  for (const keep of [true, false]) {
+    for (const [project] of ranked) {
+      if (chosen.size >= MAP_COLOURS) break;
+      if (keep && !(before.has(project) && near.has(project))) continue;
+      const colour = palette.of(project).c;
+      if (chosen.has(project) || colours.has(colour)) continue;
+      colours.add(colour);
+      chosen.add(project);
+    }
+  }
   const other = { projects: 0, gpus: 0 };
   view.shown = new Map();
   for (const [project, gpus] of ranked) {
-    const colour = palette.of(project).c;
-    if (view.shown.size < MAP_COLOURS && !colours.has(colour)) {
-      colours.add(colour);
-      view.shown.set(project, gpus);
-    } else {
+    if (chosen.has(project)) view.shown.set(project, gpus);
+    else {
       other.projects += 1;
       other.gpus += gpus;
     }
