@@ -47,7 +47,8 @@ export function render(cluster, palette) {
 }
 
 // Keeps fit.width (the bars' inner width: the list's content width less the bar's margins and border) and
-// fit.rem; when either changes, the last cluster is drawn again (after layout, before paint: no flicker).
+// fit.rem; when either changes, the last cluster is drawn again at the next frame (not inside the
+// observer's callback, whose redraw would resize what it observes: a "ResizeObserver loop" error).
 function watchWidth() {
   if (fit.observer) return;
   fit.observer = new ResizeObserver(() => {
@@ -56,7 +57,7 @@ function watchWidth() {
     const width = Math.max(0, Math.floor(list.clientWidth - 0.5 * rem - 2));
     if (width === fit.width && rem === fit.rem) return;
     Object.assign(fit, { width, rem, text: null });
-    if (fit.last) render(...fit.last);
+    if (fit.last) requestAnimationFrame(() => render(...fit.last));
   });
   fit.observer.observe(byId("project-list"));
   fit.observer.observe(byId("project-legend")); // its height follows the font size (large type)
