@@ -355,3 +355,79 @@ def test_a_project_that_borrowed_shows_its_usage_and_the_weight_it_left(
     )
     expect(tab.locator('.project[data-project="b"] [data-role="figures"]')).not_to_contain_text("GPU-h", **MS)
     assert console.errors == []
+
+
+PHONE = {"width": 390, "height": 844}
+
+# Boxes of the parts of one GPU block (its GPU ids, the master badge, the "being reclaimed" flag, the label),
+# of the block itself, and of the GPU map's panel: what a person could see overlap or stick out.
+BLOCK_BOXES = """(block) => {
+  const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const parts = [...block.querySelectorAll(".gpu-id, .master-badge, .releasing-flag, .gpu-label")]
+    .filter((el) => el.getClientRects().length > 0)
+    .map((el) => ({ what: el.className + ": " + el.textContent, box: box(el) }));
+  return { block: box(block), panel: box(document.getElementById("gpus")), parts };
+}"""
+
+
+def fits_a_phone(tab: Page) -> None:
+    """No sideways scrolling; each GPU block inside the map's panel, its parts inside it and apart."""
+    width = tab.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"the page is {width} px wide on a {PHONE['width']} px phone"
+    blocks = tab.locator("#node-list .gpu")
+    assert blocks.count() > 0
+    for i in range(blocks.count()):
+        found = blocks.nth(i).evaluate(BLOCK_BOXES)
+        bl, bt, br, bb = found["block"]
+        pl, _, pr, _ = found["panel"]
+        assert pl <= bl and br <= pr, f"GPU block {i} sticks out of the map's panel: {found}"
+        parts = found["parts"]
+        for part in parts:
+            left, top, right, bottom = part["box"]
+            assert bl <= left and right <= br and bt <= top and bottom <= bb, f"{part} outside its block"
+        for j, one in enumerate(parts):
+            for other in parts[j + 1 :]:
+                a, b = one["box"], other["box"]
+                apart = a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+                assert apart, f"{one['what']!r} and {other['what']!r} overlap in GPU block {i}"
+
+
+@pytest.mark.slow
+def test_the_seed_scenario_on_one_node_of_4_gpus_fits_a_phone(
+    serve: Callable[..., Any], page: tuple[Page, Any], shots: Path
+) -> None:
+    """The tour's cluster (one node of 4 GPUs) at 390 px: the map's four GPU columns fit the phone, and the
+    ★ MASTER badge, the GPU ids, the "being reclaimed" flag and the label never cover each other."""
+    tab, console = page
+    tab.set_viewport_size(PHONE)
+    tide = serve(nodes=1, gpus=4)
+    client = tide.client()
+    client.create_project({"name": "a", "deserved_gpus": 2})
+    client.create_project({"name": "b", "deserved_gpus": 2})
+    release = tide.data_dir.parent / "release"
+    job = {"name": "elastic", "workers": 3, "min_replicas": 2, "max_replicas": 4}
+    client.submit("a", {**job, "command": ["sh", "-c", ELASTIC], "env": {"RELEASE": str(release)}})
+    since = api_now(lambda: len(replicas(client, "a", "elastic")) == 4, "a to run 4 replicas")
+    sign_in(tab, tide)
+    stages = Stages(tab, shots, first=11)
+    master = gpus(tab, project="a", role="master")
+    stages.seen(
+        "phone-390-one-node-of-4-gpus",
+        since,
+        lambda: expect(gpus(tab, project="a", state="running")).to_have_count(4, **MS),
+        lambda: expect(master.locator(".master-badge")).to_be_visible(),
+        lambda: expect(master.locator(".gpu-id")).to_have_text("GPU 0"),
+        lambda: fits_a_phone(tab),
+    )
+    client.submit("b", {"name": "one", "command": ["sleep", "600"]})
+    client.submit("b", {"name": "two", "command": ["sleep", "600"]})
+    reclaiming = lambda: sum(s.releasing for n in client.cluster().nodes for s in n.slots) == 2  # noqa: E731
+    since = api_now(reclaiming, "2 of a's GPUs being reclaimed")
+    stages.seen(
+        "phone-390-a-is-shrinking",
+        since,
+        lambda: expect(gpus(tab, project="a", state="releasing")).to_have_count(2, **MS),
+        lambda: fits_a_phone(tab),
+    )
+    release.touch()
+    assert console.errors == []

@@ -16,8 +16,7 @@ const SWATCH_ABOVE = 512;
 
 export function render(cluster, jobs, palette) {
   if (cluster.nodes.length > nodemap.COMPACT_ABOVE) {
-    replace(byId("gpu-legend"), compactLegend());
-    nodemap.render(cluster, jobs, palette);
+    nodemap.render(cluster, jobs, palette); // and its legend
     return;
   }
   nodemap.hide();
@@ -71,7 +70,7 @@ function freeCell(nodeName, id) {
   return h(
     "div",
     { class: "gpu gpu-free", dataset: { gpu: `${nodeName}/${id}`, state: "free" }, title: `${nodeName} GPU ${id}: free` },
-    h("span", { class: "gpu-id" }, `GPU ${id}`),
+    h("span", { class: "gpu-top" }, h("span", { class: "gpu-id" }, `GPU ${id}`)),
     h("span", { class: "gpu-label" }, "free"),
   );
 }
@@ -110,8 +109,13 @@ function slotCell(nodeName, slot, status, palette) {
       },
       title: `${nodeName} ${gpuRange(slot.gpu_ids)}: ${who} ${role}${stopping ? ` (${stopping.slice(2)}: its process was told to stop)` : ""}`,
     },
-    h("span", { class: "gpu-id" }, gpuRange(slot.gpu_ids)),
-    master ? h("span", { class: "master-badge", title: "master: hosts the job's rendezvous" }, "★ MASTER") : null,
+    // the GPU ids and the master badge share a row that wraps when the block is narrow: they never overlap
+    h(
+      "span",
+      { class: "gpu-top" },
+      h("span", { class: "gpu-id" }, gpuRange(slot.gpu_ids)),
+      master ? h("span", { class: "master-badge", title: "master: hosts the job's rendezvous" }, "★ MASTER") : null,
+    ),
     stopping ? h("span", { class: "releasing-flag" }, stopping) : null,
     h("span", { class: "gpu-label" }, h("b", {}, who), h("span", { class: "gpu-role" }, role)),
     h("span", { class: "gpu-short" }, `${master ? "★" : ""}#${slot.index}${slot.releasing ? " ⟲" : ""}`),
@@ -124,14 +128,5 @@ function legend(projects, palette) {
     h("span", {}, h("span", { class: "master-badge", style: { position: "static" } }, "★ MASTER"), " replica 0"),
     h("span", {}, h("span", { class: "key", style: { border: "3px dashed #a32900" } }), " ⟲ being reclaimed"),
     h("span", {}, h("span", { class: "key", style: { border: "2px dashed #8c959f", background: "#eef0f3" } }), " free"),
-  ];
-}
-
-function compactLegend() {
-  return [
-    h("span", {}, "One cell per node: a bar per project holding its GPUs, in the project's colour and pattern (hover for names)"),
-    h("span", {}, h("span", { class: "key", style: { border: "2px dashed #a32900" } }), " ⟲ GPUs being released"),
-    h("span", {}, h("span", { class: "key", style: { border: "1px solid #8c959f", background: "#eef0f3" } }), " free"),
-    h("span", {}, h("span", { class: "key ncell-cordoned" }), " cordoned"),
   ];
 }

@@ -7,19 +7,30 @@
 // there). The "Highlight" select keeps the nodes of a project or department bright and dims the others,
 // without redrawing. A poll that changed /cluster redraws only the cells of nodes whose figures changed
 // (all of them when the set of nodes changed); filtering only toggles classes.
+//
+// Colours: a cell is about 14 px, too small for patterns, so the map shows at most MAP_COLOURS projects in
+// their own colour (the page's colour for that project, see palette.js), each a distinct one: those holding
+// the most GPUs, skipping a project whose colour is already shown (one shown stays while it ranks among
+// the top 16, so the colours do not move about between polls). Every other project is "other" (solid
+// grey). The legend above the map names each project shown, with its colour and GPUs, and counts the
+// others; clicking a legend entry highlights that project's nodes.
 
 import { byId, h, plural, replace } from "./dom.js";
 
 export const COMPACT_ABOVE = 64;
 const RACK = 64;
 const byName = new Intl.Collator(undefined, { numeric: true }).compare;
-const view = { cluster: null, jobs: [], palette: null, selected: null, wired: false, names: "", cells: new Map() };
+const MAP_COLOURS = 8;
+const OTHER = { c: "#8c959f", pattern: "other" };
+const view = { cluster: null, jobs: [], palette: null, selected: null, wired: false, names: "", cells: new Map(), shown: new Map() };
 
 export function render(cluster, jobs, palette) {
   Object.assign(view, { cluster, jobs, palette });
   wire();
   byId("map-tools").hidden = false;
   updateHighlight(cluster);
+  const held = shownProjects(cluster, palette);
+  replace(byId("gpu-legend"), legend(held, palette));
   const list = byId("node-list");
   const nodes = [...cluster.nodes].sort((a, b) => byName(a.name, b.name));
   const names = nodes.map((n) => n.name).join(" ");
@@ -37,9 +48,47 @@ export function render(cluster, jobs, palette) {
   drawPanel();
 }
 
+// The projects the map colours (view.shown: name -> GPUs held), the rest "other"; what the others hold.
+function shownProjects(cluster, palette) {
+  const held = new Map();
+  for (const node of cluster.nodes) for (const s of node.slots) held.set(s.project, (held.get(s.project) ?? 0) + s.gpu_ids.length);
+  const ranked = [...held].sort((a, b) => b[1] - a[1] || byName(a[0], b[0]));
+  // A project shown stays shown while it ranks among the top 2 x MAP_COLOURS: a few GPUs changing hands
+  // between polls neither repaints the map nor moves colours about.
+  const near = new Set(ranked.slice(0, 2 * MAP_COLOURS).map(([project]) => project));
+  const before = view.shown;
+  const colours = new Set();
+  const chosen = new Set();
+  for (const keep of [true, false]) {
+    for (const [project] of ranked) {
+      if (chosen.size >= MAP_COLOURS) break;
+      if (keep && !(before.has(project) && near.has(project))) continue;
+      const colour = palette.of(project).c;
+      if (chosen.has(project) || colours.has(colour)) continue;
+      colours.add(colour);
+      chosen.add(project);
+    }
+  }
+  const other = { projects: 0, gpus: 0 };
+  view.shown = new Map();
+  for (const [project, gpus] of ranked) {
+    if (chosen.has(project)) view.shown.set(project, gpus);
+    else {
+      other.projects += 1;
+      other.gpus += gpus;
+    }
+  }
+  return other;
+}
+
+// How the map paints a project: its own colour when shown, else the "other" grey.
+function look(project, palette) {
+  return view.shown.has(project) ? palette.of(project) : OTHER;
+}
+
 // What a node's cell shows: redrawn only when this changes.
 function signature(node, palette) {
-  const slots = node.slots.map((s) => `${s.project}:${s.gpu_ids.length}:${s.releasing ? 1 : 0}:${palette.of(s.project).c}${palette.of(s.project).pattern}`);
+  const slots = node.slots.map((s) => `${s.project}:${s.gpu_ids.length}:${s.releasing ? 1 : 0}:${look(s.project, palette).c}${look(s.project, palette).pattern}`);
   return `${node.allocated_gpus}/${node.gpus}/${node.schedulable}/${node.state}/${slots.join(",")}`;
 }
 
@@ -69,6 +118,13 @@ function wire() {
     drawPanel();
   });
   byId("map-filter").addEventListener("change", applyHighlight);
+  byId("gpu-legend").addEventListener("click", (event) => {
+    const entry = event.target.closest("[data-highlight]");
+    if (!entry || byId("map-tools").hidden) return;
+    const select = byId("map-filter");
+    select.value = select.value === entry.dataset.highlight ? "" : entry.dataset.highlight;
+    applyHighlight();
+  });
   byId("map-tools").addEventListener("submit", (event) => event.preventDefault());
   byId("node-panel").addEventListener("click", (event) => {
     if (!event.target.closest("[data-role=close-node]")) return;
@@ -105,8 +161,9 @@ function cell(node, palette) {
     (node.schedulable ? "" : `, ${node.state}`) +
     " · click for its replicas";
   const segments = ranked.map(([project, n]) => {
+    if (!view.shown.has(project)) return h("span", { class: "nseg nseg-other", style: { "flex-grow": String(n) } });
     const paint = palette.paint(project, "nseg");
-    return h("span", { ...paint, style: { ...paint.style, "flex-grow": String(n) } });
+    return h("span", { ...paint, style: { ...paint.style, "flex-grow": String(n) }, dataset: { project } });
   });
   if (free && ranked.length) segments.push(h("span", { class: "nseg nseg-free", style: { "flex-grow": String(free) } }));
   const el = h(
@@ -151,6 +208,9 @@ function applyHighlight() {
     const hit = projects !== null && el.dataset.projects.split(" ").some((p) => projects.has(p));
     el.classList.toggle("hit", hit);
     if (hit) hits += 1;
+  }
+  for (const entry of byId("gpu-legend").querySelectorAll("[data-highlight]")) {
+    entry.setAttribute("aria-pressed", String(entry.dataset.highlight === byId("map-filter").value));
   }
   const nodes = view.cluster.nodes.length;
   const what = byId("map-filter").selectedOptions[0]?.textContent ?? "";
@@ -215,4 +275,33 @@ function waitingOn(nodeName) {
     for (const r of job.replicas) if (r.node === nodeName && r.status === "starting" && r.pid === null) found.push(`${job.project}/${job.name} #${r.index}`);
   }
   return found;
+}
+
+// The compact map's legend: each project shown in its colour (a button: highlight its nodes), the others
+// counted as "other", then the outlines and fills.
+function legend(other, palette) {
+  const entries = [...view.shown].map(([project, gpus]) =>
+    h(
+      "button",
+      { type: "button", class: "chip legend-entry", dataset: { project, highlight: `p:${project}` }, title: `Highlight the nodes where ${project} holds GPUs` },
+      h("span", palette.paint(project, "dot")),
+      `${project} `,
+      h("span", { class: "muted" }, `${gpus.toLocaleString("en")} GPUs`),
+    ),
+  );
+  return [
+    h("span", { class: "legend-note" }, "One cell per node, a bar per project holding its GPUs:"),
+    entries,
+    other.projects
+      ? h(
+          "span",
+          { class: "chip", dataset: { role: "other" } },
+          h("span", { class: "dot swatch", style: { "--c": OTHER.c } }),
+          `other: ${plural(other.projects, "project")}, ${other.gpus.toLocaleString("en")} GPUs (hover a cell, or Highlight one)`,
+        )
+      : null,
+    h("span", {}, h("span", { class: "key", style: { border: "2px dashed #a32900" } }), " ⟲ GPUs being released"),
+    h("span", {}, h("span", { class: "key", style: { border: "1px solid #8c959f", background: "#eef0f3" } }), " free"),
+    h("span", {}, h("span", { class: "key ncell-cordoned" }), " cordoned"),
+  ];
 }

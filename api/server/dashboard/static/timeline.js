@@ -1,21 +1,55 @@
 // The Timeline and the "What the scheduler just did" panel. Contract: renderTimeline(events) lists the
 // latest decisions newest first, grouped by the second they were made in, each as a
-// headline in plain words, the scheduler's reason, and its cause. renderNow(events, jobs) shows the latest
-// decisions (the newest moment and those up to 3 s before it) in large type and, below it, every job that waits or runs short of its wanted size with its
-// reason and place in line: what happened, and who is waiting and why.
+// headline in plain words, the scheduler's reason, and its cause; at most TIMELINE_SHOWN decisions until
+// "Show more" asks for more. renderNow(events, jobs) shows the latest decisions (the newest
+// moment and those up to 3 s before it) in large type and, below it, the jobs that wait or run short of
+// their wanted size with their reason and place in line (the first WAITING_SHOWN, "Show more" for more):
+// what happened, and who is waiting and why. What "Show more" opened stays open across polls.
 
 import { ago, byId, clock, h, replace } from "./dom.js";
 import { CAUSE, moments, headline, kindWord, reason } from "./words.js";
 
+export const TIMELINE_SHOWN = 6; // decisions
+export const WAITING_SHOWN = 5; // jobs; the Jobs table has them all
+const opened = { timeline: TIMELINE_SHOWN, waiting: WAITING_SHOWN, last: { timeline: null, now: null } };
+
+// A "Show more" button: how many more a click shows, and how many are not shown yet.
+function showMore(role, hidden, step, what, redraw) {
+  const more = Math.min(hidden, step);
+  return h(
+    "button",
+    {
+      type: "button",
+      class: "show-more",
+      dataset: { role },
+      onclick: () => {
+        opened[role] += step;
+        redraw();
+      },
+    },
+    `Show ${more} more ${what} (${hidden} not shown)`,
+  );
+}
+
 export function renderTimeline(events, palette) {
+  opened.last.timeline = [events, palette];
   const groups = moments(events);
   if (groups.length === 0) {
     replace(byId("events"), h("li", { class: "muted" }, "No decisions yet: submit a job and watch it start here."));
     return;
   }
+  const shown = [];
+  let count = 0;
+  for (const group of groups) {
+    if (count >= opened.timeline) break;
+    const taken = group.events.slice(0, opened.timeline - count); // in decision order
+    shown.push({ ...group, events: taken });
+    count += taken.length;
+  }
+  const hidden = events.length - count;
   replace(
     byId("events"),
-    groups.map((group) =>
+    shown.map((group) =>
       h(
         "li",
         { class: "cycle" },
@@ -23,6 +57,7 @@ export function renderTimeline(events, palette) {
         group.events.map((event) => eventItem(event, palette, "event")),
       ),
     ),
+    hidden > 0 ? h("li", { class: "more" }, showMore("timeline", hidden, TIMELINE_SHOWN, hidden === 1 ? "decision" : "decisions", () => renderTimeline(...opened.last.timeline))) : null,
   );
 }
 
@@ -42,9 +77,9 @@ export function eventItem(event, palette, kind) {
 // cycles, a fraction of a second apart), at most BURST_EVENTS decisions (the rest are counted; the Timeline has them).
 const BURST_S = 3;
 const BURST_EVENTS = 6;
-const WAITING_SHOWN = 8; // the Jobs table has the rest
 
 export function renderNow(events, jobs, palette) {
+  opened.last.now = [events, jobs, palette];
   const groups = moments(events);
   const body = [];
   if (groups.length === 0) body.push(h("p", { class: "muted" }, "No decision yet."));
@@ -77,7 +112,7 @@ export function renderNow(events, jobs, palette) {
         h(
           "ul",
           {},
-          short.slice(0, WAITING_SHOWN).map((j) =>
+          short.slice(0, opened.waiting).map((j) =>
             h(
               "li",
               { dataset: { job: `${j.project}/${j.name}` } },
@@ -87,8 +122,15 @@ export function renderNow(events, jobs, palette) {
               reason(j.pending_reason),
             ),
           ),
-          short.length > WAITING_SHOWN ? h("li", { class: "muted" }, `and ${short.length - WAITING_SHOWN} more: see Jobs`) : null,
         ),
+        short.length > opened.waiting
+          ? h(
+              "p",
+              { class: "more" },
+              showMore("waiting", short.length - opened.waiting, 10, short.length - opened.waiting === 1 ? "job" : "jobs", () => renderNow(...opened.last.now)),
+              h("span", { class: "muted" }, " · all of them in Jobs"),
+            )
+          : null,
       ),
     );
   }
