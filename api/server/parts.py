@@ -41,6 +41,8 @@ def kube_settings(settings: Settings) -> KubeSettings:
         checkpoint_claim=settings.checkpoint_claim,
         topology_key=settings.topology_key,
         agent_url=settings.agent_url,
+        pod_cpu_per_gpu=settings.pod_cpu_per_gpu,
+        pod_memory_per_gpu=settings.pod_memory_per_gpu,
     )
 
 

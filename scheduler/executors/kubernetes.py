@@ -121,6 +121,8 @@ class KubernetesExecutor:
             grace_period=self._grace,
             checkpoint_claim=self.settings.checkpoint_claim,
             agent_url=self.settings.agent_url,
+            cpu_per_gpu=self.settings.pod_cpu_per_gpu or podspec.DEFAULT_CPU_PER_GPU,
+            memory_per_gpu=self.settings.pod_memory_per_gpu or podspec.DEFAULT_MEMORY_PER_GPU,
         )
 
     def _core(self) -> client.CoreV1Api:

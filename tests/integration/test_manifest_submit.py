@@ -94,7 +94,7 @@ def test_a_refused_manifest_names_its_fields_and_submits_nothing(bridge: ASGIBri
     assert result.exit_code == 2
     limit = "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[nvidia.com/gpu]"
     assert f"{limit}: Master asks for 1 GPU(s) and Worker for 2" in result.output
-    assert "spec.pytorchReplicaSpecs[Worker].template.spec.volumes: Tide mounts no volumes" in result.output
+    assert "spec.pytorchReplicaSpecs[Worker].template: Master's pod template" in result.output
     assert "Traceback" not in result.output
     assert local_client(bridge, ADMIN).jobs() == []
 

@@ -75,7 +75,10 @@ def test_the_pod_of_a_replica() -> None:
         "requests": {"cpu": "8", "memory": "64Gi"},
         "limits": {"nvidia.com/gpu": "2"},
     }
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
     assert container["volumeMounts"] == [{"name": "tide-shm", "mountPath": "/dev/shm"}]
     assert pod["volumes"] == [{"name": "tide-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}]
     assert container["command"] == ["torchrun", "train.py", "--lr", "0.1"] and container["image"] == "img:1"
@@ -110,7 +113,10 @@ def test_a_checkpoint_claim_is_mounted_and_an_image_is_required() -> None:
     options = podspec.PodOptions(namespace="ns", default_image="img", checkpoint_claim="ckpt")
     body = podspec.pod_body(spec(), options)
     kubernetes_validate.validate(body, "1.30", strict=True)
-    assert body["spec"]["volumes"][0] == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}}
+    assert body["spec"]["volumes"][0] == {
+        "name": "checkpoints",
+        "persistentVolumeClaim": {"claimName": "ckpt"},
+    }
     assert env_map(body)["TIDE_CHECKPOINT_DIR"] == "/tide/checkpoints/vision/resnet-0"
     again = podspec.pod_body(spec(env={"TIDE_JOB_ID": "41", "TIDE_NUM_REPLICAS": "3"}), options)
     assert (

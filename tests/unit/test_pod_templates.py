@@ -105,12 +105,16 @@ def test_the_pod_carries_the_template() -> None:
 
 
 def test_no_template_no_besteffort_and_shm_is_half_the_memory_request() -> None:
-    options = podspec.PodOptions(namespace="ns", default_image="img", cpu_per_gpu="1500m", memory_per_gpu="12Gi")
+    options = podspec.PodOptions(
+        namespace="ns", default_image="img", cpu_per_gpu="1500m", memory_per_gpu="12Gi"
+    )
     body = podspec.pod_body(spec(gpus=(0, 1, 2)), options)
     kubernetes_validate.validate(body, "1.30", strict=True)
     container = body["spec"]["containers"][0]
     assert container["resources"]["requests"] == {"cpu": "4500m", "memory": "36Gi"}
-    assert body["spec"]["volumes"] == [{"name": "tide-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "18Gi"}}]
+    assert body["spec"]["volumes"] == [
+        {"name": "tide-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "18Gi"}}
+    ]
     # a limit alone is the request (Kubernetes' rule): no default request beside it; "0": no /dev/shm
     limited = {"shm_size": "0", "spec": {"containers": [{"resources": {"limits": {"memory": "8Gi"}}}]}}
     container = podspec.pod_body(spec(limited), options)["spec"]["containers"][0]
@@ -240,14 +244,19 @@ def test_levels_merge_department_then_project_then_job() -> None:
     container = merged["spec"]["containers"][0]
     assert container["env"] == [{"name": "A", "value": "project"}, {"name": "B", "value": "job"}]
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
-    assert merged["spec"]["affinity"] == {"podAntiAffinity": ANTI_AFFINITY}  # affinity: the most specific, whole
+    assert merged["spec"]["affinity"] == {
+        "podAntiAffinity": ANTI_AFFINITY
+    }  # affinity: the most specific, whole
     assert merged["spec"]["priorityClassName"] == "batch-low"
     assert merged["spec"]["imagePullSecrets"] == [{"name": "registry"}]
     assert allow_of(department, project) == Allow(priority_classes=("batch-low",))
     assert allow_of(department, {"allow": {}}) == Allow()  # the project's own allow, even empty, wins
     body = podspec.pod_body(spec(merged), OPTIONS)
     kubernetes_validate.validate(body, "1.30", strict=True)
-    assert body["spec"]["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert body["spec"]["containers"][0]["securityContext"]["capabilities"] == {
+        "drop": ["ALL"],
+        "add": ["IPC_LOCK"],
+    }
 
 
 def test_what_only_the_merged_template_shows() -> None:

@@ -168,9 +168,7 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
         "command": [*AGENT_COMMAND, *spec.argv] if agent else list(spec.argv),
         "env": env,
         "resources": resources(len(spec.gpu_ids), wanted.get("resources") or {}, options),
-        "securityContext": podtemplate.merge(
-            DEFAULT_CONTAINER_SECURITY, wanted.get("securityContext") or {}
-        ),
+        "securityContext": podtemplate.merge(DEFAULT_CONTAINER_SECURITY, wanted.get("securityContext") or {}),
     }
     if wanted.get("envFrom"):
         container["envFrom"] = [dict(e) for e in wanted["envFrom"]]
@@ -192,7 +190,10 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
     if options.checkpoint_claim:
         mounts.append({"name": podtemplate.CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_MOUNT})
         volumes.append(
-            {"name": podtemplate.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": options.checkpoint_claim}}
+            {
+                "name": podtemplate.CHECKPOINT_VOLUME,
+                "persistentVolumeClaim": {"claimName": options.checkpoint_claim},
+            }
         )
     mounts += [dict(m) for m in wanted.get("volumeMounts") or []]
     volumes += [dict(v) for v in pod_template.get("volumes") or []]

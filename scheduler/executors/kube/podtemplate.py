@@ -44,7 +44,7 @@ TIDE_LABEL_PREFIXES = ("tide.dev/", "app.kubernetes.io/managed-by")
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][-+]?[0-9]+|[KMGTPE]i|[mkMGTPE]|)$")
-SUFFIXES = {
+SUFFIXES: dict[str, int | Decimal] = {
     "": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }  # fmt: skip
@@ -81,7 +81,13 @@ JOB_POD_SECURITY = {
     "runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup", "fsGroupChangePolicy", "supplementalGroups",
     "seccompProfile",
 }  # fmt: skip
-JOB_CONTAINER_SECURITY = {"runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem", "seccompProfile"}
+JOB_CONTAINER_SECURITY = {
+    "runAsUser",
+    "runAsGroup",
+    "runAsNonRoot",
+    "readOnlyRootFilesystem",
+    "seccompProfile",
+}
 ADMIN_ONLY = (
     "an admin's pod defaults may set it (tide project update PROJECT --pod-defaults FILE), "
     "or allow jobs to (allow.privileged)"
@@ -128,7 +134,7 @@ def parse_quantity(value: object) -> Decimal | None:
         number, suffix = Decimal(match.group(1)), match.group(2)
         if suffix[:1] in ("e", "E"):
             return number * Decimal(10) ** int(suffix[1:])
-        return number * Decimal(SUFFIXES[suffix])
+        return number * Decimal(SUFFIXES[suffix])  # exact: never through a float
     except (InvalidOperation, ValueError):
         return None
 
@@ -199,7 +205,9 @@ class _Checker:
             if key in owned:
                 self.refuse(f"{path}.{key}", f"Tide's own: {owned[key]}")
             elif key not in known:
-                self.refuse(f"{path}.{key}", f"not a field a pod template may set here ({', '.join(sorted(known))})")
+                self.refuse(
+                    f"{path}.{key}", f"not a field a pod template may set here ({', '.join(sorted(known))})"
+                )
 
     def admin_only(self, path: str, what: str, allowed: bool) -> None:
         if self.allow is not None and not allowed:
@@ -228,7 +236,9 @@ class _Checker:
         if containers is not None:
             listed = self.items(containers, f"{path}.containers")
             for index in range(1, len(listed)):
-                self.refuse(f"{path}.containers[{index}]", "a second container (a sidecar): Tide runs one per replica")
+                self.refuse(
+                    f"{path}.containers[{index}]", "a second container (a sidecar): Tide runs one per replica"
+                )
             if listed:
                 self.container(*listed[0])
         self.volumes(spec.get("volumes"), f"{path}.volumes")
@@ -283,7 +293,10 @@ class _Checker:
                 continue
             source = sources[0]
             if source not in VOLUME_SOURCES:
-                self.refuse(f"{here}.{source}", f"not a volume source Tide mounts ({', '.join(sorted(VOLUME_SOURCES))})")
+                self.refuse(
+                    f"{here}.{source}",
+                    f"not a volume source Tide mounts ({', '.join(sorted(VOLUME_SOURCES))})",
+                )
             elif source == "hostPath" and self.allow is not None and not self.allow.host_path:
                 self.refuse(
                     f"{here}.hostPath",
@@ -302,14 +315,20 @@ class _Checker:
         for here, entry in self.items(container.get("envFrom"), f"{path}.envFrom"):
             self.unknown(entry, here, {"configMapRef", "secretRef", "prefix"}, {})
             if str(entry.get("prefix", "")).startswith(TIDE_ENV_PREFIXES):
-                self.refuse(f"{here}.prefix", "TIDE_* and PET_* variables are Tide's own: pick another prefix")
+                self.refuse(
+                    f"{here}.prefix", "TIDE_* and PET_* variables are Tide's own: pick another prefix"
+                )
         for here, mount in self.items(container.get("volumeMounts"), f"{path}.volumeMounts"):
             self.unknown(mount, here, {"name", "mountPath", "readOnly", "subPath", "subPathExpr",
                                        "mountPropagation", "recursiveReadOnly"}, {})  # fmt: skip
             self.string(mount.get("name"), f"{here}.name")
             where = self.string(mount.get("mountPath"), f"{here}.mountPath")
             if where is not None and where.rstrip("/") in RESERVED_MOUNTS:
-                what = "set shm_size" if where.rstrip("/") == SHM_MOUNT else "Tide mounts its checkpoint claim there"
+                what = (
+                    "set shm_size"
+                    if where.rstrip("/") == SHM_MOUNT
+                    else "Tide mounts its checkpoint claim there"
+                )
                 self.refuse(f"{here}.mountPath", f"{where} is Tide's own: {what}")
         security = self.mapping(container.get("securityContext"), f"{path}.securityContext")
         for key, item in security.items():
@@ -351,7 +370,7 @@ class _Checker:
                 if name == self.gpu_resource:
                     self.refuse(here, "Tide's own: set the job's GPUs per replica (gpus_per_replica, --gpus)")
                 elif parse_quantity(amount) is None or parse_quantity(amount) < 0:  # type: ignore[operator]
-                    self.refuse(here, f"{amount!r} is not a quantity (e.g. \"8\", \"500m\", \"64Gi\")")
+                    self.refuse(here, f'{amount!r} is not a quantity (e.g. "8", "500m", "64Gi")')
 
 
 def problems(
@@ -371,13 +390,17 @@ def defaults_problems(value: Any, path: str = "pod_defaults") -> list[Problem]:
     if "template" in found:
         checker.template(found["template"], f"{path}.template")
     allow = checker.mapping(found.get("allow"), f"{path}.allow")
-    checker.unknown(allow, f"{path}.allow", {"host_path", "privileged", "service_accounts", "priority_classes"}, {})
+    checker.unknown(
+        allow, f"{path}.allow", {"host_path", "privileged", "service_accounts", "priority_classes"}, {}
+    )
     for key in ("host_path", "privileged"):
         if key in allow and not isinstance(allow[key], bool):
             checker.refuse(f"{path}.allow.{key}", "must be true or false")
     for key in ("service_accounts", "priority_classes"):
         listed = allow.get(key)
-        if listed is not None and (not isinstance(listed, list) or not all(isinstance(n, str) and n for n in listed)):
+        if listed is not None and (
+            not isinstance(listed, list) or not all(isinstance(n, str) and n for n in listed)
+        ):
             checker.refuse(f"{path}.allow.{key}", "must be a list of names")
     return checker.found
 
