@@ -21,8 +21,8 @@ from scheduler.executors.kube import podtemplate
 from scheduler.store.models import ProjectRow
 
 NOT_PODS = (
-    "{path}: this Tide runs jobs with the {executor} executor, which starts processes, not pods: the pod "
-    "template is kept but not applied (no volumes, Secrets, resources, /dev/shm size or security contexts); "
+    "{path}: this Tide runs jobs with the {executor} executor, not as Kubernetes pods: the pod template is "
+    "kept but not applied (no volumes, env from Secrets, resources, /dev/shm size, security contexts...); "
     "it applies on a Tide that runs --executor kubernetes"
 )
 NODE_CONSTRAINTS = (
