@@ -176,7 +176,8 @@ def _replica(read: FieldReader, value: Any, path: str, role: str) -> _Replica:
     read.leftovers(pod, f"{path}.template.spec", {"containers", *REFUSED_POD, *TEMPLATE_POD})
     if pod:
         _container(read, replica, pod.get("containers"), f"{path}.template.spec.containers")
-    metadata = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    found_metadata = template.get("metadata")
+    metadata: dict[str, Any] = found_metadata if isinstance(found_metadata, dict) else {}
     kept = {key: metadata[key] for key in ("labels", "annotations") if metadata.get(key)}
     spec = {key: pod[key] for key in TEMPLATE_POD if key in pod}
     if replica.container:

@@ -288,8 +288,11 @@ class KubernetesExecutor:
         self.backoff.check(spec.replica_id)
         try:
             body = podspec.pod_body(spec, self.options, grace=spec.grace)
+            client.V1Pod.model_validate(
+                body
+            )  # a pod template the Pod schema refuses (pydantic: a ValueError)
         except ValueError as error:
-            raise ExecutorError(str(error)) from error
+            raise ExecutorError(podspec.refusal(error)) from error
         self._ensure_service(spec.project, spec.job, spec.replica_id)
         obj = self._create_pod(body, spec.replica_id)
         self.backoff.clear(spec.replica_id)

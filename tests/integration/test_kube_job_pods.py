@@ -21,6 +21,7 @@ from kubefake.harness import IMAGE, NAMESPACE, kube_executor, wait_for
 from servicekit import ADMIN, RunningService
 
 from api.client.rest import TideAPIError, TideClient
+from scheduler.executors.base import ExecutorError, LaunchSpec
 
 EXAMPLE = Path(__file__).parent.parent.parent / "deploy" / "examples" / "pytorchjob-rdma.yaml"
 RDMA = "rdma/hca_shared_devices_a"
@@ -203,6 +204,12 @@ def test_what_a_job_may_not_set_is_a_422_naming_the_field(service: RunningServic
     lost = {"spec": {"containers": [{"volumeMounts": [{"name": "nowhere", "mountPath": "/x"}]}]}}
     with pytest.raises(TideAPIError, match=r"volumeMounts\[0\]\.name: no volume 'nowhere'"):
         client.submit("team-a", {"name": "lost", "command": ["python"], "pod_template": lost})
+    # what Kubernetes' Pod schema refuses is found at submit, not when the pod is made
+    misspelt = {"spec": {"affinity": {"nodeAfinity": {}}}}
+    with pytest.raises(
+        TideAPIError, match=r"pod_template\.spec\.affinity\.nodeAfinity: Extra inputs are not permitted"
+    ):
+        client.submit("team-a", {"name": "typo", "command": ["python"], "pod_template": misspelt})
     # a manifest's refusal names the manifest's field
     manifest = EXAMPLE.read_text().replace("serviceAccountName: trainer", "serviceAccountName: root")
     with pytest.raises(
@@ -229,3 +236,21 @@ def test_bad_pod_defaults_are_a_422_and_null_clears_them(service: RunningService
         headers={"Authorization": f"Bearer {ADMIN}"},
     )
     assert answer.status_code == 422 and "pod_defaults" in answer.text
+
+
+def test_a_pod_the_schema_refuses_fails_its_replica_with_the_fields_named(
+    api: FakeKubeApi, tmp_path: Path
+) -> None:
+    """Defaults an admin changed after a submit can still make a bad pod: the replica fails with the fields
+    named (an ExecutorError, its job failed), never an error of the cycle, and no pod is created."""
+    executor = kube_executor(api, tmp_path)
+    bad = {"spec": {"tolerations": [{"key": 1}]}}
+    spec = LaunchSpec(4, "a", "train", 0, "gpu-0", (0,), ("python", "train.py"), pod_template=bad)
+    try:
+        with pytest.raises(
+            ExecutorError, match=r"pod\.spec\.tolerations\[1\]\.key: Input should be a valid string"
+        ):
+            executor.start(spec)
+        assert pods(api, "train") == []
+    finally:
+        executor.close()

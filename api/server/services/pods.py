@@ -6,7 +6,7 @@ a ``pod_defaults`` document that ``scheduler.executors.kube.podtemplate.defaults
 ``check_job(project, template, path, executor=...)`` refuses a job's template that is malformed, sets
 Tide's own fields, or goes beyond what the project's (else its department's) ``allow`` lets a job set, and
 one that does not hold together once merged over the defaults (a mount of a volume nobody defines, a
-request above its limit); it returns what to warn the submitter of: a template on an executor that runs
+request above its limit, a pod Kubernetes' Pod model refuses: ``pod_problems``); it returns what to warn the submitter of: a template on an executor that runs
 processes (local) or nothing (memory), which cannot honour it (kept, not applied), and node constraints,
 which the kubelet checks on the node Tide chose rather than choosing it.
 """
@@ -16,8 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
+from kubernetes import client
+from pydantic import ValidationError
 
-from scheduler.executors.kube import podtemplate
+from scheduler.executors.base import LaunchSpec
+from scheduler.executors.kube import podspec, podtemplate
 from scheduler.store.models import ProjectRow
 
 NOT_PODS = (
@@ -42,6 +45,18 @@ def refuse(problems: list[podtemplate.Problem]) -> None:
 def check_defaults(value: dict[str, Any] | None) -> None:
     if value is not None:
         refuse(podtemplate.defaults_problems(value))
+        refuse(pod_problems(value.get("template") or {}, "pod_defaults.template"))
+
+
+def pod_problems(template: dict[str, Any], path: str) -> list[podtemplate.Problem]:
+    """What Kubernetes' Pod model refuses in a pod made from ``template`` (a misspelt affinity, a number
+    where a string belongs): found now rather than when its pod is made."""
+    trial = LaunchSpec(1, "p", "j", 0, "node", (0,), ("true",), image="image", pod_template=template)
+    try:
+        client.V1Pod.model_validate(podspec.pod_body(trial, podspec.PodOptions(namespace="ns")))
+    except ValidationError as error:
+        return podtemplate.model_problems(error.errors(), path)
+    return []
 
 
 def defaults_of(project: ProjectRow) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -58,6 +73,7 @@ def check_job(project: ProjectRow, template: dict[str, Any] | None, path: str, *
     refuse(podtemplate.problems(template, path, allow=podtemplate.allow_of(department, own)))
     merged = podtemplate.effective(department, own, template)
     refuse(podtemplate.merged_problems(merged, path))
+    refuse(pod_problems(merged, path))
     if executor != "kubernetes":
         return [NOT_PODS.format(path=path, executor=executor)]
     if podtemplate.wants_node_constraints(template):

@@ -227,6 +227,15 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
     }
 
 
+def refusal(error: ValueError) -> str:
+    """Why a pod cannot be made, in one line: a model's refusals (``errors()``) field by field."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error)
+    problems = podtemplate.model_problems(errors(), "pod")
+    return "the pod's template does not make a valid Pod: " + "; ".join(map(str, problems))
+
+
 def resources(gpus: int, wanted: Mapping[str, Any], options: PodOptions) -> Body:
     """The container's resources: the template's, a CPU and memory request per GPU where it sets neither
     request nor limit, an extended resource's limit where only its request is given, and the GPU limit."""

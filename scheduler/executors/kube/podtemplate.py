@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 Template = dict[str, Any]
@@ -135,7 +135,7 @@ def parse_quantity(value: object) -> Decimal | None:
         if suffix[:1] in ("e", "E"):
             return number * Decimal(10) ** int(suffix[1:])
         return number * Decimal(SUFFIXES[suffix])  # exact: never through a float
-    except (InvalidOperation, ValueError):
+    except (ArithmeticError, ValueError):  # InvalidOperation, an exponent beyond Decimal's range
         return None
 
 
@@ -244,6 +244,9 @@ class _Checker:
         self.volumes(spec.get("volumes"), f"{path}.volumes")
         for here, toleration in self.items(spec.get("tolerations"), f"{path}.tolerations"):
             self.unknown(toleration, here, {"key", "operator", "value", "effect", "tolerationSeconds"}, {})
+            for key in ("key", "operator", "value", "effect"):
+                if key in toleration and not isinstance(toleration[key], str):
+                    self.refuse(f"{here}.{key}", "must be a string (quote it)")
         self.strings_map(spec.get("nodeSelector"), f"{path}.nodeSelector")
         self.mapping(spec.get("affinity"), f"{path}.affinity")
         for here, secret in self.items(spec.get("imagePullSecrets"), f"{path}.imagePullSecrets"):
@@ -490,6 +493,18 @@ def merged_problems(template: Mapping[str, Any], path: str) -> list[Problem]:
                 f"{requests[name]} is above its limit ({limit}) once the project's defaults are applied: "
                 "lower the request or raise the limit",
             ))  # fmt: skip
+    return found
+
+
+def model_problems(errors: Sequence[Mapping[str, Any]], path: str) -> list[Problem]:
+    """A Kubernetes model's refusals of a pod made from a template (``loc``/``msg`` pairs, as pydantic gives
+    them), each named under ``path`` (``pod_template.spec.affinity.nodeAffinity.x``)."""
+    found = []
+    for error in errors:
+        where = ""
+        for part in error.get("loc", ()):
+            where += f"[{part}]" if isinstance(part, int) else f".{part}"
+        found.append(Problem(f"{path}{where}", f"{error.get('msg', 'invalid')} (Kubernetes' Pod schema)"))
     return found
 
 
