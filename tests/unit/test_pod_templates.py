@@ -28,6 +28,7 @@ JOB: dict[str, Any] = {
     "spec": {
         "containers": [
             {
+                "name": "pytorch",  # ignored: Tide names its container
                 "resources": {"requests": {"cpu": "12", "memory": "100Gi"}, "limits": {RDMA: "1"}},
                 "env": [
                     {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "key"}}},
@@ -73,6 +74,7 @@ def test_the_pod_carries_the_template() -> None:
     body = podspec.pod_body(spec(JOB), OPTIONS)
     kubernetes_validate.validate(body, "1.30", strict=True)
     pod, container = body["spec"], body["spec"]["containers"][0]
+    assert container["name"] == "replica"
     assert container["resources"] == {
         "requests": {"cpu": "12", "memory": "100Gi"},
         "limits": {RDMA: "1", "nvidia.com/gpu": "2"},

@@ -53,7 +53,7 @@ SUFFIXES: dict[str, int | Decimal] = {
 TIDE_OWNED_POD = {
     "nodeName": "Tide binds each pod to the node it chose; restrict Tide's nodes with tide serve --node-selector",
     "restartPolicy": "Tide sets Never: a replica that exits is Tide's to restart",
-    "terminationGracePeriodSeconds": "set the job's grace_period (tide submit --grace-period)",
+    "terminationGracePeriodSeconds": "set the job's grace_period",
     "initContainers": "Tide runs one container per replica: do the setup in its command",
     "schedulerName": "Tide is the scheduler: it binds pods itself",
     "hostname": "Tide names each replica's pod",
@@ -61,10 +61,9 @@ TIDE_OWNED_POD = {
     "enableServiceLinks": "Tide turns service links off (they would shadow the job's variables)",
 }
 TIDE_OWNED_CONTAINER = {
-    "image": "set the job's image (tide submit --image), not the template's",
+    "image": "set the job's image (image; tide submit-dist pytorch --image), not the template's",
     "command": "Tide runs the job's command: give it as the job's command",
     "args": "Tide runs the job's command: give the arguments as part of the job's command",
-    "name": "Tide names the container itself",
 }
 # What a template may set; a job's template needs the admin's ``Allow`` for what ``ADMIN_ONLY`` lists.
 POD_FIELDS = {
@@ -72,7 +71,7 @@ POD_FIELDS = {
     "automountServiceAccountToken", "imagePullSecrets", "priorityClassName", "securityContext",
     "runtimeClassName", "hostNetwork", "hostPID", "hostIPC",
 }  # fmt: skip
-CONTAINER_FIELDS = {"resources", "env", "envFrom", "volumeMounts", "securityContext"}
+CONTAINER_FIELDS = {"name", "resources", "env", "envFrom", "volumeMounts", "securityContext"}  # name: ignored
 VOLUME_SOURCES = {
     "persistentVolumeClaim", "secret", "configMap", "emptyDir", "projected", "downwardAPI", "ephemeral", "nfs",
     "csi", "hostPath",
@@ -310,8 +309,7 @@ class _Checker:
                 self.mapping(volume[source], f"{here}.{source}")
 
     def container(self, path: str, container: dict[str, Any]) -> None:
-        self.unknown(container, path, CONTAINER_FIELDS, TIDE_OWNED_CONTAINER if "name" not in container else
-                     {k: v for k, v in TIDE_OWNED_CONTAINER.items() if k != "name"})  # fmt: skip
+        self.unknown(container, path, CONTAINER_FIELDS, TIDE_OWNED_CONTAINER)
         self.resources(self.mapping(container.get("resources"), f"{path}.resources"), f"{path}.resources")
         for here, entry in self.items(container.get("env"), f"{path}.env"):
             self.env(here, entry)
@@ -371,7 +369,10 @@ class _Checker:
             for name, amount in self.mapping(resources.get(kind), f"{path}.{kind}").items():
                 here = f"{path}.{kind}[{name}]"
                 if name == self.gpu_resource:
-                    self.refuse(here, "Tide's own: set the job's GPUs per replica (gpus_per_replica, --gpus)")
+                    self.refuse(
+                        here,
+                        "Tide's own: set the job's GPUs per replica (gpus_per_replica; tide submit-dist pytorch --gpu)",
+                    )
                 elif parse_quantity(amount) is None or parse_quantity(amount) < 0:  # type: ignore[operator]
                     self.refuse(here, f'{amount!r} is not a quantity (e.g. "8", "500m", "64Gi")')
 
