@@ -10,6 +10,7 @@ names the field, and nothing is created.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ import pytest
 from kubefake import FakeKubeApi
 from kubefake.harness import IMAGE, NAMESPACE, kube_executor, wait_for
 from servicekit import ADMIN, RunningService
+from typer.testing import CliRunner
 
+from api.client.cli.main import app
 from api.client.rest import TideAPIError, TideClient
 from scheduler.executors.base import ExecutorError, LaunchSpec
 
@@ -254,3 +257,21 @@ def test_a_pod_the_schema_refuses_fails_its_replica_with_the_fields_named(
         assert pods(api, "train") == []
     finally:
         executor.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--executor", "kubernetes", "--pod-memory-per-gpu", "lots"], "'lots' is not a Kubernetes quantity"),
+        (["--executor", "kubernetes", "--pod-cpu-per-gpu", "0"], "'0' is not a Kubernetes quantity above 0"),
+        (["--pod-cpu-per-gpu", "8"], "--pod-cpu-per-gpu only apply to --executor kubernetes"),
+    ],
+)
+def test_serve_refuses_pod_requests_that_are_not_quantities(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(("TIDE_", "KUBE"))}
+    env.update(TIDE_DATA_DIR=str(tmp_path / "data"), TIDE_ADMIN_TOKEN=ADMIN, COLUMNS="300")
+    result = CliRunner().invoke(app, ["serve", *args], env=env)
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.replace("│", " ").split())

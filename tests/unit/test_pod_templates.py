@@ -202,18 +202,21 @@ def test_unknown_and_malformed_fields_are_named() -> None:
             "containers": [
                 {"resources": {"requests": {"cpu": "lots"}}, "env": [{"name": "A"}], "workingDir": "/w"}
             ],
-            "volumes": [{"name": "v", "gitRepo": {}}],
+            "volumes": [{"name": "v", "gitRepo": {}}, {"name": "Data_1", "emptyDir": {}}],
             "nodeSelector": {"gpu": 1},
         },
+        "metadata": {"labels": {"team": "a b"}},
         "shm_size": 16,
     }
     assert sorted(paths(problems(template, "p", allow=Allow()))) == [
+        "p.metadata.labels[team]",
         "p.shm_size",
         "p.spec.containers[0].env[0]",
         "p.spec.containers[0].resources.requests[cpu]",
         "p.spec.containers[0].workingDir",
         "p.spec.nodeSelector[gpu]",
         "p.spec.volumes[0].gitRepo",
+        "p.spec.volumes[1].name",
     ]
 
 

@@ -42,7 +42,8 @@ RESERVED_MOUNTS = (SHM_MOUNT, CHECKPOINT_MOUNT)
 TIDE_ENV_PREFIXES = ("TIDE_", "PET_")
 TIDE_LABEL_PREFIXES = ("tide.dev/", "app.kubernetes.io/managed-by")
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a volume's name
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][-+]?[0-9]+|[KMGTPE]i|[mkMGTPE]|)$")
 SUFFIXES: dict[str, int | Decimal] = {
     "": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
@@ -224,9 +225,19 @@ class _Checker:
         self.unknown(metadata, f"{path}.metadata", {"labels", "annotations"}, {
             "name": "Tide names each replica's pod", "namespace": "Tide's pods go to its jobs namespace"})  # fmt: skip
         for key in ("labels", "annotations"):
-            for name in self.strings_map(metadata.get(key), f"{path}.metadata.{key}"):
+            for name, text in self.strings_map(metadata.get(key), f"{path}.metadata.{key}").items():
                 if str(name).startswith(TIDE_LABEL_PREFIXES):
                     self.refuse(f"{path}.metadata.{key}[{name}]", "Tide's own: Tide sets its labels itself")
+                elif (
+                    key == "labels"
+                    and isinstance(text, str)
+                    and not (len(text) <= 63 and LABEL_VALUE.match(text))
+                ):
+                    self.refuse(
+                        f"{path}.metadata.labels[{name}]",
+                        "a label value is at most 63 letters, digits, '-', '_' and '.', starting and ending "
+                        "with a letter or digit",
+                    )
         self.pod(self.mapping(found.get("spec"), f"{path}.spec"), f"{path}.spec")
 
     def pod(self, spec: dict[str, Any], path: str) -> None:
@@ -289,6 +300,10 @@ class _Checker:
             name = self.string(volume.get("name"), f"{here}.name")
             if name in RESERVED_VOLUMES:
                 self.refuse(f"{here}.name", f"{name!r} is Tide's own volume: pick another name")
+            elif name is not None and (len(name) > 63 or not DNS_LABEL.match(name)):
+                self.refuse(
+                    f"{here}.name", f"{name!r} is not a valid volume name (a DNS-1123 label, e.g. 'data')"
+                )
             sources = [key for key in volume if key != "name"]
             if len(sources) != 1:
                 self.refuse(here, f"give exactly one volume source ({', '.join(sorted(VOLUME_SOURCES))})")
