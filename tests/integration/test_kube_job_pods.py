@@ -11,6 +11,7 @@ names the field, and nothing is created.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from kubefake import FakeKubeApi
+from kubefake.containers import ProcessOptions
 from kubefake.harness import IMAGE, NAMESPACE, kube_executor, wait_for
 from servicekit import ADMIN, RunningService
 from typer.testing import CliRunner
@@ -275,3 +277,59 @@ def test_serve_refuses_pod_requests_that_are_not_quantities(
     result = CliRunner().invoke(app, ["serve", *args], env=env)
     assert result.exit_code == 2, result.output
     assert says in " ".join(result.output.replace("│", " ").split())
+
+
+TRAINING_SEES = """
+import os, sys
+data, shm = sys.argv[1], sys.argv[2]
+with open(os.path.join(shm, "batch"), "w") as out:
+    out.write("x" * 1024)  # what DataLoader workers share
+print("key=" + os.environ.get("WANDB_API_KEY", "<unset>"))
+print("data=" + open(os.path.join(data, "sample.txt")).read())
+print("shm=" + str(os.path.getsize(os.path.join(shm, "batch"))))
+"""
+
+
+def test_a_real_process_in_a_templated_pod_reads_its_secret_data_and_shm(tmp_path: Path) -> None:
+    """Through the fake's process kubelet: the pod's process gets its Secret's value from the template's
+    valueFrom, reads the data volume's claim and writes to /dev/shm (each mapped to this machine)."""
+    base_env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}  # the "image"
+    fake = FakeKubeApi(processes=ProcessOptions(work_dir=tmp_path / "kubelet", base_env=base_env)).start()
+    fake.add_node("gpu-0", 2)
+    claim = tmp_path / "kubelet" / "claims" / NAMESPACE / "datasets"
+    claim.mkdir(parents=True)
+    (claim / "sample.txt").write_text("imagenet")
+    executor = kube_executor(fake, tmp_path)
+    try:
+        core = executor._core()
+        core.create_namespaced_secret(
+            NAMESPACE, {"metadata": {"name": "wandb"}, "stringData": {"k": "s3cret"}}
+        )
+        template = {
+            "shm_size": "1Gi",
+            "spec": {
+                "volumes": [{"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}}],
+                "containers": [
+                    {
+                        "volumeMounts": [{"name": "datasets", "mountPath": "/data"}],
+                        "env": [
+                            {
+                                "name": "WANDB_API_KEY",
+                                "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "k"}},
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+        argv = ("python", "-c", TRAINING_SEES, "/data", "/dev/shm")
+        executor.start(LaunchSpec(5, "a", "train", 0, "gpu-0", (0,), argv, pod_template=template))
+        name = pods(fake, "train")[0]["metadata"]["name"]
+        wait_for(
+            lambda: fake.pod(NAMESPACE, name)["status"]["phase"] == "Succeeded", what="the process to end"
+        )
+        text = str(core.read_namespaced_pod_log(name, NAMESPACE))
+        assert "key=s3cret" in text and "data=imagenet" in text and "shm=1024" in text, text
+    finally:
+        executor.close()
+        fake.stop()
