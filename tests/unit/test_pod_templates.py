@@ -123,6 +123,12 @@ def test_no_template_no_besteffort_and_shm_is_half_the_memory_request() -> None:
     assert container["resources"] == {
         "requests": {"cpu": "3"}, "limits": {"memory": "8Gi", "nvidia.com/gpu": "2"}
     } and "volumeMounts" not in container  # fmt: skip
+    # a number (YAML's cpu: 4) is a quantity string, as the client's Pod model requires
+    numbers = {"spec": {"containers": [{"resources": {"requests": {"cpu": 4, "memory": 2**30}}}]}}
+    assert podspec.pod_body(spec(numbers), options)["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "4",
+        "memory": "1073741824",
+    }
     # an extended resource asked as a request only gets its limit (Kubernetes requires one)
     rdma = {"spec": {"containers": [{"resources": {"requests": {RDMA: "1"}}}]}}
     resources = podspec.pod_body(spec(rdma), options)["spec"]["containers"][0]["resources"]

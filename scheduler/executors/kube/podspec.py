@@ -237,10 +237,10 @@ def refusal(error: ValueError) -> str:
 
 
 def resources(gpus: int, wanted: Mapping[str, Any], options: PodOptions) -> Body:
-    """The container's resources: the template's, a CPU and memory request per GPU where it sets neither
-    request nor limit, an extended resource's limit where only its request is given, and the GPU limit."""
-    requests = dict(wanted.get("requests") or {})
-    limits = dict(wanted.get("limits") or {})
+    """The container's resources: the template's (a number written as a quantity string, as the API's
+    clients send it), a CPU and memory request per GPU where it sets neither request nor limit, an extended resource's limit where only its request is given, and the GPU limit."""
+    requests = {name: str(amount) for name, amount in (wanted.get("requests") or {}).items()}
+    limits = {name: str(amount) for name, amount in (wanted.get("limits") or {}).items()}  # 4 -> "4"
     for name, each, show in (
         ("cpu", options.cpu_per_gpu, format_cpu),
         ("memory", options.memory_per_gpu, format_memory),
