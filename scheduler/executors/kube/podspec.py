@@ -238,7 +238,8 @@ def refusal(error: ValueError) -> str:
 
 def resources(gpus: int, wanted: Mapping[str, Any], options: PodOptions) -> Body:
     """The container's resources: the template's (a number written as a quantity string, as the API's
-    clients send it), a CPU and memory request per GPU where it sets neither request nor limit, an extended resource's limit where only its request is given, and the GPU limit."""
+    clients send it), a CPU and memory request per GPU where it sets neither request nor limit, an
+    extended resource's limit where only its request is given, and the GPU limit."""
     requests = {name: str(amount) for name, amount in (wanted.get("requests") or {}).items()}
     limits = {name: str(amount) for name, amount in (wanted.get("limits") or {}).items()}  # 4 -> "4"
     for name, each, show in (
@@ -248,9 +249,9 @@ def resources(gpus: int, wanted: Mapping[str, Any], options: PodOptions) -> Body
         amount = parse_quantity(each)
         if name not in requests and name not in limits and amount:
             requests[name] = show(amount * max(gpus, 1))
-    for name, amount in requests.items():
+    for name, asked in requests.items():
         if not str(name).startswith(NATIVE_RESOURCES):
-            limits.setdefault(name, amount)
+            limits.setdefault(name, asked)
     if gpus:
         limits[options.gpu_resource] = str(gpus)
     return {key: value for key, value in (("requests", requests), ("limits", limits)) if value}
