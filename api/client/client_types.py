@@ -47,6 +47,7 @@ class ProjectPublic:
     effective_min_runtime_seconds: float
     preemption_notice_seconds: int | None
     effective_preemption_notice_seconds: int
+    pod_defaults: dict[str, Any] | None
     warnings: list[str]
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
@@ -64,6 +65,7 @@ class DepartmentPublic:
     created_at: datetime
     min_runtime_seconds: float
     preemption_notice_seconds: int | None
+    pod_defaults: dict[str, Any] | None
     warnings: list[str]
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 

@@ -107,6 +107,7 @@ def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
         effective_min_runtime_seconds=_min_runtime(row),
         preemption_notice_seconds=row.preemption_notice_seconds,
         effective_preemption_notice_seconds=effective_notice(row),
+        pod_defaults=row.pod_defaults,
         warnings=totals.warnings(row.department.name if row.department else None),
     )
 
@@ -140,6 +141,7 @@ def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentP
         created_at=datetime.fromtimestamp(row.created_at, UTC),
         min_runtime_seconds=row.min_runtime_seconds,
         preemption_notice_seconds=row.preemption_notice_seconds,
+        pod_defaults=row.pod_defaults,
         warnings=totals.warnings(row.name),
     )
 

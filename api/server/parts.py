@@ -42,6 +42,8 @@ def kube_settings(settings: Settings) -> KubeSettings:
         topology_key=settings.topology_key,
         agent_url=settings.agent_url,
         namespace_per_project=settings.namespace_per_project,
+        pod_cpu_per_gpu=settings.pod_cpu_per_gpu,
+        pod_memory_per_gpu=settings.pod_memory_per_gpu,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -85,6 +85,23 @@ NOTICE_DOC = (
     "(the SIGKILL comes when it would without it; a notice longer than the grace is cut to the grace). "
     "0: none."
 )
+# a job's pod template and an admin's pod defaults: JSON objects checked field by field by the services
+# (scheduler.executors.kube.podtemplate; docs/kubernetes.md, "Job pods"), whose 422 names each field
+POD_TEMPLATE_DOC = (
+    "The job's pod template (Kubernetes pods): a Kubeflow replica's template, {metadata: {labels, "
+    "annotations}, spec: {containers: [{resources, env, envFrom, volumeMounts, securityContext}], volumes, "
+    "tolerations, nodeSelector, affinity, serviceAccountName, imagePullSecrets, priorityClassName, "
+    'securityContext, ...}}, plus shm_size (the size of /dev/shm, e.g. "16Gi"). Merged over its project\'s '
+    'and department\'s pod defaults; what a job may set is in docs/kubernetes.md ("Job pods").'
+)
+POD_DEFAULTS_DOC = (
+    "Pod defaults of its jobs' pods: {template: a pod template (as a job's pod_template; an admin may also "
+    "set what jobs may not), allow: {host_path, privileged, service_accounts, priority_classes}: what its "
+    'jobs\' own templates may set beyond the safe set}. docs/kubernetes.md, "Job pods".'
+)
+JsonObject = Annotated[
+    dict[str, Any], Field(max_length=64), WithJsonSchema({"type": "object", "maxProperties": 64})
+]
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
 ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed", "stopped"]
 
@@ -115,6 +132,9 @@ class ProjectCreate(_In):
     preemption_notice_seconds: Notice | None = Field(
         None, description=NOTICE_DOC + " Null: its department's (none without a department)."
     )
+    pod_defaults: JsonObject | None = Field(
+        None, description=POD_DEFAULTS_DOC + " Null: its department's only."
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> ProjectCreate:
@@ -133,6 +153,9 @@ class ProjectUpdate(_In):
     )
     preemption_notice_seconds: Notice | None = Field(
         None, description=NOTICE_DOC + " Null: back to its department's."
+    )
+    pod_defaults: JsonObject | None = Field(
+        None, description=POD_DEFAULTS_DOC + " Replaced whole; null: its department's only."
     )
 
     @model_validator(mode="after")
@@ -171,6 +194,7 @@ class ProjectPublic(BaseModel):
     effective_preemption_notice_seconds: int = Field(
         description="The preemption notice its jobs get: its own, else its department's, else 0 (none)."
     )
+    pod_defaults: dict[str, Any] | None = Field(description=POD_DEFAULTS_DOC + " Null: none of its own.")
     warnings: list[str] = Field(
         description="Quotas that add up to more than they divide, in words: all quotas at the top level "
         "(departments and projects without one) against the schedulable GPUs, then its department's projects' quotas against the department's; fair shares cut them "
@@ -187,6 +211,7 @@ class DepartmentCreate(_In):
     preemption_notice_seconds: Notice | None = Field(
         None, description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
     )
+    pod_defaults: JsonObject | None = Field(None, description=POD_DEFAULTS_DOC + " Under its projects'.")
 
     @model_validator(mode="after")
     def _limit(self) -> DepartmentCreate:
@@ -200,6 +225,9 @@ class DepartmentUpdate(_In):
     limit_gpus: Gpus | None = None
     min_runtime_seconds: MinRuntime | None = Field(None, description=MIN_RUNTIME_DOC)
     preemption_notice_seconds: Notice | None = Field(None, description=NOTICE_DOC + " Null: none.")
+    pod_defaults: JsonObject | None = Field(
+        None, description=POD_DEFAULTS_DOC + " Replaced whole; null: none."
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> DepartmentUpdate:
@@ -221,6 +249,7 @@ class DepartmentPublic(BaseModel):
     preemption_notice_seconds: int | None = Field(
         description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
     )
+    pod_defaults: dict[str, Any] | None = Field(description=POD_DEFAULTS_DOC + " Null: none.")
     warnings: list[str] = Field(
         description="Quotas that add up to more than they divide, in words: all quotas at the top level "
         "(departments and projects without one) against the schedulable GPUs, then its projects' quotas against its own; fair shares cut them "
@@ -308,6 +337,7 @@ class JobCreate(_In):
     )
     # seconds the job is expected to run: its start-time forecast, and everyone else's, use it
     expected_duration: Annotated[float, AfterValidator(_expected_duration)] | None = None
+    pod_template: JsonObject | None = Field(None, description=POD_TEMPLATE_DOC)
 
     @model_validator(mode="after")
     def _sizes(self) -> JobCreate:

@@ -39,6 +39,7 @@ from api.server.settings import Settings, default_data_dir
 from api.shared.paths import ADMIN_TOKEN_FILE, SERVER_FILE
 from api.shared.serve_options import ServeOptions
 from scheduler.executors.base import Executor, ExecutorError
+from scheduler.executors.kube.podtemplate import parse_quantity
 from scheduler.executors.kube.retry import KubeApiError
 from scheduler.executors.kubernetes import KubernetesExecutor
 from scheduler.store.db import Database
@@ -173,7 +174,16 @@ def _check_executor(settings: Settings) -> None:
         "--checkpoint-claim": settings.checkpoint_claim,
         "--agent-url": settings.agent_url,
         "--namespace-per-project": settings.namespace_per_project or None,
+        "--pod-cpu-per-gpu": settings.pod_cpu_per_gpu,
+        "--pod-memory-per-gpu": settings.pod_memory_per_gpu,
     }
+    for flag, value in (("--pod-cpu-per-gpu", settings.pod_cpu_per_gpu),
+                        ("--pod-memory-per-gpu", settings.pod_memory_per_gpu)):  # fmt: skip
+        amount = parse_quantity(value) if value is not None else None
+        if value is not None and (amount is None or amount <= 0):
+            raise typer.BadParameter(
+                f"{value!r} is not a Kubernetes quantity above 0 (e.g. 8, 1500m, 32Gi)", param_hint=flag
+            )
     if settings.agent_url is not None and not settings.agent_url.startswith(("http://", "https://")):
         raise typer.BadParameter(
             f"{settings.agent_url!r} is not a URL: give the address job pods reach this service at, e.g. "

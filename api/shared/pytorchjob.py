@@ -15,9 +15,15 @@ short: ``metadata.name`` is the job's name; the namespace, when given, must be t
 plus Worker replicas are the job's replicas, replica 0 Tide's master; ``elasticPolicy.minReplicas`` and
 ``maxReplicas`` bound them as they bound torchrun's ``--nnodes`` under Kubeflow; the container's
 ``command`` + ``args``, ``image``, ``env`` and ``nvidia.com/gpu`` limit must be the same in Master and
-Worker (Tide runs every replica alike). What would change where or how the job runs (volumes, sidecars,
-placement, env from secrets, a working directory...) is refused; what only Tide decides in its own way
-(rendezvous, restarts, autoscaling, CPU and memory) is ignored with a warning.
+Worker (Tide runs every replica alike). The rest of a replica's pod template that Kubernetes pods can
+honour (resources such as CPU, memory and RDMA, ``env`` from Secrets and ConfigMaps, ``envFrom``, volumes
+and mounts, tolerations, node selector and affinity, service account, pull secrets, priority class,
+security contexts, the template's labels and annotations) becomes the job's ``pod_template``, the same in
+Master and Worker; an emptyDir of medium Memory mounted at ``/dev/shm`` becomes its ``shm_size``. The
+server checks that template as it checks a REST one (``api.server.services.pods``: Tide's own fields, what
+the project's admin allows), naming the manifest's fields. What Tide cannot honour (sidecars, init
+containers, a working directory, spread constraints) is refused; what only Tide decides in its own way
+(rendezvous, restarts, autoscaling) is ignored with a warning.
 """
 
 from __future__ import annotations
@@ -46,21 +52,22 @@ IGNORED_ELASTIC = {
     "metrics": "ignored: Tide grows an elastic job into idle GPUs and shrinks it on reclaim, no autoscaler",
 }
 QUIET_CONTAINER = {"name", "imagePullPolicy", "ports"}  # ports: Tide picks the rendezvous port
-RESOURCES_IGNORED = {"cpu", "memory", "ephemeral-storage"}
 # Would change where or how the replicas run, so Tide refuses rather than run the job differently.
 REFUSED_POD = {
     "initContainers": "Tide runs one container per replica: do the setup in its command",
-    "volumes": "Tide mounts no volumes of a manifest (on Kubernetes it mounts its checkpoint claim itself)",
-    "nodeSelector": "Tide places replicas itself, on the nodes the service manages (tide serve --node-selector)",
-    "affinity": "Tide places replicas itself, on the nodes the service manages (tide serve --node-selector)",
     "topologySpreadConstraints": "Tide places replicas itself (it packs them onto the fullest node)",
-    "hostNetwork": "Tide runs replicas on the pod network",
 }
 REFUSED_CONTAINER = {
-    "volumeMounts": "Tide mounts no volumes of a manifest",
-    "envFrom": "Tide passes plain values: list each variable with name and value",
     "workingDir": "Tide starts the command in the image's working directory: use absolute paths or cd in it",
 }
+# The replica's pod template fields that become the job's pod_template (checked by the server).
+TEMPLATE_POD = (
+    "volumes", "tolerations", "nodeSelector", "affinity", "serviceAccountName", "automountServiceAccountToken",
+    "imagePullSecrets", "priorityClassName", "securityContext", "runtimeClassName", "hostNetwork", "hostPID",
+    "hostIPC",
+)  # fmt: skip
+TEMPLATE_CONTAINER = ("envFrom", "volumeMounts", "securityContext")
+SHM = "/dev/shm"
 
 
 @dataclass
@@ -81,6 +88,8 @@ class _Replica:
     env: dict[str, str] = field(default_factory=dict)
     gpus: int | None = None
     paths: dict[str, str] = field(default_factory=dict)
+    template: dict[str, Any] = field(default_factory=dict)  # the pod template's other fields
+    container: dict[str, Any] = field(default_factory=dict)  # the container's, for the pod template
 
 
 def translate(manifest: Any, project: str) -> Translation:
@@ -164,10 +173,39 @@ def _replica(read: FieldReader, value: Any, path: str, role: str) -> _Replica:
     for key, why in REFUSED_POD.items():
         if pod.get(key):
             read.refuse(f"{path}.template.spec.{key}", why)
-    read.leftovers(pod, f"{path}.template.spec", {"containers", *REFUSED_POD})
+    read.leftovers(pod, f"{path}.template.spec", {"containers", *REFUSED_POD, *TEMPLATE_POD})
     if pod:
         _container(read, replica, pod.get("containers"), f"{path}.template.spec.containers")
+    found_metadata = template.get("metadata")
+    metadata: dict[str, Any] = found_metadata if isinstance(found_metadata, dict) else {}
+    kept = {key: metadata[key] for key in ("labels", "annotations") if metadata.get(key)}
+    spec = {key: pod[key] for key in TEMPLATE_POD if key in pod}
+    if replica.container:
+        spec["containers"] = [replica.container]
+    replica.template = _with_shm(({"metadata": kept} if kept else {}) | ({"spec": spec} if spec else {}))
     return replica
+
+
+def _with_shm(template: dict[str, Any]) -> dict[str, Any]:
+    """An emptyDir of medium Memory mounted at /dev/shm (how Kubeflow users size it) as ``shm_size``."""
+    spec = template.get("spec") or {}
+    container = (spec.get("containers") or [{}])[0]
+    mounts = container.get("volumeMounts")
+    if not isinstance(mounts, list) or not isinstance(spec.get("volumes"), list):
+        return template
+    mount = next(
+        (m for m in mounts if isinstance(m, dict) and str(m.get("mountPath", "")).rstrip("/") == SHM), None
+    )
+    volume = next((v for v in spec["volumes"] if isinstance(v, dict) and mount and v.get("name") == mount.get("name")), None)  # fmt: skip
+    empty = volume.get("emptyDir") if volume else None
+    if mount is None or volume is None or not isinstance(empty, dict) or empty.get("medium") != "Memory":
+        return template
+    container["volumeMounts"] = [m for m in mounts if m is not mount]
+    spec["volumes"] = [v for v in spec["volumes"] if v is not volume]
+    for key, holder in (("volumeMounts", container), ("volumes", spec)):
+        if not holder[key]:
+            del holder[key]
+    return template | {"shm_size": str(empty["sizeLimit"])} if "sizeLimit" in empty else template
 
 
 def _container(read: FieldReader, replica: _Replica, value: Any, path: str) -> None:
@@ -189,14 +227,18 @@ def _container(read: FieldReader, replica: _Replica, value: Any, path: str) -> N
             "entrypoint; e.g. [torchrun, train.py]",
         )
     replica.command = command + read.strings(container.get("args"), f"{here}.args")
-    replica.env = _env(read, container.get("env"), f"{here}.env")
-    replica.gpus = _gpus(read, container.get("resources"), f"{here}.resources")
+    replica.env, from_sources = _env(read, container.get("env"), f"{here}.env")
+    replica.gpus, resources = _gpus(read, container.get("resources"), f"{here}.resources")
     for key, why in REFUSED_CONTAINER.items():
         if container.get(key):
             read.refuse(f"{here}.{key}", why)
-    known = {"image", "command", "args", "env", "resources", *REFUSED_CONTAINER}
+    replica.container = {key: container[key] for key in TEMPLATE_CONTAINER if container.get(key)}
+    replica.container |= {"env": from_sources} if from_sources else {}
+    replica.container |= {"resources": resources} if resources else {}
+    known = {"image", "command", "args", "env", "resources", *REFUSED_CONTAINER, *TEMPLATE_CONTAINER}
     read.leftovers(container, here, known, QUIET_CONTAINER)
     replica.paths = {
+        "template": f"{replica.path}.template",
         "image": f"{here}.image",
         "command": f"{here}.command",
         "env": f"{here}.env",
@@ -204,18 +246,20 @@ def _container(read: FieldReader, replica: _Replica, value: Any, path: str) -> N
     }
 
 
-def _env(read: FieldReader, value: Any, path: str) -> dict[str, str]:
+def _env(read: FieldReader, value: Any, path: str) -> tuple[dict[str, str], list[Any]]:
+    """Plain values (the job's env), and the entries with ``valueFrom`` (its pod template's)."""
     if value is None:
-        return {}
+        return {}, []
     if not isinstance(value, list):
         read.refuse(path, f"must be a list of {{name, value}}, not {show(value)}")
-        return {}
+        return {}, []
     env: dict[str, str] = {}
+    sourced: list[Any] = []
     for index, item in enumerate(value):
         here = f"{path}[{index}]"
         entry = read.mapping(item, here)
         if "valueFrom" in entry:
-            read.refuse(f"{here}.valueFrom", "Tide passes plain values: put the value itself in value")
+            sourced.append(entry)
             continue
         name = read.string(entry.get("name"), f"{here}.name")
         text = entry.get("value", "")
@@ -223,25 +267,27 @@ def _env(read: FieldReader, value: Any, path: str) -> dict[str, str]:
             read.refuse(f"{here}.value", f"must be a string (quote it), not {show(text)}")
         elif name is not None:
             env[name] = text
-    return env
+    return env, sourced
 
 
-def _gpus(read: FieldReader, value: Any, path: str) -> int | None:
+def _gpus(read: FieldReader, value: Any, path: str) -> tuple[int | None, dict[str, Any]]:
+    """The GPUs per replica, and the other resources (the pod template's)."""
     resources = read.mapping(value, path, required=False)
     amounts: dict[str, int | None] = {}
+    others: dict[str, Any] = {}
     for kind in ("limits", "requests"):
         found = read.mapping(resources.get(kind), f"{path}.{kind}", required=False)
         for name in found:
             if name == GPU:
                 amounts[kind] = read.count(found[name], f"{path}.{kind}[{GPU}]", least=1)
-            elif name in RESOURCES_IGNORED or str(name).startswith("hugepages-"):
-                read.warn(f"{path}.{kind}[{name}]", "ignored: Tide schedules GPUs only")
-            else:
+            elif "gpu" in str(name).lower():
                 read.refuse(f"{path}.{kind}[{name}]", f"Tide schedules {GPU} only")
+            else:
+                others.setdefault(kind, {})[name] = found[name]
     limit, request = amounts.get("limits"), amounts.get("requests")
     if "limits" in amounts and "requests" in amounts and limit != request:
         read.refuse(f"{path}.requests[{GPU}]", f"must equal the limit ({limit}), as Kubernetes requires")
-    return limit if "limits" in amounts else request
+    return (limit if "limits" in amounts else request), others
 
 
 def _run_policy(read: FieldReader, value: Any) -> None:
@@ -262,8 +308,10 @@ def _job(read: FieldReader, result: Translation, roles: dict[str, _Replica], spe
         gpus = 1
     body = {"command": first.command, "env": first.env, "gpus_per_replica": gpus}
     body |= {"image": first.image} if first.image is not None else {}
+    body |= {"pod_template": first.template} if first.template else {}
     result.body |= body
     result.origin |= {key: first.paths.get(key, first.path) for key in body}
+    result.origin["pod_template"] = f"{first.path}.template"
     _sizes(read, result, spec, roles, gpus)
 
 
@@ -276,6 +324,7 @@ def _same_everywhere(read: FieldReader, roles: dict[str, _Replica]) -> None:
         ("command", lambda r: r.command, "command and args differ"),
         ("env", lambda r: r.env, "env differs"),
         ("gpus_per_replica", lambda r: r.gpus or 1, f"{GPU} limit"),
+        ("template", lambda r: r.template, "pod template (resources, volumes, env from Secrets...) differs"),
     ]
     for key, get, what in checks:
         if get(master) != get(worker):

@@ -155,6 +155,19 @@ class ServeOptions:
             "admin) instead of --namespace."
         ),
     )
+    pod_cpu_per_gpu: str | None = field(  # None: scheduler.executors.kube.podspec.DEFAULT_CPU_PER_GPU
+        default=None,
+        metadata=option(
+            KUBE + "CPU request per GPU of a job pod whose pod template sets none (default 4; e.g. 8, 1500m)."
+        ),
+    )
+    pod_memory_per_gpu: str | None = field(  # None: scheduler.executors.kube.podspec.DEFAULT_MEMORY_PER_GPU
+        default=None,
+        metadata=option(
+            KUBE + "memory request per GPU of a job pod whose pod template sets none (default 32Gi); "
+            "/dev/shm defaults to half the pod's memory request."
+        ),
+    )
     agent_url: str | None = field(  # None: job pods keep their size (no in-place resizes)
         default=None,
         metadata=option(

@@ -39,6 +39,7 @@ import logging
 import signal
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
@@ -53,6 +54,7 @@ from scheduler.executors.base import (
     LaunchSpec,
     Observation,
 )
+from scheduler.executors.kube import podtemplate
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
@@ -349,6 +351,7 @@ def _launch(
         env=replica_env(_context(job, replica, gpu_ids), knobs.env_builder),
         image=job.image,
         grace=job.grace_period if job.grace_period is not None else knobs.grace_period,
+        pod_template=pod_template(job),
     )
     try:
         coordinator.prepare(executor, job)
@@ -367,6 +370,15 @@ def _launch(
     if job.message is not None and job.message.startswith(f"replica {replica.index} {WAITS}"):
         job.message = None  # it started: the reason it waited is over
     return True
+
+
+def pod_template(job: JobRow) -> dict[str, Any] | None:
+    """The job's pod template over its project's and department's defaults, as they are now (None: none)."""
+    project = job.project
+    department = project.department.pod_defaults if project.department is not None else None
+    if job.pod_template is None and project.pod_defaults is None and department is None:
+        return None
+    return podtemplate.effective(department, project.pod_defaults, job.pod_template)
 
 
 def _context(job: JobRow, replica: ReplicaRow, gpu_ids: tuple[int, ...]) -> ReplicaContext:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from scheduler.core.model import Node
 from scheduler.elastic.agent.progress import Progress
@@ -53,6 +53,8 @@ class LaunchSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     image: str | None = None
     grace: float | None = None  # the job's grace period (None: the service's); pods carry it
+    # the job's pod template merged over its project's and department's defaults (Kubernetes pods only)
+    pod_template: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

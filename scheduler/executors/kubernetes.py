@@ -152,6 +152,8 @@ class KubernetesExecutor:
             grace_period=self._grace,
             checkpoint_claim=self.settings.checkpoint_claim,
             agent_url=self.settings.agent_url,
+            cpu_per_gpu=self.settings.pod_cpu_per_gpu or podspec.DEFAULT_CPU_PER_GPU,
+            memory_per_gpu=self.settings.pod_memory_per_gpu or podspec.DEFAULT_MEMORY_PER_GPU,
         )
 
     def _core(self) -> client.CoreV1Api:
@@ -384,8 +386,9 @@ class KubernetesExecutor:
         self.backoff.check(spec.replica_id)
         try:
             body = podspec.pod_body(spec, self.options_for(spec.project), grace=spec.grace)
+            client.V1Pod.model_validate(body)  # a pod template the Pod schema refuses (pydantic: a ValueError)
         except ValueError as error:
-            raise ExecutorError(str(error)) from error
+            raise ExecutorError(podspec.refusal(error)) from error
         owner = self._ensure_owner(spec.project, spec.job, spec.replica_id)
         try:
             obj = self._create_pod(tenancy.owned(body, owner), spec.replica_id)

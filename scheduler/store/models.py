@@ -43,6 +43,8 @@ class DepartmentRow(Base):
     min_runtime_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     # its projects' preemption notice: SIGUSR1 this long before the SIGTERM of a reclaim (NULL: none)
     preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # its projects' jobs' pod defaults ({"template": ..., "allow": ...}, scheduler.executors.kube.podtemplate)
+    pod_defaults: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     projects: Mapped[list[ProjectRow]] = relationship(back_populates="department")
 
@@ -68,6 +70,8 @@ class ProjectRow(Base):
     min_runtime_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     # its own preemption notice in seconds; NULL: its department's (none without a department); 0: none
     preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # its jobs' pod defaults, over its department's (NULL: its department's only)
+    pod_defaults: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     department: Mapped[DepartmentRow | None] = relationship(back_populates="projects")
     jobs: Mapped[list[JobRow]] = relationship(back_populates="project", cascade="all, delete-orphan")
@@ -112,6 +116,8 @@ class JobRow(Base):
     queue_position: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
     agent_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # in-place launches
+    # its own pod template (Kubernetes pods), merged over its project's pod defaults at each launch
+    pod_template: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     project: Mapped[ProjectRow] = relationship(back_populates="jobs")
     replicas: Mapped[list[ReplicaRow]] = relationship(

@@ -94,7 +94,7 @@ def test_a_refused_manifest_names_its_fields_and_submits_nothing(bridge: ASGIBri
     assert result.exit_code == 2
     limit = "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[nvidia.com/gpu]"
     assert f"{limit}: Master asks for 1 GPU(s) and Worker for 2" in result.output
-    assert "spec.pytorchReplicaSpecs[Worker].template.spec.volumes: Tide mounts no volumes" in result.output
+    assert "spec.pytorchReplicaSpecs[Worker].template: Master's pod template" in result.output
     assert "Traceback" not in result.output
     assert local_client(bridge, ADMIN).jobs() == []
 
@@ -135,3 +135,56 @@ def test_a_project_token_submits_to_its_own_project_only(bridge: ASGIBridge) -> 
     assert refused.value.status_code == 403
     job, warnings = mine.submit_manifest("team-b", echo)
     assert job.project == "team-b" and warnings
+
+
+EXAMPLE = Path(__file__).parent.parent.parent / "deploy" / "examples" / "pytorchjob-rdma.yaml"
+
+
+def test_the_example_manifests_pod_template_needs_the_projects_allow_list(
+    bridge: ASGIBridge, tmp_path: Path
+) -> None:
+    """deploy/examples/pytorchjob-rdma.yaml names a service account and a priority class: refused (exit 2,
+    naming the manifest's fields) until an admin allows them with ``tide project update --pod-defaults``;
+    then it is accepted, with a warning that this executor (memory) does not apply pod templates."""
+    refused = runner.invoke(app, ["submit", "-f", str(EXAMPLE)])
+    assert refused.exit_code == 2, refused.output
+    pod = "spec.pytorchReplicaSpecs[Master].template.spec"
+    assert (
+        f"{pod}.serviceAccountName: service account 'trainer' is not one the admin allows" in refused.output
+    )
+    assert f"{pod}.priorityClassName: priority class 'batch-high'" in refused.output
+    assert "Traceback" not in refused.output and local_client(bridge, ADMIN).jobs() == []
+    defaults = tmp_path / "team-a-pods.yaml"
+    defaults.write_text("allow:\n  service_accounts: [trainer]\n  priority_classes: [batch-high]\n")
+    updated = runner.invoke(app, ["project", "update", "team-a", "--pod-defaults", str(defaults)])
+    assert updated.exit_code == 0, updated.output
+    assert "with pod defaults." in updated.output
+    accepted = runner.invoke(app, ["submit", "-f", str(EXAMPLE)])
+    assert accepted.exit_code == 0, accepted.output
+    assert (
+        "Warning: spec.pytorchReplicaSpecs[Master].template: this Tide runs jobs with the memory executor"
+        in (accepted.output)
+    )
+    assert local_client(bridge, ADMIN).job("team-a", "llm-pretrain").gpus_per_replica == 8
+    cleared = runner.invoke(app, ["project", "update", "team-a", "--pod-defaults", "none"])
+    assert cleared.exit_code == 0 and local_client(bridge, ADMIN).project("team-a").pod_defaults is None
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("template:\n  spec:\n    nodeName: gpu-0\n")
+    wrong = runner.invoke(app, ["project", "update", "team-a", "--pod-defaults", str(bad)])
+    assert wrong.exit_code == 2 and "pod_defaults.template.spec.nodeName: Tide's own" in wrong.output
+    missing = runner.invoke(
+        app, ["project", "update", "team-a", "--pod-defaults", str(tmp_path / "nope.yaml")]
+    )
+    assert missing.exit_code == 2 and "--pod-defaults: cannot read" in missing.output
+
+
+def test_submit_dist_takes_a_pod_template_file(bridge: ASGIBridge, tmp_path: Path) -> None:
+    template = tmp_path / "pod.yaml"
+    template.write_text("shm_size: 8Gi\nspec:\n  containers:\n    - resources: {requests: {cpu: '4'}}\n")
+    args = ["submit-dist", "pytorch", "--name", "t", "-p", "team-a", "--pod-template", str(template)]
+    result = runner.invoke(app, [*args, "--", "python", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert "the memory executor, not as Kubernetes pods" in result.output
+    template.write_text("spec:\n  containers:\n    - command: [sh]\n")
+    result = runner.invoke(app, [*args[:-1], str(template), "--name", "u", "--", "python", "train.py"])
+    assert result.exit_code == 2 and "pod_template.spec.containers[0].command: Tide's own" in result.output

@@ -70,7 +70,17 @@ def test_the_pod_of_a_replica() -> None:
     container = pod["containers"][0]
     assert pod["nodeName"] == "gpu-3" and pod["restartPolicy"] == "Never"
     assert pod["terminationGracePeriodSeconds"] == 13
-    assert container["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+    # never BestEffort: a CPU and memory request per GPU (the defaults: 4 CPUs, 32Gi), and a /dev/shm
+    assert container["resources"] == {
+        "requests": {"cpu": "8", "memory": "64Gi"},
+        "limits": {"nvidia.com/gpu": "2"},
+    }
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert container["volumeMounts"] == [{"name": "tide-shm", "mountPath": "/dev/shm"}]
+    assert pod["volumes"] == [{"name": "tide-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}]
     assert container["command"] == ["torchrun", "train.py", "--lr", "0.1"] and container["image"] == "img:1"
     assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
     assert body["metadata"]["annotations"] == {"tide.dev/gpu-ids": "4,5"}
@@ -103,9 +113,10 @@ def test_a_checkpoint_claim_is_mounted_and_an_image_is_required() -> None:
     options = podspec.PodOptions(namespace="ns", default_image="img", checkpoint_claim="ckpt")
     body = podspec.pod_body(spec(), options)
     kubernetes_validate.validate(body, "1.30", strict=True)
-    assert body["spec"]["volumes"] == [
-        {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}}
-    ]
+    assert body["spec"]["volumes"][0] == {
+        "name": "checkpoints",
+        "persistentVolumeClaim": {"claimName": "ckpt"},
+    }
     assert env_map(body)["TIDE_CHECKPOINT_DIR"] == "/tide/checkpoints/vision/resnet-0"
     # the job's directory of the claim only: other jobs' checkpoints are not in the pod
     assert body["spec"]["containers"][0]["volumeMounts"] == [

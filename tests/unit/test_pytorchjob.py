@@ -68,7 +68,12 @@ def test_a_master_and_workers_with_gpus_keep_their_sizes_and_command_with_args()
     assert job.body["env"] == {"DATA_DIR": "/data/imagenet"}
     ignored = "\n".join(job.warnings)
     assert "spec.elasticPolicy.metrics: ignored: Tide grows an elastic job" in ignored
-    assert "[Master].template.spec.containers[0].resources.requests[cpu]: ignored" in ignored
+    # CPU and memory are the pod template's (Kubernetes pods get them), no longer ignored
+    assert job.body["pod_template"] == {
+        "spec": {"containers": [{"resources": {"requests": {"cpu": 4, "memory": "16Gi"}}}]}
+    }
+    assert job.origin["pod_template"] == "spec.pytorchReplicaSpecs[Master].template"
+    assert "cpu" not in ignored
     assert "labels" not in ignored and "restartPolicy" not in ignored  # accepted as they are
 
 
@@ -120,15 +125,16 @@ def test_manifest_names_follow_the_apis_rule_for_names() -> None:
     [
         (lambda d: d["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].update(
             volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}}]),
-         f"{WORKER}.template.spec.volumes", "mounts no volumes"),
+         f"{WORKER}.template", "Master's pod template (resources, volumes, env from Secrets...) differs"),
         (lambda d: d["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].append(
             {"name": "log-shipper", "image": "fluent-bit"}),
          f"{WORKER}.template.spec.containers[1]", "sidecar"),
         (lambda d: d["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].update(
-            nodeSelector={"gpu": "a100"}),
-         f"{WORKER}.template.spec.nodeSelector", "places replicas itself"),
-        (lambda d: container(d).update(env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s"}}}]),
-         f"{WORKER_CONTAINER}.env[0].valueFrom", "plain values"),
+            initContainers=[{"name": "setup"}]),
+         f"{WORKER}.template.spec.initContainers", "one container per replica"),
+        (lambda d: d["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].update(
+            topologySpreadConstraints=[{"maxSkew": 1}]),
+         f"{WORKER}.template.spec.topologySpreadConstraints", "places replicas itself"),
         (lambda d: container(d).update(workingDir="/workspace"), f"{WORKER_CONTAINER}.workingDir", "absolute"),
         (lambda d: container(d).pop("command"), f"{WORKER_CONTAINER}.command", "entrypoint"),
         (lambda d: container(d)["resources"]["limits"].update({"amd.com/gpu": 1}),
@@ -190,11 +196,11 @@ def test_a_manifest_that_is_not_a_mapping_is_refused() -> None:
 def test_fields_tide_does_not_know_are_ignored_with_a_warning() -> None:
     def extra(data: dict[str, Any]) -> None:
         data["spec"]["runPolicy"] = {"cleanPodPolicy": "None", "ttlSecondsAfterFinished": 60}
-        data["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["tolerations"] = [{"key": "x"}]
+        data["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["dnsPolicy"] = "None"
 
     warnings = translate(manifest("elastic-echo", extra), "team-a").warnings
     assert "spec.runPolicy.cleanPodPolicy: ignored: Tide does not apply run policies" in warnings
-    assert f"{WORKER}.template.spec.tolerations: ignored: Tide does not use this field" in warnings
+    assert f"{WORKER}.template.spec.dnsPolicy: ignored: Tide does not use this field" in warnings
 
 
 def test_without_an_elastic_policy_the_job_has_a_fixed_size() -> None:
@@ -225,3 +231,36 @@ def test_a_body_that_is_not_one_yaml_document_is_unreadable(data: bytes, message
 def test_yaml_errors_say_where() -> None:
     with pytest.raises(ManifestUnreadable, match="line 2, column"):
         read_manifest(b"kind: PyTorchJob\n  spec: : x\n")
+
+
+def test_the_replicas_pod_template_becomes_the_jobs() -> None:
+    """deploy/examples/pytorchjob-rdma.yaml: resources with RDMA, env from a Secret, envFrom, a data volume,
+    /dev/shm as Kubeflow users size it, tolerations, a node selector, service account, pull secrets,
+    priority class and security contexts: the job's pod template, the same for Master and Worker."""
+    path = Path(__file__).parent.parent.parent / "deploy" / "examples" / "pytorchjob-rdma.yaml"
+    job = translate(read_manifest(path.read_bytes()), "team-a")
+    assert job.warnings == []
+    assert job.body["env"] == {"NCCL_DEBUG": "WARN"} and job.body["gpus_per_replica"] == 8
+    template = job.body["pod_template"]
+    assert template["shm_size"] == "64Gi"  # the emptyDir of medium Memory at /dev/shm
+    assert template["metadata"] == {"annotations": {"sidecar.istio.io/inject": "false"}}
+    pod = template["spec"]
+    container = pod["containers"][0]
+    assert container["resources"] == {
+        "requests": {"cpu": "32", "memory": "256Gi", "rdma/hca_shared_devices_a": "1"},
+        "limits": {"memory": "256Gi", "rdma/hca_shared_devices_a": "1"},
+    }
+    assert container["env"] == [
+        {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}}
+    ]
+    assert container["envFrom"] == [{"configMapRef": {"name": "nccl-tuning"}}]
+    assert container["volumeMounts"] == [{"name": "imagenet", "mountPath": "/data", "readOnly": True}]
+    assert container["securityContext"] == {"runAsUser": 1000, "runAsNonRoot": True}
+    assert pod["volumes"] == [
+        {"name": "imagenet", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}}
+    ]
+    assert pod["serviceAccountName"] == "trainer" and pod["priorityClassName"] == "batch-high"
+    assert pod["imagePullSecrets"] == [{"name": "registry-creds"}]
+    assert pod["tolerations"] == [{"key": "rdma", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["nodeSelector"] == {"network.example.org/rdma": "true"}
+    assert pod["securityContext"] == {"fsGroup": 1000}

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from api.client.cli import context, notice_flag, target
+from api.client.cli import context, notice_flag, pod_flag, target
 from api.client.cli.context import Column, FitTable
 from api.client.cli.eta_words import parse_duration, span
 from api.client.cli.flag_words import Typed
@@ -152,6 +152,7 @@ def project_create(
     department: Dept = None,
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
+    pod_defaults: pod_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -162,6 +163,7 @@ def project_create(
     body = _body(name=name, deserved=deserved, weight=weight, limit=limit, department=department)
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
+    pod_flag.add(body, pod_defaults)
     flags = _flags(
         "project", min_runtime=min_runtime, notice=preemption_notice,
         deserved=deserved, weight=weight, limit=limit, department=department,
@@ -171,7 +173,7 @@ def project_create(
     typer.echo(
         f"Created project {p.name}: deserved {p.deserved_gpus} GPU(s), weight {p.over_quota_weight}"
         f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
-        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}."
+        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}{_pods_sentence(p.pod_defaults)}."
     )
     _warn(p.warnings)
 
@@ -181,6 +183,10 @@ def _warn(warnings: Iterable[str]) -> None:
     unique = list(dict.fromkeys(warnings))
     if unique:
         typer.echo(f"warning: {'; '.join(unique)}", err=True)
+
+
+def _pods_sentence(defaults: dict[str, Any] | None) -> str:
+    return ", with pod defaults" if defaults else ""
 
 
 def _runtime_sentence(seconds: float) -> str:
@@ -197,22 +203,24 @@ def project_update(
     department: Dept = None,
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
+    pod_defaults: pod_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """Change a project's quota, weight, limit, department, minimum runtime or preemption notice (``inherit``:
-    its department's).
+    """Change a project's quota, weight, limit, department, minimum runtime, preemption notice (``inherit``:
+    its department's) or pod defaults (``none``: its department's only).
 
-    Example: tide project update team-a --deserved 4 --min-runtime 10m
+    Example: tide project update team-a --deserved 4 --min-runtime 10m --pod-defaults team-a-pods.yaml
     """
     body = _body(deserved=deserved, weight=weight, limit=limit, department=department)
     if min_runtime is not None:
         body["min_runtime_seconds"] = _min_runtime(min_runtime, inherit=True)
     notice_flag.add(body, preemption_notice, inherit=True)
+    pod_flag.add(body, pod_defaults, clear=True)
     if not body:
         context.fail(
-            "nothing to change: give --deserved, --weight, --limit, --department, --min-runtime or "
-            "--preemption-notice",
+            "nothing to change: give --deserved, --weight, --limit, --department, --min-runtime, "
+            "--preemption-notice or --pod-defaults",
             2,
         )
     flags = _flags(
@@ -225,7 +233,7 @@ def project_update(
     typer.echo(
         f"Updated project {p.name}: deserved {p.deserved_gpus}, weight {p.over_quota_weight}, limit {limit_text}"
         f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
-        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}."
+        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}{_pods_sentence(p.pod_defaults)}."
     )
     _warn(p.warnings)
 
@@ -296,6 +304,7 @@ def department_create(
     limit: Limit = None,
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
+    pod_defaults: pod_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -306,6 +315,7 @@ def department_create(
     body = _body(name=name, deserved=deserved, weight=weight, limit=limit)
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
+    pod_flag.add(body, pod_defaults)
     flags = _flags(
         "department", min_runtime=min_runtime, notice=preemption_notice,
         deserved=deserved, weight=weight, limit=limit,
@@ -314,7 +324,7 @@ def department_create(
         d = client.create_department(body)
     typer.echo(
         f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s){_runtime_sentence(d.min_runtime_seconds)}"
-        f"{notice_flag.sentence(d.preemption_notice_seconds)}."
+        f"{notice_flag.sentence(d.preemption_notice_seconds)}{_pods_sentence(d.pod_defaults)}."
     )
     _warn(d.warnings)
 
@@ -328,18 +338,22 @@ def department_update(
     limit: Limit = None,
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
+    pod_defaults: pod_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
-    """Change a department's quota, weight, limit, minimum runtime or preemption notice.
+    """Change a department's quota, weight, limit, minimum runtime, preemption notice or pod defaults
+    (``none``: none).
 
     Example: tide department update research --deserved 12 --min-runtime 10m
     """
     body = _body(deserved=deserved, weight=weight, limit=limit, min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
+    pod_flag.add(body, pod_defaults, clear=True)
     if not body:
         context.fail(
-            "nothing to change: give --deserved, --weight, --limit, --min-runtime or --preemption-notice",
+            "nothing to change: give --deserved, --weight, --limit, --min-runtime, --preemption-notice or "
+            "--pod-defaults",
             target.EXIT_BAD_INPUT,
         )
     flags = _flags(
@@ -350,7 +364,8 @@ def department_update(
         d = client.update_department(name, body)
     typer.echo(
         f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}"
-        f"{_runtime_sentence(d.min_runtime_seconds)}{notice_flag.sentence(d.preemption_notice_seconds)}."
+        f"{_runtime_sentence(d.min_runtime_seconds)}{notice_flag.sentence(d.preemption_notice_seconds)}"
+        f"{_pods_sentence(d.pod_defaults)}."
     )
     _warn(d.warnings)
 

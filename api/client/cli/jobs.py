@@ -18,7 +18,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from api.client.cli import context, quick, target
+from api.client.cli import context, pod_flag, quick, target
 from api.client.cli.eta_words import eta_cell, eta_sentence, parse_duration, span
 from api.client.cli.flag_words import Typed
 from api.client.client_types import JobPublic
@@ -97,6 +97,7 @@ def submit_pytorch(
             "--expected-duration", help="How long it runs: 90m, 2h, 1d or seconds (for start times)."
         ),
     ] = None,
+    pod_template: pod_flag.TemplateOption = None,
     wait: Annotated[float, typer.Option("--wait", help="Wait up to this many seconds for it to run.")] = 0,
     url: Url = None,
     token: Token = None,
@@ -132,6 +133,8 @@ def submit_pytorch(
             context.fail(str(error), target.EXIT_BAD_INPUT)
     if expected_duration is not None:
         body["expected_duration"] = _expected(expected_duration)
+    if pod_template is not None:
+        body["pod_template"] = pod_flag.read(pod_template, flag="--pod-template")
     _replicas_fit(workers, min_replicas, max_replicas)
     flags = _submit_flags(body, args, expected_duration, allowed_replicas)
     with context.session(url, token, flags) as client:

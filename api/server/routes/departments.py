@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 from api.server import convert, schemas
 from api.server.auth import require_admin
 from api.server.deps import Caller, Svc
+from api.server.services import pods
 from api.server.services.projects import apply_quota_changes, totals_for
 from scheduler.store.models import DepartmentRow
 
@@ -38,6 +39,7 @@ def _get(session: Session, name: str) -> DepartmentRow:
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=schemas.DepartmentPublic)
 def create_department(body: schemas.DepartmentCreate, svc: Svc, caller: Caller) -> schemas.DepartmentPublic:
     require_admin(caller)
+    pods.check_defaults(body.pod_defaults)
     with svc.db.write() as session:
         if _find(session, body.name) is not None:
             raise HTTPException(status.HTTP_409_CONFLICT, f"department {body.name!r} already exists")
@@ -48,6 +50,7 @@ def create_department(body: schemas.DepartmentCreate, svc: Svc, caller: Caller) 
             limit_gpus=body.limit_gpus,
             min_runtime_seconds=body.min_runtime_seconds,
             preemption_notice_seconds=body.preemption_notice_seconds,
+            pod_defaults=body.pod_defaults,
             fair_share_gpus=0,
             created_at=svc.engine.clock(),
         )
@@ -79,6 +82,7 @@ def update_department(
     department: str, body: schemas.DepartmentUpdate, svc: Svc, caller: Caller
 ) -> schemas.DepartmentPublic:
     require_admin(caller)
+    pods.check_defaults(body.pod_defaults)
     with svc.db.write() as session:
         row = _get(session, department)
         changes = body.model_dump(exclude_unset=True)

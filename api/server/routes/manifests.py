@@ -7,7 +7,8 @@ would take it; ``api.shared.pytorchjob`` maps it to a job body, which is then ch
 (``299 tide "PATH: why"``), as the Kubernetes API server sends its warnings and ``kubectl`` prints them.
 A body that is not UTF-8 YAML is a 400; every field Tide cannot honour is in one 422, each named by its
 path in the manifest (``spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image: ...``), and so
-are the job checks of ``api.server.schemas.JobCreate`` (a name that is not DNS-1123 names ``metadata.name``).
+are the job checks of ``api.server.schemas.JobCreate`` (a name that is not DNS-1123 names ``metadata.name``)
+and of its pod template (``api.server.services.pods``: ``spec.pytorchReplicaSpecs[Master].template.spec...``).
 
 Why a path of its own rather than a second media type on ``/jobs``: that route's JSON body keeps FastAPI's
 own parsing and errors unchanged, and a manifest is a different document with different field names, as
@@ -68,7 +69,9 @@ def submit_pytorchjob(
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
     except ManifestRefused as error:
         raise RequestValidationError([_error(p.path, p.message) for p in error.problems]) from None
-    public, beyond = create_job(svc, caller, project=project, body=_job_body(translation))
+    body = _job_body(translation)
+    where = translation.origin.get("pod_template", "pod_template")
+    public, beyond = create_job(svc, caller, project=project, body=body, template_path=where)
     for warning in [*translation.warnings, *beyond]:
         response.headers.append("Warning", header_warning(warning))
     return public

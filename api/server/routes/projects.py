@@ -13,6 +13,7 @@ from sqlalchemy.orm import selectinload
 from api.server import convert, schemas
 from api.server.auth import require_admin
 from api.server.deps import Caller, Svc
+from api.server.services import pods
 from api.server.services.projects import apply_quota_changes, department_id, get_project, totals_for
 from scheduler.statuses import ACTIVE
 from scheduler.store.models import JobRow, ProjectRow
@@ -24,6 +25,7 @@ router = APIRouter(prefix="/projects", tags=["projects"])
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=schemas.ProjectPublic)
 def create_project(body: schemas.ProjectCreate, svc: Svc, caller: Caller) -> schemas.ProjectPublic:
     require_admin(caller)
+    pods.check_defaults(body.pod_defaults)
     with svc.db.write() as session:
         if project_by_name(session, body.name) is not None:
             raise HTTPException(status.HTTP_409_CONFLICT, f"project {body.name!r} already exists")
@@ -36,6 +38,7 @@ def create_project(body: schemas.ProjectCreate, svc: Svc, caller: Caller) -> sch
             department_id=department_id(session, body.department),
             min_runtime_seconds=body.min_runtime_seconds,
             preemption_notice_seconds=body.preemption_notice_seconds,
+            pod_defaults=body.pod_defaults,
             fair_share_gpus=0,
             created_at=svc.engine.clock(),
         )
@@ -69,6 +72,7 @@ def update_project(
     project: str, body: schemas.ProjectUpdate, svc: Svc, caller: Caller
 ) -> schemas.ProjectPublic:
     require_admin(caller)
+    pods.check_defaults(body.pod_defaults)
     with svc.db.write() as session:
         row = get_project(session, project)
         changes = body.model_dump(exclude_unset=True)

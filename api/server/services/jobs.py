@@ -5,8 +5,9 @@ only read run before any write; a new name is inserted without waiting for the d
 (``Database.insert``), so submits never queue behind a scheduling cycle; a name taken meanwhile, or a
 project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404. A finished
 job of the same name is replaced (its record and its events go: ``lifecycle.forget_job``), an active one is
-a 409. It returns the job and what to warn its submitter of (the job does not fit today's cluster: it is
-accepted and waits). ``cancel_job`` marks an active job ``cancelled`` and its replicas to stop, with its
+a 409. A pod template is checked against the project's rules first (``api.server.services.pods``: 422). It
+returns the job and what to warn its submitter of (a pod template this executor cannot honour; the job
+does not fit today's cluster: it is accepted and waits). ``cancel_job`` marks an active job ``cancelled`` and its replicas to stop, with its
 event; a finished job's record is removed, with its replicas and events (the answer shows it as it was),
 once its replicas exited (a 409 says to try again while they stop; a submit of its name likewise).
 ``create_job`` and ``cancel_job`` wake the loop once their write is committed. ``record_checkpoint``
@@ -27,6 +28,7 @@ from sqlalchemy.orm import Session
 from api.server import convert, schemas
 from api.server.auth import Principal, require_project_writer
 from api.server.deps import Services
+from api.server.services import pods
 from api.server.services.projects import get_project
 from api.server.settings import Settings
 from scheduler.core.explain import beyond_cluster
@@ -74,13 +76,21 @@ def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
 
 
 def create_job(
-    svc: Services, caller: Principal, *, project: str, body: schemas.JobCreate
+    svc: Services,
+    caller: Principal,
+    *,
+    project: str,
+    body: schemas.JobCreate,
+    template_path: str = "pod_template",
 ) -> tuple[schemas.JobPublic, list[str]]:
-    """Submit ``body`` to ``project``; the job and what to warn its submitter of (see the module contract)."""
+    """Submit ``body`` to ``project``; the job and what to warn its submitter of (see the module contract).
+    ``template_path``: how a 422 names the job's pod template (a manifest's replica template)."""
     with svc.db.read() as session:  # checks that only read, before the write lock: writes are serialised
-        owner = get_project(session, project).id
+        row = get_project(session, project)
+        owner = row.id
         require_project_writer(caller, project)
         _check_image(svc.settings, body)
+        told = pods.check_job(row, body.pod_template, template_path, executor=svc.settings.executor)
         beyond = _fit_warning(session, body)
         taken = session.scalar(
             select(JobRow.id).where(JobRow.project_id == owner, JobRow.name == body.name).limit(1)
@@ -93,7 +103,7 @@ def create_job(
             log.info("submit of %s/%s raced another write; retrying under the write lock", project, body.name)
         else:
             svc.engine.trigger()
-            return public, [beyond] if beyond else []
+            return public, [*told, *([beyond] if beyond else [])]
     with svc.db.write() as session:
         owner = get_project(session, project, lock=True).id  # deleted meanwhile: 404
         existing = job_by_name(session, project, body.name, lock=True)
@@ -108,7 +118,7 @@ def create_job(
             lifecycle.forget_job(session, existing)  # the old run's events go with it
         public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
     svc.engine.trigger()
-    return public, [beyond] if beyond else []
+    return public, [*told, *([beyond] if beyond else [])]
 
 
 def _insert(
@@ -141,6 +151,7 @@ def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
         priority=body.priority,
         grace_period=body.grace_period,
         expected_duration=body.expected_duration,
+        pod_template=body.pod_template,
         created_at=now,
         submitted_at=now,
         restarts=0,

@@ -40,6 +40,8 @@ class KubeSettings:
     topology_key: str | None = None  # R17: the node label whose value is the node's topology domain
     agent_url: str | None = None  # where job pods reach the service: torchrun jobs resize in place
     namespace_per_project: bool = False  # each project's jobs in namespace tide-<project> (kube/tenancy.py)
+    pod_cpu_per_gpu: str | None = None  # a job pod's CPU request per GPU (None: podspec's default)
+    pod_memory_per_gpu: str | None = None  # its memory request per GPU (None: podspec's default)
     request_timeout: float = 15.0
     watch_seconds: int = 300
 

@@ -15,6 +15,18 @@ inside the pod's grace period (the agent, not the kubelet's SIGKILL, ends the wo
 never expands a ``$(...)`` in them. With an ``agent_url``, a torchrun job's pod runs Tide's agent
 (``tide agent -- COMMAND``: its resizes happen in place, ``scheduler.elastic.agent.pod``) and gets
 ``TIDE_AGENT_URL``, ``TIDE_REPLICA_ID`` and ``TIDE_AGENT_TOKEN`` from the job's Secret (``secret_body``).
+
+Job pods (docs/kubernetes.md, "Job pods"): the spec's ``pod_template`` (the job's, merged over its project's
+and department's defaults by ``podtemplate.effective``) adds resources, env (``valueFrom``, ``envFrom``),
+volumes and mounts, tolerations (after the default ``nvidia.com/gpu`` one), node selector and affinity,
+service account, pull secrets, priority class, runtime class and security contexts. No pod is
+BestEffort: a CPU or memory request the template does not set (neither request nor limit) is
+``options.cpu_per_gpu``/``memory_per_gpu`` times the replica's GPUs. ``/dev/shm`` is an emptyDir of
+medium Memory, ``shm_size`` big (default: half the memory request; ``"0"``: none). The container's
+securityContext starts from ``allowPrivilegeEscalation: false`` and ``capabilities.drop: [ALL]``; an
+admin's defaults may change that, a job only as far as the admin allows (``podtemplate.problems``). An
+extended resource (``rdma/hca_shared_devices_a``) requested without a limit gets the limit, as Kubernetes
+requires. Tide's own fields (image, command, GPU limit, ``TIDE_*`` env, name, labels, ``nodeName``) win.
 """
 
 from __future__ import annotations
@@ -27,7 +39,8 @@ from typing import Any
 from scheduler.elastic.environment import Placement, fixed_size_launch, torchrun_env, with_job_env
 from scheduler.elastic.torchrun_argv import uses_torchrun
 from scheduler.executors.base import LaunchSpec
-from scheduler.executors.kube import names
+from scheduler.executors.kube import names, podtemplate
+from scheduler.executors.kube.podtemplate import format_cpu, format_memory, parse_quantity
 
 Body = dict[str, Any]
 POD_IP = "TIDE_POD_IP"
@@ -38,6 +51,19 @@ AGENT_COMMAND = ("tide", "agent", "--")
 DEFAULT_TOLERATIONS: tuple[Mapping[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
+
+DEFAULT_CPU_PER_GPU = "4"
+DEFAULT_MEMORY_PER_GPU = "32Gi"
+DEFAULT_CONTAINER_SECURITY: Mapping[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+NATIVE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-")
+# pod fields a template passes through as they are (the rest: tolerations, volumes, containers, below)
+PASSED_POD_FIELDS = (
+    "nodeSelector", "affinity", "serviceAccountName", "automountServiceAccountToken", "imagePullSecrets",
+    "priorityClassName", "securityContext", "runtimeClassName", "hostNetwork", "hostPID", "hostIPC",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +80,8 @@ class PodOptions:
     image_pull_policy: str = "IfNotPresent"
     extra_labels: Mapping[str, str] = field(default_factory=dict)
     agent_url: str | None = None  # where job pods reach the service: torchrun jobs then run Tide's agent
+    cpu_per_gpu: str = DEFAULT_CPU_PER_GPU  # the CPU request per GPU of a pod whose template sets none
+    memory_per_gpu: str = DEFAULT_MEMORY_PER_GPU  # the memory request per GPU, likewise
 
 
 def _escape(value: str) -> str:
@@ -128,34 +156,67 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
     image = spec.image or options.default_image
     if not image:
         raise ValueError("the job has no image and the service has no default image (--default-image)")
+    template = dict(spec.pod_template or {})
+    wanted = podtemplate.container_of(template)
     agent = runs_agent(spec, options)
+    env = pod_env(spec, options, grace) + (agent_env(spec, options) if agent else [])
+    tide_names = {e["name"] for e in env}
+    env += [dict(e) for e in wanted.get("env") or [] if e.get("name") not in tide_names]
     container: Body = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": options.image_pull_policy,
         "command": [*AGENT_COMMAND, *spec.argv] if agent else list(spec.argv),
-        "env": pod_env(spec, options, grace) + (agent_env(spec, options) if agent else []),
+        "env": env,
+        "resources": resources(len(spec.gpu_ids), wanted.get("resources") or {}, options),
+        "securityContext": podtemplate.merge(DEFAULT_CONTAINER_SECURITY, wanted.get("securityContext") or {}),
     }
-    gpus = len(spec.gpu_ids)
-    if gpus:
-        container["resources"] = {"limits": {options.gpu_resource: str(gpus)}}
+    if wanted.get("envFrom"):
+        container["envFrom"] = [dict(e) for e in wanted["envFrom"]]
+    pod_template = template.get("spec") or {}
     pod_spec: Body = {
         "nodeName": spec.node,
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": grace_seconds(options.grace_period if grace is None else grace),
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
-        "tolerations": [dict(t) for t in options.tolerations],
+        "tolerations": podtemplate.merge(
+            [dict(t) for t in options.tolerations], list(pod_template.get("tolerations") or [])
+        ),
         "containers": [container],
     }
-    if options.checkpoint_claim:  # the job's own directory of the claim, never another job's
-        where = checkpoint_dir(spec)
+    pod_spec |= {key: pod_template[key] for key in PASSED_POD_FIELDS if key in pod_template}
+    mounts: list[Body] = []
+    volumes: list[Body] = []
+    if options.checkpoint_claim:
+        where = checkpoint_dir(spec)  # the job's own directory of the claim, never another job's
         sub = where.removeprefix(f"{CHECKPOINT_MOUNT}/")
-        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": where, "subPath": sub}]
-        pod_spec["volumes"] = [
-            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": options.checkpoint_claim}}
-        ]
-    labels = {**options.extra_labels, **names.pod_labels(spec.project, spec.job, spec.index, spec.replica_id)}
+        mounts.append({"name": podtemplate.CHECKPOINT_VOLUME, "mountPath": where, "subPath": sub})
+        volumes.append(
+            {
+                "name": podtemplate.CHECKPOINT_VOLUME,
+                "persistentVolumeClaim": {"claimName": options.checkpoint_claim},
+            }
+        )
+    mounts += [dict(m) for m in wanted.get("volumeMounts") or []]
+    volumes += [dict(v) for v in pod_template.get("volumes") or []]
+    shm = shm_size(template, container["resources"])
+    if shm is not None:
+        mounts.append({"name": podtemplate.SHM_VOLUME, "mountPath": podtemplate.SHM_MOUNT})
+        volumes.append({"name": podtemplate.SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm}})
+    if mounts:
+        container["volumeMounts"] = mounts
+        pod_spec["volumes"] = volumes
+    metadata = template.get("metadata") or {}
+    labels = {
+        **options.extra_labels,
+        **(metadata.get("labels") or {}),
+        **names.pod_labels(spec.project, spec.job, spec.index, spec.replica_id),
+    }
+    annotations = {
+        **(metadata.get("annotations") or {}),
+        names.GPU_IDS: ",".join(str(g) for g in spec.gpu_ids),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -163,10 +224,51 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
             "name": names.pod_name(spec.project, spec.job, spec.index, spec.replica_id),
             "namespace": options.namespace,
             "labels": labels,
-            "annotations": {names.GPU_IDS: ",".join(str(g) for g in spec.gpu_ids)},
+            "annotations": annotations,
         },
         "spec": pod_spec,
     }
+
+
+def refusal(error: ValueError) -> str:
+    """Why a pod cannot be made, in one line: a model's refusals (``errors()``) field by field."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error)
+    problems = podtemplate.model_problems(errors(), "pod")
+    return "the pod's template does not make a valid Pod: " + "; ".join(map(str, problems))
+
+
+def resources(gpus: int, wanted: Mapping[str, Any], options: PodOptions) -> Body:
+    """The container's resources: the template's (a number written as a quantity string, as the API's
+    clients send it), a CPU and memory request per GPU where it sets neither request nor limit, an
+    extended resource's limit where only its request is given, and the GPU limit."""
+    requests = {name: str(amount) for name, amount in (wanted.get("requests") or {}).items()}
+    limits = {name: str(amount) for name, amount in (wanted.get("limits") or {}).items()}  # 4 -> "4"
+    for name, each, show in (
+        ("cpu", options.cpu_per_gpu, format_cpu),
+        ("memory", options.memory_per_gpu, format_memory),
+    ):
+        amount = parse_quantity(each)
+        if name not in requests and name not in limits and amount:
+            requests[name] = show(amount * max(gpus, 1))
+    for name, asked in requests.items():
+        if not str(name).startswith(NATIVE_RESOURCES):
+            limits.setdefault(name, asked)
+    if gpus:
+        limits[options.gpu_resource] = str(gpus)
+    return {key: value for key, value in (("requests", requests), ("limits", limits)) if value}
+
+
+def shm_size(template: Mapping[str, Any], resources: Mapping[str, Any]) -> str | None:
+    """The size of the pod's ``/dev/shm``: the template's ``shm_size``, else half the memory request (else
+    limit); None for ``"0"`` or when there is no memory figure at all."""
+    if "shm_size" in template:
+        amount = parse_quantity(template["shm_size"])
+        return str(template["shm_size"]) if amount else None
+    memory = (resources.get("requests") or {}).get("memory") or (resources.get("limits") or {}).get("memory")
+    amount = parse_quantity(memory)
+    return format_memory(amount / 2) if amount else None
 
 
 def secret_body(project: str, job: str, token: str, options: PodOptions) -> Body:
