@@ -386,7 +386,9 @@ class KubernetesExecutor:
         self.backoff.check(spec.replica_id)
         try:
             body = podspec.pod_body(spec, self.options_for(spec.project), grace=spec.grace)
-            client.V1Pod.model_validate(body)  # a pod template the Pod schema refuses (pydantic: a ValueError)
+            client.V1Pod.model_validate(
+                body
+            )  # a pod template the Pod schema refuses (pydantic: a ValueError)
         except ValueError as error:
             raise ExecutorError(podspec.refusal(error)) from error
         owner = self._ensure_owner(spec.project, spec.job, spec.replica_id)
