@@ -124,7 +124,8 @@ def test_a_checkpoint_claim_is_mounted_and_an_image_is_required() -> None:
             "name": "checkpoints",
             "mountPath": "/tide/checkpoints/vision/resnet-0",
             "subPath": "vision/resnet-0",
-        }
+        },
+        {"name": "tide-shm", "mountPath": "/dev/shm"},  # and /dev/shm (see the pod template tests)
     ]
     again = podspec.pod_body(spec(env={"TIDE_JOB_ID": "41", "TIDE_NUM_REPLICAS": "3"}), options)
     assert (
