@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 from kubefake import FakeKubeApi
-from kubefake.harness import wait_for
+from kubefake.harness import kube_executor, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from typer.testing import CliRunner
@@ -34,6 +34,7 @@ from api.client.cli.main import app
 from api.client.rest import TideClient
 from scheduler.elastic.agent.ports import free_port
 from scheduler.engine.leader import LEADER_LABEL, LeaseLeadership, LeaseTiming
+from scheduler.executors.base import LaunchSpec
 from scheduler.executors.kube.config import KubeSettings, connect
 
 TOKEN = "lease-election-test-token"
@@ -252,3 +253,25 @@ def test_serve_refuses_an_election_it_cannot_run(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, ["serve", *args], env=env)
         assert result.exit_code == 2, result.output
         assert said in " ".join(result.output.replace("│", " ").split()), result.output
+
+
+def test_a_standby_reads_a_replicas_log_from_the_api_server(api: FakeKubeApi, tmp_path: Path) -> None:
+    """The standby's executor follows no pods: it finds the replica's pod by its labels (`tide logs`
+    through either replica)."""
+    for side in ("leader", "standby"):
+        (tmp_path / side).mkdir()
+    leader = kube_executor(api, tmp_path / "leader")
+    standby = kube_executor(api, tmp_path / "standby")
+    try:
+        leader.nodes()
+        spec = LaunchSpec(replica_id=7, project="a", job="train", index=0, node="gpu-0", gpu_ids=(0,),
+                          argv=("python", "train.py"), env={}, image="img")  # fmt: skip
+        leader.start(spec)
+        wait_for(lambda: leader.read_log("a", "train", 0), what="the leader to read the log")
+        assert standby.pod_watch is None
+        text = standby.read_log("a", "train", 0)
+        assert text is not None and "fake kubelet: started on gpu-0" in text
+        assert standby.read_log("a", "train", 1) is None and standby.pod_watch is None
+    finally:
+        leader.close()
+        standby.close()
