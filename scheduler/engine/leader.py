@@ -199,7 +199,7 @@ class LeaseLeadership:
         now = self.clock()
         try:
             won = self._try(now)
-        except (ApiException, OSError, ValueError) as error:
+        except Exception as error:  # any failure (a refusal, no connection: urllib3's errors) is a no
             log.warning("cannot reach the Lease %s/%s: %s", self.namespace, self.name, describe(error))
             won = False
         with self._lock:
@@ -292,7 +292,7 @@ class LeaseLeadership:
                 holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time(time.time())
             )
             api.replace_namespaced_lease(self.name, self.namespace, client.V1Lease.model_validate(current))
-        except (ApiException, OSError, ValueError) as error:
+        except Exception as error:  # any failure (a refusal, no connection: urllib3's errors) is a no
             log.warning("could not release the Lease %s/%s: %s", self.namespace, self.name, describe(error))
 
 
@@ -307,7 +307,7 @@ class PodLabel:
         patch = {"metadata": {"labels": {LEADER_LABEL: "true" if leading else None}}}
         try:
             client.CoreV1Api(self.api).patch_namespaced_pod(self.pod, self.namespace, patch)
-        except (ApiException, OSError, ValueError) as error:
+        except Exception as error:  # any failure (a refusal, no connection: urllib3's errors) is a no
             (log.debug if self._failing else log.warning)(
                 "cannot label pod %s/%s %s: %s", self.namespace, self.pod, LEADER_LABEL, describe(error)
             )

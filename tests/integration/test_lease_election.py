@@ -275,3 +275,18 @@ def test_a_standby_reads_a_replicas_log_from_the_api_server(api: FakeKubeApi, tm
     finally:
         leader.close()
         standby.close()
+
+
+def test_an_unreachable_api_server_is_a_no_and_the_renewals_go_on(tmp_path: Path) -> None:
+    dead = FakeKubeApi()  # never started: its port refuses connections
+    kubeconfig = dead.kubeconfig(tmp_path / "kubeconfig", namespace=SERVICE_NS)
+    dead._httpd.server_close()
+    api_client = connect(KubeSettings(kubeconfig=str(kubeconfig))).api_client
+    api_client.configuration.retries = False
+    lease = LeaseLeadership(api_client, SERVICE_NS, holder="a", timing=FAST)
+    try:
+        assert not lease.holds()
+        time.sleep(FAST.retry_period * 3)
+        assert not lease.holds() and lease._thread is not None and lease._thread.is_alive()
+    finally:
+        lease.release()
