@@ -35,7 +35,7 @@ from api.server.etag import ETagMiddleware
 from api.server.metrics import Metrics
 from api.server.observe import ObserveMiddleware
 from api.server.openapi import MethodGuard, install
-from api.server.parts import build_executor, close_executor, engine_settings
+from api.server.parts import build_executor, build_leadership, close_executor, engine_settings
 from api.server.routes import (
     agent,
     cluster,
@@ -77,7 +77,12 @@ def build_services(
     else:
         executor = executor or build_executor(settings)
         engine = Engine(
-            db, executor, engine_settings(settings), metrics=metrics.local_engine(), on_change=longpoll.wake
+            db,
+            executor,
+            engine_settings(settings),
+            leadership=build_leadership(settings, db),
+            metrics=metrics.local_engine(),
+            on_change=longpoll.wake,
         )
         logs = executor
         runner = _engine_here(engine, executor, run=settings.run_loop)

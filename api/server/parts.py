@@ -2,19 +2,33 @@
 
 Contract: ``build_executor(settings)`` gives the executor named by ``settings.executor`` (the kubernetes one
 connects at its first use; the local and memory ones' nodes come from ``resolve_nodes``); ``close_executor`` closes it
-when it has something to close; ``engine_settings(settings)`` the loop's knobs. Nothing here opens a database or starts a task.
+when it has something to close; ``engine_settings(settings)`` the loop's knobs; ``build_leadership(settings, db)``
+the election ``--leader-election`` names (``scheduler.engine.leader``), which in a Kubernetes pod (``POD_NAME``
+and ``POD_NAMESPACE`` from the Downward API) also labels the pod while it leads. Nothing here opens a
+database or starts a task.
 """
 
 from __future__ import annotations
 
+import os
+
 from api.server.settings import Settings
 from scheduler.core import Config, Node
+from scheduler.engine.leader import (
+    Labelled,
+    Leadership,
+    LeaseLeadership,
+    LeaseTiming,
+    PodLabel,
+    leadership_for,
+)
 from scheduler.engine.loop import EngineSettings
 from scheduler.executors.base import Executor
 from scheduler.executors.fake import FakeExecutor
-from scheduler.executors.kube.config import KubeSettings
+from scheduler.executors.kube.config import KubeSettings, connect
 from scheduler.executors.kubernetes import KubernetesExecutor
 from scheduler.executors.local import LocalExecutor, visible_gpu_count
+from scheduler.store.db import Database
 
 
 def resolve_nodes(settings: Settings) -> tuple[tuple[Node, ...], bool]:
@@ -75,3 +89,20 @@ def engine_settings(settings: Settings) -> EngineSettings:
         eta_every=settings.eta_every,
         finished_retention=settings.finished_retention,
     )
+
+
+def build_leadership(settings: Settings, db: Database) -> Leadership | None:
+    """The election of ``--leader-election``; in a pod of the kubernetes executor, labelled on the pod.
+    None: the database's (the ``Engine``'s default)."""
+    pod = os.environ.get("POD_NAME")
+    if settings.executor != "kubernetes" or (settings.leader_election != "lease" and not pod):
+        return None
+    connection = connect(kube_settings(settings))
+    namespace = os.environ.get("POD_NAMESPACE") or connection.namespace  # the service's own, in a pod
+    election: Leadership
+    if settings.leader_election == "lease":
+        timing = LeaseTiming.of(settings.lease_duration)
+        election = LeaseLeadership(connection.api_client, namespace, timing=timing)
+    else:
+        election = leadership_for(db)
+    return Labelled(election, PodLabel(connection.api_client, namespace, pod)) if pod else election

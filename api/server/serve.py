@@ -191,6 +191,13 @@ def _check_executor(settings: Settings) -> None:
             param_hint="--agent-url",
         )
     _check_tls(settings)
+    if settings.leader_election not in ("postgres", "lease"):
+        raise typer.BadParameter(
+            f"unknown election {settings.leader_election!r}; available: postgres, lease",
+            param_hint="--leader-election",
+        )
+    if settings.leader_election == "lease":
+        kube_only["--leader-election lease"] = "lease"
     given = [flag for flag, value in kube_only.items() if value is not None]
     if settings.executor != "kubernetes" and given:
         raise typer.BadParameter(

@@ -128,6 +128,22 @@ class ServeOptions:
         metadata=option("PEM certificate (chain) to serve HTTPS with, with --tls-key (default: plain HTTP)."),
     )
     tls_key: Path | None = field(default=None, metadata=option("PEM private key of --tls-cert."))
+    leader_election: str = field(
+        default="postgres",
+        metadata=option(
+            "Who elects the one scheduling replica: postgres (the database: a PostgreSQL advisory lock, "
+            "SQLite a file lock) or lease (a Kubernetes Lease; needs --executor kubernetes; for PostgreSQL "
+            "behind a transaction-pooling PgBouncer)."
+        ),
+    )
+    lease_duration: float = field(
+        default=15.0,
+        metadata=option(
+            "With --leader-election lease: seconds a standby waits on a lease that is not renewed before "
+            "it takes over (the leader renews every 2/15 of it, and steps down after 2/3 without renewing).",
+            least=2,
+        ),
+    )
     log_level: str = field(default="info", metadata=option("debug, info, warning."))
     log_format: str = field(default="text", metadata=option("text, or json: one object per line."))
     # the kubernetes executor (docs/kubernetes.md); None means its default

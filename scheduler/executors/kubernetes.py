@@ -505,6 +505,10 @@ class KubernetesExecutor:
             text = self.logs.read(newest.view.name, self.namespace_of(project), tail)
             if text is not None:
                 return text
+        elif self.pod_watch is None:  # a standby follows no pods: it finds the replica's pod by its labels
+            text = self.logs.read_replica(project, job, index, tail)
+            if text is not None:
+                return text
         return self.logs.saved(project, job, index, tail)
 
     # helpers ----------------------------------------------------------------------------------------

@@ -204,3 +204,13 @@ class TokenRow(Base):
     name: Mapped[str] = mapped_column(String(63))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class SchemaCompatRow(Base):
+    """One row, written by ``scheduler.store.migrate`` with every migration: the schema's revision and the
+    oldest revision whose code still runs against it (N/N+1: docs/kubernetes.md, 'Upgrades')."""
+
+    __tablename__ = "schema_compat"
+
+    revision: Mapped[str] = mapped_column(String(64), primary_key=True)
+    compatible_with: Mapped[str] = mapped_column(String(64))

@@ -41,6 +41,7 @@ from pgserver import PrivateServer, find_bindir
 
 from api.client.cli.main import app
 from scheduler.elastic.agent.ports import free_port
+from scheduler.engine.leader import LEADER_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -122,7 +123,10 @@ def test_every_object_is_valid_kubernetes(
         ("Deployment", "tide", "tide"),
         ("Namespace", "", "tide"),
         ("Namespace", "", "tide-jobs"),
+        ("PodDisruptionBudget", "tide", "tide"),
+        ("Role", "tide", "tide-leader"),
         ("Role", "tide-jobs", "tide-jobs"),
+        ("RoleBinding", "tide", "tide-leader"),
         ("RoleBinding", "tide-jobs", "tide-jobs"),
         ("Service", "tide", "tide"),
         ("Service", "tide", "tide-metrics"),
@@ -151,6 +155,7 @@ VERBS = {
     "patch": "patch",
 }
 RESOURCES = {
+    "lease": "leases",
     "pod_log": "pods/log",
     "pod": "pods",
     "service": "services",
@@ -161,7 +166,7 @@ RESOURCES = {
 }
 GROUPS = {"networkpolicies": "networking.k8s.io"}  # the rest: the core group ""
 CALL = re.compile(
-    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event|network_policy)"
+    r"\.(list|read|create|delete|replace|patch)_(namespaced_)?(pod_log|pod|service|secret|node|event|network_policy|lease)"
     r"(_for_all_namespaces)?\b"
 )
 WATCHED = re.compile(
@@ -170,14 +175,18 @@ WATCHED = re.compile(
     re.DOTALL,
 )
 CLUSTER_SCOPED = {"nodes"}  # resources that have no namespace: their calls need a ClusterRole
+LEADER_SOURCE = ROOT / "scheduler" / "engine" / "leader.py"  # its calls are in the service's own namespace
 
 
-def api_calls() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """The verbs per resource of every CoreV1Api call in scheduler/executors/ (watches: the Reflector's),
-    and those of them that reach beyond one namespace (a cluster-scoped resource, or ``_for_all_namespaces``)."""
+def api_calls(
+    paths: list[Path] | None = None,
+) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """The verbs per resource of every API call in ``paths`` (scheduler/executors/ unless given; watches:
+    the Reflector's), and those of them that reach beyond one namespace (a cluster-scoped resource, or
+    ``_for_all_namespaces``)."""
     calls: dict[str, set[str]] = {}
     cluster: dict[str, set[str]] = {}
-    for path in (ROOT / "scheduler" / "executors").rglob("*.py"):
+    for path in paths or list((ROOT / "scheduler" / "executors").rglob("*.py")):
         source = path.read_text()
         found = [(VERBS[verb], resource, every) for verb, _, resource, every in CALL.findall(source)]
         found += [("watch", resource, every) for _, resource, every, _ in WATCHED.findall(source)]
@@ -188,9 +197,25 @@ def api_calls() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     return calls, cluster
 
 
+def test_rbac_grants_exactly_the_calls_the_leader_election_makes(base: list[dict[str, Any]]) -> None:
+    """In the service's own namespace: its Lease and its own pod's label (scheduler/engine/leader.py)."""
+    role = by_kind(base, "Role")["tide-leader"]
+    assert role["metadata"]["namespace"] == by_kind(base, "Deployment")["tide"]["metadata"]["namespace"]
+    granted: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        assert rule["apiGroups"] == (["coordination.k8s.io"] if rule["resources"] == ["leases"] else [""])
+        for resource in rule["resources"]:
+            granted.setdefault(resource, set()).update(rule["verbs"])
+    calls, cluster = api_calls([LEADER_SOURCE])
+    assert granted == calls == {"leases": {"create", "get", "update"}, "pods": {"patch"}}
+    assert cluster == {}
+    assert by_kind(base, "RoleBinding")["tide-leader"]["roleRef"]["name"] == "tide-leader"
+
+
 def test_rbac_grants_exactly_the_calls_the_executor_makes(base: list[dict[str, Any]]) -> None:
     granted: dict[str, set[str]] = {}
-    for role in [*by_kind(base, "Role").values(), *by_kind(base, "ClusterRole").values()]:
+    roles = [r for name, r in by_kind(base, "Role").items() if name != "tide-leader"]
+    for role in [*roles, *by_kind(base, "ClusterRole").values()]:
         for rule in role["rules"]:
             for resource in rule["resources"]:
                 assert rule["apiGroups"] == [GROUPS.get(resource, "")], rule
@@ -242,11 +267,13 @@ def test_the_deployment_runs_the_kubernetes_executor_in_the_jobs_namespace(
     container = pod["containers"][0]
     raw = {e["name"]: e for e in container["env"]}
     env = container_env(base, "tide")
-    assert set(env) | set(raw) <= serve_envvars()  # every variable is a real `tide serve` setting
+    downward = {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}  # leader election's
+    assert {n: raw[n]["valueFrom"]["fieldRef"]["fieldPath"] for n in downward} == downward
+    assert (set(env) | set(raw)) - set(downward) <= serve_envvars()  # every other is a `tide serve` setting
     assert env["TIDE_EXECUTOR"] == "kubernetes"
     assert env["TIDE_NAMESPACE"] == by_kind(base, "Role")["tide-jobs"]["metadata"]["namespace"]
     assert raw["TIDE_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "tide", "key": "database-url"}
-    assert raw["TIDE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "admin-token"
+    assert raw["TIDE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "tide", "key": "admin-token"}
     assert raw["TIDE_METRICS_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "metrics-token"
     assert float(env["TIDE_GRACE_PERIOD"]) >= 35  # torchrun's shutdown timeout (30 s) + 5 s
     service = by_kind(base, "Service")["tide"]["metadata"]  # job pods' agents reach the service there
@@ -260,6 +287,35 @@ def test_the_deployment_runs_the_kubernetes_executor_in_the_jobs_namespace(
     assert env["TIDE_DATA_DIR"] in mounts and "/tmp" in mounts
     example = yaml.safe_load((K8S / "secret.example.yaml").read_text())
     assert set(example["stringData"]) == {"database-url", "admin-token", "metrics-token"}
+
+
+def test_two_replicas_spread_and_budgeted_and_the_service_routes_to_the_leader(
+    base: list[dict[str, Any]], example: list[dict[str, Any]], quickstart: list[dict[str, Any]]
+) -> None:
+    """HA: two pods on different nodes where possible, one evicted at a time, a new one up before an old one
+    stops; the API's Service selects the leader's label (scheduler/engine/leader.py sets it); every replica
+    reads the one admin token (required: a pod without it would generate its own)."""
+    for objects in (base, example):
+        deployment = by_kind(objects, "Deployment")["tide"]
+        spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
+        assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+        labels = spec["template"]["metadata"]["labels"]
+        [spread] = pod["topologySpreadConstraints"]
+        assert (
+            spread["topologyKey"] == "kubernetes.io/hostname"
+            and spread["labelSelector"]["matchLabels"] == labels
+        )
+        budget = by_kind(objects, "PodDisruptionBudget")["tide"]
+        assert budget["spec"]["maxUnavailable"] == 1 and budget["spec"]["selector"]["matchLabels"] == labels
+        selector = by_kind(objects, "Service")["tide"]["spec"]["selector"]
+        assert selector == {**labels, LEADER_LABEL: "true"}
+        assert by_kind(objects, "Service")["tide-metrics"]["spec"]["selector"] == labels  # every pod
+        env = {e["name"]: e for e in pod["containers"][0]["env"]}
+        assert "optional" not in env["TIDE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]
+    quick = by_kind(quickstart, "Deployment")["tide"]  # the demo: one pod that generates its token
+    env = {e["name"]: e for e in quick["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert quick["spec"]["replicas"] == 1 and env["TIDE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"]
+    assert "two pods would each generate their own" in (K8S / "quickstart" / "kustomization.yaml").read_text()
 
 
 def wiring(objects: list[dict[str, Any]]) -> tuple[str, str]:
@@ -574,6 +630,8 @@ def container_env(objects: list[dict[str, Any]], deployment: str) -> dict[str, s
         ref = item.get("valueFrom", {})
         if "value" in item:
             env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], item["value"])
+        elif ref.get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            continue  # the pod's name: none outside a pod (the leader then labels no pod)
         elif "secretKeyRef" in ref:
             key = ref["secretKeyRef"]
             if key["name"] not in data:

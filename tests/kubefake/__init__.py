@@ -1,4 +1,5 @@
-"""A fake Kubernetes API server for tests: a real HTTP server speaking the core/v1 REST protocol.
+"""A fake Kubernetes API server for tests: a real HTTP server speaking the core/v1 REST protocol
+(and ``coordination.k8s.io/v1`` Leases, ``leases.py``, for leader election).
 
 It is a fake, not Kubernetes: see ``server.py`` for what it serves and what it does not, ``kubelet.py``
 for the simulated kubelets. Tests drive it with the real ``kubernetes`` client. With

@@ -2,9 +2,12 @@
 
 Contract: ``FakeKubeApi().start()`` serves on a free port of 127.0.0.1 (``url``); ``kubeconfig(path)``
 writes a kubeconfig pointing at it, so the real client is configured as it would be for a cluster.
-Served (core/v1, and networking.k8s.io/v1 NetworkPolicies): nodes (list, get, watch), pods in all
-namespaces (``/api/v1/pods``: list, watch), pods, services, secrets, events and networkpolicies in any namespace (list, get, create, delete, watch; secrets also PUT and merge PATCH, ``stringData`` folded into ``data``: see
-``secrets.py``), and ``pods/{name}/log``. Lists carry ``metadata.resourceVersion``; ``?watch=true``
+Served (core/v1, networking.k8s.io/v1 NetworkPolicies and coordination.k8s.io/v1 Leases): nodes (list, get,
+watch), pods in all namespaces (``/api/v1/pods``: list, watch), pods, services, secrets, events and
+networkpolicies in any namespace (list, get, create, delete, watch; secrets also PUT and merge PATCH,
+``stringData`` folded into ``data``: see ``secrets.py``), pods merge PATCH (labels, annotations),
+``pods/{name}/log``, and Leases (list, get, create, replace with optimistic concurrency, delete:
+``leases.py``). Lists carry ``metadata.resourceVersion``; ``?watch=true``
 streams newline-delimited ``{"type", "object"}`` events with chunked encoding from the given
 ``resourceVersion`` (or synthetic ADDED events without one) until ``timeoutSeconds``; a
 resourceVersion older than the last ``compact()`` gets an ``ERROR`` event carrying a 410 ``Expired``
@@ -43,6 +46,7 @@ import yaml
 from kubefake.faults import Fault, Request
 from kubefake.handler import handler_for
 from kubefake.kubelet import Kubelets, node_object
+from kubefake.leases import LEASE_ROUTE, handle_lease
 from kubefake.processes import ProcessOptions, ProcessRuntime
 from kubefake.secrets import merge_patched, replaced, stored_secret
 from kubefake.store import ApiError, Obj, Store, now_rfc3339, parse_selector
@@ -223,6 +227,8 @@ class FakeKubeApi:
     def handle(self, request: Request, body: Obj | None) -> tuple[int, Obj | str]:
         if (match := LOG_ROUTE.match(request.path)) and request.method == "GET":
             return 200, self._log(match["ns"], match["name"], request.query)
+        if match := LEASE_ROUTE.match(request.path):
+            return handle_lease(self.store, request.method, match["ns"], match["name"], body)
         for pattern, fixed, named in ROUTES:
             match = pattern.match(request.path)
             if match is None:
@@ -271,6 +277,8 @@ class FakeKubeApi:
             if self.garbage_collector:
                 self._collect(ns, str(removed["metadata"].get("uid")))
             return 200, removed
+        if method == "PATCH" and resource == "pods":
+            return 200, self._patch_pod(ns, name, body)
         if method in ("PUT", "PATCH") and resource == "secrets":
             return 200, self._replace_secret(method, ns, name, body)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {resource}/{name}")
@@ -315,6 +323,27 @@ class FakeKubeApi:
                         self._delete_pod(ns, name, {}, None)
                     else:
                         self.store.remove(resource, ns, name)
+
+    def _patch_pod(self, ns: str, name: str, body: Obj | None) -> Obj:
+        """A merge patch of the pod's labels and annotations (what Tide patches: its leader label)."""
+        if (
+            not isinstance(body, dict)
+            or set(body) - {"metadata"}
+            or set(body.get("metadata") or {}) - {"labels", "annotations"}
+        ):
+            raise ApiError(
+                422, "Invalid", "the fake patches a pod's metadata.labels and metadata.annotations only"
+            )
+        merged = merge_patched(self.store.get("pods", ns, name), body)
+        return self.store.update(
+            "pods",
+            ns,
+            name,
+            lambda p: p["metadata"].update(
+                labels=merged["metadata"].get("labels") or {},
+                annotations=merged["metadata"].get("annotations") or {},
+            ),
+        )
 
     def _replace_secret(self, method: str, ns: str, name: str, body: Obj | None) -> Obj:
         old = self.store.get("secrets", ns, name)

@@ -34,7 +34,9 @@ from api.client.cli import quick
 if TYPE_CHECKING:
     import typer
 
-COMMAND_MODULES = ("serve", "config", "jobs", "submit", "admin", "nodes", "simulate", "agent", "version")
+COMMAND_MODULES = (
+    "serve", "config", "jobs", "submit", "admin", "nodes", "simulate", "agent", "version", "db"
+)  # fmt: skip
 COMMANDS = {
     "serve": "serve",
     "login": "config",
@@ -54,6 +56,7 @@ COMMANDS = {
     "simulate": "simulate",
     "agent": "agent",
     "version": "version",
+    "db": "db",
 }
 
 

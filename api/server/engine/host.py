@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from api.server.engine.wire import Call, Reply, Sender, Start, Status, Stop, Wake, receive
 from api.server.logs import configure_logging
-from api.server.parts import build_executor, close_executor, engine_settings
+from api.server.parts import build_executor, build_leadership, close_executor, engine_settings
 from api.server.settings import Settings
 from scheduler.engine.loop import Engine
 from scheduler.engine.metrics import EngineMetrics
@@ -88,6 +88,7 @@ class Host:
             self.db,
             self.executor,
             engine_settings(settings),
+            leadership=build_leadership(settings, self.db),
             metrics=EngineMetrics(self.registry),
             on_change=self.publish,
         )

@@ -1,7 +1,9 @@
 """Replica logs on Kubernetes: read from the API while the pod exists, saved to disk before it goes.
 
 Contract: ``read(pod, tail)`` is the pod's log (the last 1 MiB, ``tail`` lines), or None when the API
-cannot give it (best effort: the pod may be gone, its node unreachable). ``save(...)`` appends the pod's
+cannot give it (best effort: the pod may be gone, its node unreachable). ``read_replica(project, job,
+index, tail)`` finds the replica's newest pod by its labels first: a standby, whose executor follows no
+pods, answers ``tide logs`` from the API server as the leader does. ``save(...)`` appends the pod's
 log, under a header, to ``DATA/logs/PROJECT/JOB/replica-I.log``, the local executor's layout, so
 ``tide logs`` answers after the pod is deleted; ``saved(...)`` reads that file. Without a data directory
 nothing is saved.
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from kubernetes import client
 
+from scheduler.executors.kube import names
 from scheduler.executors.kube.retry import describe
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,30 @@ class PodLogs:
             log.info("cannot read the log of pod %s: %s", pod, describe(error))
             return None
         return str(text)
+
+    def read_replica(self, project: str, job: str, index: int, tail: int | None) -> str | None:
+        selector = ",".join(
+            f"{k}={v}"
+            for k, v in ((names.MANAGED_BY, names.MANAGER), (names.PROJECT, project), (names.JOB, job))
+        )
+        selector += f",{names.REPLICA}={index}"
+        try:
+            pods = (
+                self._core()
+                .list_namespaced_pod(
+                    self._namespace(), label_selector=selector, _request_timeout=self._timeout()
+                )
+                .items
+            )
+        except Exception as error:  # a log is best effort
+            log.info("cannot list the pods of %s/%s: %s", project, job, describe(error))
+            return None
+        ids = [
+            (int((p.metadata.labels or {}).get(names.REPLICA_ID, -1)), str(p.metadata.name))
+            for p in pods or []
+            if p.metadata is not None
+        ]
+        return self.read(max(ids)[1], tail) if ids else None
 
     def path(self, project: str, job: str, index: int) -> Path | None:
         return None if self.log_dir is None else self.log_dir / project / job / f"replica-{index}.log"
