@@ -506,7 +506,7 @@ class KubernetesExecutor:
             if text is not None:
                 return text
         elif self.pod_watch is None:  # a standby follows no pods: it finds the replica's pod by its labels
-            text = self.logs.read_replica(project, job, index, tail)
+            text = self.logs.read_replica(project, job, index, tail, namespace=self.namespace_of(project))
             if text is not None:
                 return text
         return self.logs.saved(project, job, index, tail)

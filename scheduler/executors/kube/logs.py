@@ -1,8 +1,8 @@
 """Replica logs on Kubernetes: read from the API while the pod exists, saved to disk before it goes.
 
-Contract: ``read(pod, tail)`` is the pod's log (the last 1 MiB, ``tail`` lines), or None when the API
+Contract: ``read(pod, namespace, tail)`` is the pod's log (the last 1 MiB, ``tail`` lines), or None when the API
 cannot give it (best effort: the pod may be gone, its node unreachable). ``read_replica(project, job,
-index, tail)`` finds the replica's newest pod by its labels first: a standby, whose executor follows no
+index, tail, namespace=)`` finds the replica's newest pod by its labels first: a standby, whose executor follows no
 pods, answers ``tide logs`` from the API server as the leader does. ``save(...)`` appends the pod's
 log, under a header, to ``DATA/logs/PROJECT/JOB/replica-I.log``, the local executor's layout, so
 ``tide logs`` answers after the pod is deleted; ``saved(...)`` reads that file. Without a data directory
@@ -50,7 +50,9 @@ class PodLogs:
             return None
         return str(text)
 
-    def read_replica(self, project: str, job: str, index: int, tail: int | None) -> str | None:
+    def read_replica(
+        self, project: str, job: str, index: int, tail: int | None, *, namespace: str
+    ) -> str | None:
         selector = ",".join(
             f"{k}={v}"
             for k, v in ((names.MANAGED_BY, names.MANAGER), (names.PROJECT, project), (names.JOB, job))
@@ -59,9 +61,7 @@ class PodLogs:
         try:
             pods = (
                 self._core()
-                .list_namespaced_pod(
-                    self._namespace(), label_selector=selector, _request_timeout=self._timeout()
-                )
+                .list_namespaced_pod(namespace, label_selector=selector, _request_timeout=self._timeout())
                 .items
             )
         except Exception as error:  # a log is best effort
@@ -72,7 +72,7 @@ class PodLogs:
             for p in pods or []
             if p.metadata is not None
         ]
-        return self.read(max(ids)[1], tail) if ids else None
+        return self.read(max(ids)[1], namespace, tail) if ids else None
 
     def path(self, project: str, job: str, index: int) -> Path | None:
         return None if self.log_dir is None else self.log_dir / project / job / f"replica-{index}.log"
