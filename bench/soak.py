@@ -140,6 +140,7 @@ class Ledger:
     answers: list[tuple[float, int, str]] = field(default_factory=list)  # (time, status, what)
     submit_latency: list[float] = field(default_factory=list)
     removed: set[tuple[str, str]] = field(default_factory=set)  # deleted once finished: its record goes
+    # a delete whose connection broke may have removed a finished job's record before the answer was sent
     refused_keys: dict[tuple[str, str], int] = field(default_factory=dict)  # a submit refused: its status
     delete_broken: set[tuple[str, str]] = field(default_factory=set)  # a delete whose answer was lost
     transport_errors: int = 0
@@ -199,7 +200,7 @@ def jobs_accounted(db: Database, ledger: Ledger) -> tuple[list[str], list[str]]:
     lost = [
         f"{p}/{j} was accepted but is not in the database"
         for p, j in ledger.accepted
-        if (p, j) not in counts and (p, j) not in ledger.removed
+        if (p, j) not in counts and (p, j) not in ledger.removed and (p, j) not in ledger.delete_broken
     ]
     duplicated = [f"{p}/{j} is in the database {n} times" for (p, j), n in counts.items() if n > 1]
     duplicated += [

@@ -154,7 +154,7 @@ def test_a_three_minute_soak_with_every_fault_loses_nothing() -> None:
         if os.environ.get("CI"):
             pytest.fail("CI is set but no PostgreSQL server binaries (initdb, pg_ctl) were found")
         pytest.skip("no PostgreSQL server binaries here (set TIDE_TEST_PG_BINDIR)")
-    argv = [sys.executable, str(ROOT / "bench" / "soak.py"), "--executor", "local", "--minutes", "3"]
+    argv = [sys.executable, str(ROOT / "bench" / "soak.py"), "--executor", "local", "--minutes", "2.5"]
     argv += ["--per-kind", "1", "--warmup", "10", "--outage", "10", "12", "--burst", "200", "--json"]
     argv += ["--rss-warmup", "30", "--rss-least", "60"]
     done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=420, cwd=ROOT)
@@ -163,5 +163,5 @@ def test_a_three_minute_soak_with_every_fault_loses_nothing() -> None:
     print("\n" + soak.table([row]))
     assert all(row["faults"][kind] >= 1 for kind in soak.KINDS), row["fault_log"]
     assert sum(row["violations"].values()) == 0, row["violation_examples"]
-    assert row["jobs_accepted"] > 200 and row["jobs_finished"] > 0 and row["r2_counted"] > 0
+    assert row["jobs_accepted"] > 150 and row["jobs_finished"] > 0 and row["r2_counted"] > 0
     assert done.returncode == 0
