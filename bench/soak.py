@@ -136,6 +136,7 @@ class Ledger:
 
     accepted: dict[tuple[str, str], float] = field(default_factory=dict)  # (project, job) -> submit time
     uncertain: set[tuple[str, str]] = field(default_factory=set)  # the connection broke: taken or not
+    in_flight: set[tuple[str, str]] = field(default_factory=set)  # sent, not answered yet
     refused: Counter[int] = field(default_factory=Counter)
     answers: list[tuple[float, int, str]] = field(default_factory=list)  # (time, status, what)
     submit_latency: list[float] = field(default_factory=list)
@@ -191,15 +192,18 @@ def gpu_double_booked(db: Database) -> list[str]:
 
 def jobs_accounted(db: Database, ledger: Ledger) -> tuple[list[str], list[str]]:
     """``(lost, duplicated)``: accepted submits missing from the database, and jobs there twice or never
-    submitted (a submit whose connection broke may be either way)."""
+    submitted (a submit whose connection broke may be either way). The load goes on while this runs: a
+    submit answered after the database was read is not judged lost, one sent before it is not unknown."""
+    accepted = list(ledger.accepted)  # answered 201 before the read below
     with db.read() as session:
         rows = session.execute(
             text("SELECT p.name, j.name FROM jobs j JOIN projects p ON p.id = j.project_id")
         ).all()
+    known = {*ledger.accepted, *ledger.uncertain, *ledger.in_flight}  # sent before the read, or since
     counts = Counter((p, j) for p, j in rows)
     lost = [
         f"{p}/{j} was accepted but is not in the database"
-        for p, j in ledger.accepted
+        for p, j in accepted
         if (p, j) not in counts and (p, j) not in ledger.removed and (p, j) not in ledger.delete_broken
     ]
     duplicated = [f"{p}/{j} is in the database {n} times" for (p, j), n in counts.items() if n > 1]
@@ -207,7 +211,7 @@ def jobs_accounted(db: Database, ledger: Ledger) -> tuple[list[str], list[str]]:
         f"{p}/{j} is in the database but was never accepted"
         + (f" (its submit was answered {ledger.refused_keys[p, j]})" if (p, j) in ledger.refused_keys else "")
         for p, j in counts
-        if (p, j) not in ledger.accepted and (p, j) not in ledger.uncertain
+        if (p, j) not in known
     ]
     return lost, duplicated
 
@@ -518,17 +522,21 @@ class Run:
     ) -> None:
         key = (project, body["name"])
         began = time.perf_counter()
+        self.ledger.in_flight.add(key)
         status, _ = await self.request(connection, "POST", f"/api/v1/projects/{project}/jobs", body, "submit")
         if status == 201:
             self.ledger.submit_latency.append(time.perf_counter() - began)
             self.ledger.accepted[key] = time.time()
+            self.ledger.in_flight.discard(key)
             if self.profile.executor == "memory" or self.rng.random() < 0.1:  # memory jobs end by a delete
                 self.due.append(
                     (time.monotonic() + lifetime * (1 if self.profile.executor == "memory" else 0.5), *key)
                 )
         elif status == -1:
             self.ledger.uncertain.add(key)
+            self.ledger.in_flight.discard(key)
         else:
+            self.ledger.in_flight.discard(key)
             self.ledger.refused[status] += 1
             self.ledger.refused_keys[key] = status
 
