@@ -1,4 +1,4 @@
-"""The soak (``bench/soak.py``): its auditor finds each kind of violation, and a 3-minute soak finds none.
+"""The soak (``bench/soak.py``): its auditor finds each kind of violation, and a short soak finds none.
 
 The auditor's self-tests corrupt the database of a real service (a GPU booked twice, a node over-booked, a
 job deleted behind the service's back, a replica whose process is gone) or feed it the evidence of the
