@@ -6,13 +6,14 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help venv run test test-fast lint typecheck layers bench demo clean
+.PHONY: help venv run test test-fast lint typecheck layers bench soak demo clean
 
 help:
 	@echo "make run    - create .venv, install, start the service with the dashboard (embedded defaults)"
 	@echo "make test   - create .venv if needed, install test extras, lint, typecheck, run the whole suite"
 	@echo "make lint   - ruff check + format check, mypy strict, import-linter, the client's copies of the API's answers"
 	@echo "make bench  - benchmarks that print tables (bench/pollux.py: Pollux's workloads, Tide vs Tiresias)"
+	@echo "make soak   - an hour of churn and faults on each executor, then an audit that nothing was lost"
 	@echo "make demo   - the seed scenario with real torchrun training on 4 virtual GPUs; prints a timeline, draws a chart"
 
 $(STAMP): pyproject.toml
@@ -39,6 +40,9 @@ test: lint
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -x -q -m "not slow" $(PYTEST_ARGS)
+
+soak: $(STAMP)
+	$(PY) bench/soak.py --minutes 60
 
 demo: $(STAMP)
 	$(PY) deploy/examples/demo.py
