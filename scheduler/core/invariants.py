@@ -7,7 +7,7 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 
 from __future__ import annotations
 
-from scheduler.core import minruntime, sizes, topology
+from scheduler.core import minruntime, resize_cost, sizes, topology
 from scheduler.core.cycle import apply_plan
 from scheduler.core.fairshare import Shares, Top, fair_shares
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Job, Project
@@ -207,11 +207,14 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
     depts = _dept_room(after, config, held=alloc)
     domains = _domain_of(after, config)
     resized = {(d.project, d.job) for d in plan.decisions} | {(r.project, r.job) for r in plan.reservations}
+    costs = resize_cost.costs(after.jobs, projects, {d.name: d for d in after.departments}, config)  # R18
+    ends = resize_cost.settle_ends(after.jobs, costs, config)
     out: list[str] = []
     for job in after.jobs:
         if job.interactive or any(r.releasing for r in job.replicas):
             continue
-        want = _wanted(job, config, settling=_settling(job, config, now) and job.key not in resized)
+        settling = _settling(job, config, now, ends) and job.key not in resized
+        want = _wanted(job, config, settling=settling, cost=costs.get(job.key, 0.0))
         if want == 0 or (
             job.key in resized
             and job.active
@@ -227,17 +230,26 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
     return out
 
 
-def _wanted(job: Job, config: Config, *, settling: bool) -> int:
-    """Replicas a job could use next: its gang when pending, its next size when elastic and not settling."""
+def _wanted(job: Job, config: Config, *, settling: bool, cost: float = 0.0) -> int:
+    """Replicas a job could use next: its gang when pending, its next size when elastic and not settling
+    (R18: the smallest growth that pays for its restart; none if even growing to its max would not)."""
     if not job.active:
         return job.max_replicas if not config.elastic else job.min_replicas
-    if config.elastic and len(job.active) < job.max_replicas and not settling:
-        return sizes.grow_at_least(job, len(job.active), 1)  # the next allowed size (R16)
+    n = len(job.active)
+    if config.elastic and n < job.max_replicas and not settling:
+        least = resize_cost.smallest_paying(n, cost, config)
+        if least > job.max_replicas - n:
+            return 0  # no growth it may make pays
+        return sizes.grow_at_least(job, n, least)  # the next allowed size (R16)
     return 0
 
 
-def _settling(job: Job, config: Config, now: float) -> bool:
-    return job.last_resized_at is not None and now < job.last_resized_at + config.settle_seconds
+def _settling(job: Job, config: Config, now: float, ends: dict[tuple[str, str], float] | None = None) -> bool:
+    t = job.last_resized_at
+    if t is None:
+        return False
+    end = (ends or {}).get(job.key)
+    return now < (t + config.settle_seconds if end is None else end)
 
 
 def _room(limit: int | None, deserved: int, may_borrow: bool, alloc: int) -> int:

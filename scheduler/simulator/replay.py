@@ -26,13 +26,25 @@ new is skipped only if the fair shares that usage gives are also unchanged.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from scheduler.core import Action, ClusterState, Config, Job, Node, Plan, Project, apply_plan, plan_cycle
+from scheduler.core import (
+    Action,
+    ClusterState,
+    Config,
+    Job,
+    Node,
+    Plan,
+    Project,
+    apply_plan,
+    plan_cycle,
+    resize_cost,
+)
 from scheduler.core.fairshare import fair_shares
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import accrue
@@ -214,6 +226,9 @@ class Simulator:
             gpus_per_replica=spec.gpus_per_replica,
             interactive=spec.interactive,
             submitted_at=spec.submit,
+            # R18: the core weighs each resize against what the replay charges for it, as the service does
+            # with its measured estimate
+            resize_cost_seconds=self.opts.restart_seconds,
         )
         self.jobs[spec.key] = job
         self.by_project[spec.project][spec.key] = None
@@ -277,7 +292,11 @@ class Simulator:
             return
         self._apply(plan, now)
         self.changed = True
-        self.settle_ends.append(now + self.config.settle_seconds)
+        settled = now + resize_cost.settle(self.opts.restart_seconds, self.config)  # R18: every job's cost
+        bisect.insort(self.settle_ends, now + self.config.settle_seconds)
+        if settled > now + self.config.settle_seconds:
+            bisect.insort(self.settle_ends, settled)
+            self._want_cycle(settled)
         self.counters.busy_cycles += 1
         if self.counters.busy_cycles < self.opts.max_busy_cycles:
             self._want_cycle(now + self.config.settle_seconds)
