@@ -47,6 +47,8 @@ class ProjectPublic:
     effective_min_runtime_seconds: float
     preemption_notice_seconds: int | None
     effective_preemption_notice_seconds: int
+    resize_cost_seconds: float | None
+    effective_resize_cost_seconds: float | None
     warnings: list[str]
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
@@ -64,6 +66,7 @@ class DepartmentPublic:
     created_at: datetime
     min_runtime_seconds: float
     preemption_notice_seconds: int | None
+    resize_cost_seconds: float | None
     warnings: list[str]
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
@@ -119,6 +122,8 @@ class JobPublic:
     checkpointed_at: datetime | None = None
     allowed_replicas: list[int] | None = None
     topology: str = "preferred"
+    resize_cost_seconds: float | None = None
+    resizes_measured: int = 0
     expected_duration: float | None = None
     started_at: datetime | None = None
     eta: EtaPublic | None = None

@@ -32,6 +32,7 @@ def department_from_row(row: DepartmentRow) -> Department:
         limit_gpus=row.limit_gpus,
         created_at=row.created_at,
         min_runtime_seconds=row.min_runtime_seconds,
+        resize_cost_seconds=row.resize_cost_seconds,
     )
 
 
@@ -100,6 +101,7 @@ def _projects(session: Session) -> tuple[Project, ...]:
             created_at=row.created_at,
             usage_gpu_seconds=row.usage_gpu_seconds,
             min_runtime_seconds=row.min_runtime_seconds,
+            resize_cost_seconds=row.resize_cost_seconds,
         )
         for row, department in session.execute(query)
     )
@@ -141,6 +143,7 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
             JobRow.submitted_at,
             JobRow.last_resized_at,
             JobRow.checkpointed_at,
+            JobRow.resize_cost_seconds,
             JobRow.allowed_replicas,
             JobRow.topology,
             JobRow.pending_reason,
@@ -181,6 +184,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         submitted,
         resized,
         checkpointed,
+        resize_cost,
         allowed,
         topology,
         _reason,
@@ -200,4 +204,5 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         replicas=tuple(sorted(replicas.get(job_id, ()), key=lambda r: (r.index, r.releasing))),
         allowed_replicas=tuple(allowed or ()),
         topology=topology,
+        resize_cost_seconds=resize_cost,
     )

@@ -43,6 +43,8 @@ class DepartmentRow(Base):
     min_runtime_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     # its projects' preemption notice: SIGUSR1 this long before the SIGTERM of a reclaim (NULL: none)
     preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # R18: seconds a resize pauses its projects' jobs not yet measured (NULL: the service's default)
+    resize_cost_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     projects: Mapped[list[ProjectRow]] = relationship(back_populates="department")
 
@@ -68,6 +70,8 @@ class ProjectRow(Base):
     min_runtime_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     # its own preemption notice in seconds; NULL: its department's (none without a department); 0: none
     preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # R18: seconds a resize pauses its jobs not yet measured; NULL: its department's, else the service's
+    resize_cost_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     department: Mapped[DepartmentRow | None] = relationship(back_populates="projects")
     jobs: Mapped[list[JobRow]] = relationship(back_populates="project", cascade="all, delete-orphan")
@@ -100,6 +104,11 @@ class JobRow(Base):
     last_resized_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the last complete checkpoint the job reported (its training script's mark file, or the REST call)
     checkpointed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # R18: what one resize pauses it, as measured (decision -> training at the new size; mean of the last few),
+    # how many were measured, and when the resize being measured now was decided (NULL: none)
+    resize_cost_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    resizes_measured: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    resize_from: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # its first start
     expected_duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds, as declared

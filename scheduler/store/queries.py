@@ -171,6 +171,8 @@ class JobView:
     eta: dict[str, Any] | None
     allowed_replicas: list[int] | None = None
     topology: str = "preferred"
+    resize_cost_seconds: float | None = None  # R18: measured
+    resizes_measured: int = 0
     replicas: list[ReplicaView] = field(default_factory=list)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from corebuild import Cluster, nodes
 
-from scheduler.core import Action, Cause, Config, Job, Plan, resize_cost
+from scheduler.core import Action, Cause, Config, Department, Job, Plan, Project, resize_cost
 
 
 def grown(plan: Plan, name: str) -> int:
@@ -108,7 +108,6 @@ def test_a_higher_priority_job_of_its_own_project_preempts_a_settling_job_at_onc
 
 
 def test_the_cost_is_the_jobs_measure_else_its_projects_else_its_departments_else_the_configs() -> None:
-    from scheduler.core import Department, Project
 
     depts = {"d": Department("d", 4, resize_cost_seconds=90.0)}
     projects = {

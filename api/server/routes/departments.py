@@ -48,6 +48,7 @@ def create_department(body: schemas.DepartmentCreate, svc: Svc, caller: Caller) 
             limit_gpus=body.limit_gpus,
             min_runtime_seconds=body.min_runtime_seconds,
             preemption_notice_seconds=body.preemption_notice_seconds,
+            resize_cost_seconds=body.resize_cost_seconds,
             fair_share_gpus=0,
             created_at=svc.engine.clock(),
         )
