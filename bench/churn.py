@@ -313,7 +313,14 @@ class _servers:
 
     def __init__(self, args: argparse.Namespace, trees: list[tuple[str, str | None]]) -> None:
         self.managers = [
-            serve(None, nodes=args.nodes, gpus_per_node=GPUS_PER_NODE, cycle_period=1.0, tree=tree)
+            serve(
+                None,
+                nodes=args.nodes,
+                gpus_per_node=GPUS_PER_NODE,
+                cycle_period=1.0,
+                tree=tree,
+                start_timeout=900,
+            )
             for _, tree in trees
         ]
 

@@ -117,6 +117,7 @@ def serve(
     cycle_period: float = 1.0,
     extra: tuple[str, ...] = (),
     tree: str | None = None,
+    start_timeout: float = 120.0,
 ) -> Iterator[tuple[int, int]]:
     """``tide serve --executor memory`` on a free port; yields ``(port, pid)`` once it answers. ``tree``: run the
     service of that checkout instead (another commit, side by side: its packages come first on the path)."""
@@ -142,7 +143,7 @@ def serve(
         env["PYTHONPATH"] = tree
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, cwd=tree)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + start_timeout
         while True:
             with suppress(httpx.TransportError):
                 if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:

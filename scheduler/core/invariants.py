@@ -29,6 +29,7 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
         *_guarantee_served(state, after, plan, config),
         *_reclaim_never_ping_pongs(state, plan, config),
         *_min_runtime_kept(state, plan, config, now),
+        *_settle_kept(state, plan, config, now),
         *_drain_held_once(state, plan),
     ]
 
@@ -396,6 +397,29 @@ def _less_own_preemptions(alloc: dict[str, int], plan: Plan) -> dict[str, int]:
         if d.cause == Cause.PREEMPT:
             out[d.project] -= d.gpus
     return out
+
+
+def _settle_kept(before: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
+    """R7, R18: no job inside its settle time (ten resize costs, at least ``settle_seconds``) is shrunk or
+    evicted by reclaim for another project unless that project was below its guarantee (R2; R10 and the
+    other causes are not reclaim)."""
+    projects = {p.name: p for p in before.projects}
+    costs = resize_cost.costs(before.jobs, projects, {d.name: d for d in before.departments}, config)
+    ends = resize_cost.settle_ends(before.jobs, costs, config)
+    settling = {j.key for j in before.jobs if j.active and _settling(j, config, now, ends)}
+    if not settling or not any(d.cause == Cause.RECLAIM for d in plan.decisions):
+        return []
+    shares, alloc = fair_shares(before, config), _less_own_preemptions(_alloc(before), plan)
+    return [
+        f"{d.project}/{d.job} was reclaimed for {d.for_job[0]} inside its settle time, and project "
+        f"{d.for_job[0]} was not below its guarantee"
+        for d in plan.decisions
+        if d.cause == Cause.RECLAIM
+        and d.for_job is not None
+        and d.for_job[0] != d.project
+        and (d.project, d.job) in settling
+        and alloc[d.for_job[0]] >= shares.guarantee[d.for_job[0]]
+    ]
 
 
 def _min_runtime_kept(before: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:

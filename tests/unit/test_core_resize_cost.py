@@ -8,7 +8,14 @@ Every ``Cluster.cycle()`` checks all invariants (tests/corebuild.py), R4's work 
 
 from __future__ import annotations
 
+import os
+import random
+from dataclasses import replace
+
 from corebuild import Cluster, nodes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_core_properties import Spec, _replay, workloads
 
 from scheduler.core import Action, Cause, Config, Department, Job, Plan, Project, resize_cost
 
@@ -131,3 +138,34 @@ def test_growth_pays_when_the_new_replicas_progress_before_the_settle_time_beats
     assert resize_cost.pays(32, 4, 30.0, config)
     assert resize_cost.pays(32, 1, 0.0, config)  # free resizes: every growth pays
     assert resize_cost.smallest_paying(4, 30.0, config) == 1
+
+
+@settings(
+    max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")) // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(workloads(), st.sampled_from([0.0, 1.0, 3.0]), st.lists(st.none() | st.sampled_from([0.0, 2.0, 8.0])))
+def test_resize_costs_keep_every_invariant_on_random_clusters(
+    w: tuple[Cluster, list[Spec], random.Random], default: float, own: list[float | None]
+) -> None:
+    """Property: with resize costs (the config's, some projects' own, some jobs' measured), every invariant
+    holds after every cycle (R2 served within its bound, R4 counting only growth that pays, no settling job
+    reclaimed but for a guarantee: ``_settle_kept``) and plans stay deterministic."""
+    c, specs, rng = w
+    c.config = replace(c.config, resize_cost_seconds=default)
+    projects = tuple(
+        replace(p, resize_cost_seconds=own[i] if i < len(own) else None)
+        for i, p in enumerate(c.state.projects)
+    )
+    c.state = replace(c.state, projects=projects)
+    measured = {i: rng.choice([None, 0.5, 4.0]) for i in range(len(specs))}
+    original = c.submit
+
+    def submit(
+        project: str, name: str, min: int = 1, max: int | None = None, gpus: int = 1, **kw: object
+    ) -> Cluster:
+        return original(project, name, min, max, gpus, resize_cost_seconds=measured[int(name[1:])], **kw)
+
+    c.submit = submit  # type: ignore[method-assign]
+    _replay(c, specs, rng)
