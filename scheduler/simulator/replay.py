@@ -9,7 +9,8 @@ Clock: the live loop plans every ``cycle_seconds``; the simulator jumps from eve
 ticking. Events are job arrivals, job completions and cycles. A cycle is scheduled at the next multiple of
 ``cycle_seconds`` after anything changed (arrivals in between are batched, as in the live loop); after a
 cycle that changed something, another one follows once the settle time has passed (R7: a job just resized
-may grow then); when a project falls below its guarantee, one follows after the grace period (R2). No
+may grow then), and one when the longer settle time of R18 ends (every job carries the resize cost the
+replay charges, ``restart_seconds``, as its ``Job.resize_cost_seconds``); when a project falls below its guarantee, one follows after the grace period (R2). No
 other cycle runs: nothing ticks. ``max_busy_cycles`` consecutive cycles that all change something with
 no arrival or completion in between stop the follow-ups and are reported as a ping-pong warning.
 

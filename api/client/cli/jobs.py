@@ -393,13 +393,12 @@ def describe_job(
     out.print(f"Command:    {shlex.join(job.command)}", markup=False)
     if job.checkpointed_at is not None:
         out.print(f"Checkpoint: {age(job.checkpointed_at)} ago (the last one the job reported)")
-    if job.resize_cost_seconds is not None:  # R18
+    if job.resize_cost_seconds is not None:  # R18: once measured
         n = job.resizes_measured
+        plural = "s" if n != 1 else ""
         out.print(
-            f"Resize:     ~{span(job.resize_cost_seconds)} per resize (measured over {n} resize{'s' if n != 1 else ''})"
+            f"Resize:     ~{span(job.resize_cost_seconds)} per resize (measured over {n} resize{plural})"
         )
-    elif job.max_replicas > job.min_replicas:
-        out.print("Resize:     not measured yet: its project's resize cost applies (tide project list)")
     if job.pending_reason:
         place = f" (place in line: {job.queue_position})" if job.queue_position is not None else ""
         out.print(f"Why:        {job.pending_reason}{place}")
