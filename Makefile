@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) bench/cli_start.py
 	$(PY) bench/live_scale.py
 	$(PY) bench/live_cycle.py
+	$(PY) bench/churn.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage

@@ -10,9 +10,9 @@ that does not know the field gets the projects without it). From the service's o
 
 - ``resizes_per_job_hour``: grows and shrinks of running jobs per hour that jobs ran (job-hours);
 - ``min_resize_interval_s``: the shortest time between two resizes of one job (a start, grow, shrink or
-  eviction, then a grow, shrink or eviction), leaving out releases for a guarantee (R2: a reclaim for a
-  project then below its quota, or a consolidation) and for a higher priority of the job's own project
-  (R10); ``inside_settle``: how many such resizes came less than the R18 settle time (ten resize costs)
+  eviction, then a grow, shrink or eviction), leaving out those for a guarantee (R2: a reclaim for a
+  project then below its quota, a consolidation, or a grow of a job whose project is below its quota) and
+  for a higher priority of the job's own project (R10); ``inside_settle``: how many such resizes came less than the R18 settle time (ten resize costs)
   after the previous one;
 - ``evictions_per_hour``: whole-job evictions per hour of the run;
 - ``idle_gpu_pct``: the mean share of GPUs not allocated (``GET /cluster`` every 5 s after the first
@@ -243,6 +243,8 @@ def figures(
         g = gpus.get(key, 0)
         n = len(e["replicas"])
         guarantee_or_priority = e.get("cause") in ("preempt", "consolidate")
+        if kind == "grow":  # growth owed to its project's guarantee (R2) ignores the settle time
+            guarantee_or_priority = held[key[0]] < quotas.get(key[0], 0)
         if e.get("cause") == "reclaim" and e["reason"].startswith("reclaimed for "):
             claimant = e["reason"].split()[2].split("/")[0]
             guarantee_or_priority = held[claimant] < quotas.get(claimant, 0)  # R2: below its quota
@@ -293,6 +295,8 @@ async def run_all(args: argparse.Namespace, trees: list[tuple[str, str | None]])
         await asyncio.gather(*(drive(port, jobs, seconds, s) for port, s in zip(ports, samples, strict=True)))
         for (label, _), port, (quotas, costed), sample in zip(trees, ports, setups, samples, strict=True):
             evs = await events(port)
+            if args.events:
+                Path(f"{args.events}.{len(rows)}.json").write_text(json.dumps(evs))
             row = {"service": label, "resize_cost_s": args.resize_cost if costed else None, "jobs": len(jobs)}
             row |= figures(evs, jobs, quotas, args.resize_cost if costed else 0.0, seconds)
             total = args.nodes * GPUS_PER_NODE
@@ -362,6 +366,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--baseline", help="another checkout (the previous commit) to run side by side")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--events", help="also write each service's events to EVENTS.0.json, EVENTS.1.json")
     args = p.parse_args()
     trees: list[tuple[str, str | None]] = [("this tree", None)]
     if args.baseline:
