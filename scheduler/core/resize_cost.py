@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from scheduler.core.model import Config, Department, Job, Project
 
@@ -58,11 +59,12 @@ def any_cost(
     config: Config,
 ) -> bool:
     """Whether any job may cost anything (otherwise R18 changes nothing and is skipped)."""
+    cost = attrgetter("resize_cost_seconds")  # C-level scans: this runs every cycle, for every job
     return (
         config.resize_cost_seconds > 0
-        or any(p.resize_cost_seconds for p in projects.values())
-        or any(d.resize_cost_seconds for d in departments.values())
-        or any(j.resize_cost_seconds for j in jobs)
+        or any(map(cost, projects.values()))
+        or any(map(cost, departments.values()))
+        or any(map(cost, jobs))
     )
 
 
