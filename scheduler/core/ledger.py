@@ -246,6 +246,11 @@ class Ledger:
             and job.key not in self.started
         )
 
+    def just_resized(self, job: Job) -> bool:
+        """Inside the plain settle time (``Config.settle_seconds``), whatever R18 adds to it."""
+        t = job.last_resized_at
+        return t is not None and self.now < t + self.config.settle_seconds and job.key not in self.started
+
     def settled_at(self, job: Job) -> float:
         """When a job resized at ``last_resized_at`` stops settling (R7, R18: longer for a costly resize)."""
         end = self.settle_ends.get(job.key)

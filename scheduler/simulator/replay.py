@@ -140,6 +140,7 @@ class Simulator:
         self.changed = True  # an arrival, a completion or an applied plan since the last cycle planned
         self.last_cycle = -math.inf
         self.settle_ends: list[float] = []  # when jobs resized by applied plans stop settling (ascending)
+        self.settle_cycles: set[float] = set()  # cycles wanted only for R18's longer settle times
         # R5's least-work-lost: (when, seq, job, run version) of each running job's next periodic checkpoint
         self.checkpoints: list[tuple[float, int, Key, int]] = []
         for spec in specs:
@@ -186,10 +187,17 @@ class Simulator:
     def _drop_stale(self) -> bool:
         """Pop superseded events at the head (so the clock never moves for them); False when none is left."""
         while self.events:
-            _, kind, _, key, version = self.events[0]
-            if not (kind == FINISH and key is not None and self.runs[key].version != version):
+            when, kind, _, key, version = self.events[0]
+            stale = kind == FINISH and key is not None and self.runs[key].version != version
+            # R18: a cycle only for a settle time's end, with no job left, would change nothing (and would
+            # only stretch the replay's end)
+            idle = kind == CYCLE and when in self.settle_cycles and not self.jobs
+            if not (stale or idle):
                 return True
             heapq.heappop(self.events)
+            if idle:
+                self.wanted.discard(when)
+                self.settle_cycles.discard(when)
         return False
 
     def _accrue(self, now: float) -> None:
@@ -297,6 +305,9 @@ class Simulator:
         bisect.insort(self.settle_ends, now + self.config.settle_seconds)
         if settled > now + self.config.settle_seconds:
             bisect.insort(self.settle_ends, settled)
+            when = math.ceil(settled / self.opts.cycle_seconds - 1e-9) * self.opts.cycle_seconds
+            if when not in self.wanted:
+                self.settle_cycles.add(when)
             self._want_cycle(settled)
         self.counters.busy_cycles += 1
         if self.counters.busy_cycles < self.opts.max_busy_cycles:

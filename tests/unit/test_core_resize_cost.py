@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_core_properties import Spec, _replay, workloads
 
-from scheduler.core import Action, Cause, Config, Department, Job, Plan, Project, resize_cost
+from scheduler.core import Action, Cause, Config, Department, Job, Plan, Project, Replica, resize_cost
 
 
 def grown(plan: Plan, name: str) -> int:
@@ -169,3 +169,26 @@ def test_resize_costs_keep_every_invariant_on_random_clusters(
 
     c.submit = submit  # type: ignore[method-assign]
     _replay(c, specs, rng)
+
+
+def test_a_guarantee_consolidates_jobs_settling_only_by_their_resize_cost() -> None:
+    """a is owed one 8-GPU replica; b's 1-GPU jobs (resized 10 s ago, resize cost 60 s: settling for 600 s)
+    leave 8 GPUs idle on no single node. Their longer settle time does not hold up a's guarantee: two move."""
+    c = Cluster(nodes(3, gpus=8), config=Config(settle_seconds=5)).project("a", 16)
+    c.project("b", 8, resize_cost_seconds=60.0)
+    small = tuple(
+        Job(
+            "b",
+            f"b{i}",
+            1,
+            1,
+            replicas=(Replica(0, "node-2" if i < 6 else "node-3", 1),),
+            last_resized_at=-10,
+        )
+        for i in range(8)
+    )
+    grow = Job("a", "grow", 1, 2, 8, replicas=(Replica(0, "node-1", 8),), last_resized_at=-10)
+    c.state = replace(c.state, jobs=(grow, *small))
+    plan = c.cycle()
+    assert c.decisions(plan) == [("evict", "b", "b6", [0]), ("evict", "b", "b7", [0])]
+    assert {d.cause for d in plan.decisions} == {Cause.CONSOLIDATE}
