@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(PY) bench/live_scale.py
 	$(PY) bench/live_cycle.py
 	$(PY) bench/pollux.py
+	$(PY) bench/churn.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .coverage

@@ -116,8 +116,11 @@ def serve(
     gpus_per_node: int,
     cycle_period: float = 1.0,
     extra: tuple[str, ...] = (),
+    tree: str | None = None,
+    start_timeout: float = 120.0,
 ) -> Iterator[tuple[int, int]]:
-    """``tide serve --executor memory`` on a free port; yields ``(port, pid)`` once it answers."""
+    """``tide serve --executor memory`` on a free port; yields ``(port, pid)`` once it answers. ``tree``: run the
+    service of that checkout instead (another commit, side by side: its packages come first on the path)."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="tide-bench-")
     env = {**os.environ, "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_DATA_DIR": data, "TIDE_EXECUTOR": "memory"}
@@ -136,9 +139,11 @@ def serve(
     ]
     argv += ["--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node)]
     argv += ["--cycle-period", str(cycle_period), *extra]
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    if tree is not None:
+        env["PYTHONPATH"] = tree
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, cwd=tree)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + start_timeout
         while True:
             with suppress(httpx.TransportError):
                 if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:

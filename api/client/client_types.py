@@ -48,6 +48,8 @@ class ProjectPublic:
     preemption_notice_seconds: int | None
     effective_preemption_notice_seconds: int
     pod_defaults: dict[str, Any] | None
+    resize_cost_seconds: float | None
+    effective_resize_cost_seconds: float | None
     warnings: list[str]
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
@@ -66,6 +68,7 @@ class DepartmentPublic:
     min_runtime_seconds: float
     preemption_notice_seconds: int | None
     pod_defaults: dict[str, Any] | None
+    resize_cost_seconds: float | None
     warnings: list[str]
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
@@ -122,6 +125,8 @@ class JobPublic:
     speeds: dict[str, float] | None = None
     allowed_replicas: list[int] | None = None
     topology: str = "preferred"
+    resize_cost_seconds: float | None = None
+    resizes_measured: int = 0
     expected_duration: float | None = None
     started_at: datetime | None = None
     eta: EtaPublic | None = None

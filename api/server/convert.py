@@ -108,6 +108,8 @@ def project_public(row: ProjectRow, totals: Totals) -> schemas.ProjectPublic:
         preemption_notice_seconds=row.preemption_notice_seconds,
         effective_preemption_notice_seconds=effective_notice(row),
         pod_defaults=row.pod_defaults,
+        resize_cost_seconds=row.resize_cost_seconds,
+        effective_resize_cost_seconds=effective_resize_cost(row),
         warnings=totals.warnings(row.department.name if row.department else None),
     )
 
@@ -127,6 +129,14 @@ def effective_notice(row: ProjectRow) -> int:
     return department or 0
 
 
+def effective_resize_cost(row: ProjectRow) -> float | None:
+    """R18: what a resize costs the project's jobs not yet measured: its own, else its department's, else
+    ``None`` (the service's default)."""
+    if row.resize_cost_seconds is not None:
+        return row.resize_cost_seconds
+    return row.department.resize_cost_seconds if row.department else None
+
+
 def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentPublic:
     figures = [totals.by_project.get(p.id, Figures()) for p in row.projects]
     return schemas.DepartmentPublic(
@@ -142,6 +152,7 @@ def department_public(row: DepartmentRow, totals: Totals) -> schemas.DepartmentP
         min_runtime_seconds=row.min_runtime_seconds,
         preemption_notice_seconds=row.preemption_notice_seconds,
         pod_defaults=row.pod_defaults,
+        resize_cost_seconds=row.resize_cost_seconds,
         warnings=totals.warnings(row.name),
     )
 
@@ -211,6 +222,10 @@ class JobFields(Protocol):
     @property
     def progress_rates(self) -> dict[str, float] | None: ...
     @property
+    def resize_cost_seconds(self) -> float | None: ...
+    @property
+    def resizes_measured(self) -> int: ...
+    @property
     def pending_reason(self) -> str | None: ...
     @property
     def queue_position(self) -> int | None: ...
@@ -277,6 +292,8 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         replicas=[replica_public(r) for r in sorted(visible_replicas(job), key=lambda r: (r.index, r.id))],
         allowed_replicas=job.allowed_replicas,
         topology="required" if job.topology == "required" else "preferred",
+        resize_cost_seconds=job.resize_cost_seconds,
+        resizes_measured=job.resizes_measured or 0,
         expected_duration=job.expected_duration,
         started_at=when(job.started_at),
         eta=eta_public(job.eta) if job.status == "pending" and job.eta and not job.eta["grows"] else None,

@@ -84,7 +84,11 @@ def engine_settings(settings: Settings) -> EngineSettings:
     return EngineSettings(
         cycle_period=settings.cycle_period,
         grace_period=settings.grace_period,
-        core=Config(settle_seconds=settings.settle_seconds, usage_half_life=settings.usage_half_life),
+        core=Config(
+            settle_seconds=settings.settle_seconds,
+            usage_half_life=settings.usage_half_life,
+            resize_cost_seconds=settings.resize_cost_seconds,
+        ),
         check_invariants=settings.check_invariants,
         eta_every=settings.eta_every,
         finished_retention=settings.finished_retention,

@@ -102,6 +102,14 @@ POD_DEFAULTS_DOC = (
 JsonObject = Annotated[
     dict[str, Any], Field(max_length=64), WithJsonSchema({"type": "object", "maxProperties": 64})
 ]
+# R18: seconds one resize pauses a job (checkpoint load, rendezvous, warm-up), up to a day
+ResizeCost = Annotated[float, Field(ge=0, le=86_400)]
+RESIZE_COST_DOC = (
+    "Resize cost (seconds, 0 to 86400): how long one resize (a grow or a shrink restarts every replica) "
+    "pauses a job that has not been measured yet. Growth happens only when it pays for that pause, and a "
+    "resized job is left alone for ten of them (its settle time) except for a guarantee or a higher "
+    "priority of its own project."
+)
 JobStatus = Literal["pending", "running", "succeeded", "failed", "cancelled"]
 ReplicaStatus = Literal["starting", "running", "terminating", "succeeded", "failed", "stopped"]
 
@@ -135,6 +143,9 @@ class ProjectCreate(_In):
     pod_defaults: JsonObject | None = Field(
         None, description=POD_DEFAULTS_DOC + " Null: its department's only."
     )
+    resize_cost_seconds: ResizeCost | None = Field(
+        None, description=RESIZE_COST_DOC + " Null: its department's, else the service's default."
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> ProjectCreate:
@@ -156,6 +167,9 @@ class ProjectUpdate(_In):
     )
     pod_defaults: JsonObject | None = Field(
         None, description=POD_DEFAULTS_DOC + " Replaced whole; null: its department's only."
+    )
+    resize_cost_seconds: ResizeCost | None = Field(
+        None, description=RESIZE_COST_DOC + " Null: back to its department's, else the service's default."
     )
 
     @model_validator(mode="after")
@@ -195,6 +209,11 @@ class ProjectPublic(BaseModel):
         description="The preemption notice its jobs get: its own, else its department's, else 0 (none)."
     )
     pod_defaults: dict[str, Any] | None = Field(description=POD_DEFAULTS_DOC + " Null: none of its own.")
+    resize_cost_seconds: float | None = Field(description=RESIZE_COST_DOC + " Null: none of its own.")
+    effective_resize_cost_seconds: float | None = Field(
+        description="The resize cost its jobs get until measured: its own, else its department's; null: the "
+        "service's default (tide serve --resize-cost)."
+    )
     warnings: list[str] = Field(
         description="Quotas that add up to more than they divide, in words: all quotas at the top level "
         "(departments and projects without one) against the schedulable GPUs, then its department's projects' quotas against the department's; fair shares cut them "
@@ -212,6 +231,10 @@ class DepartmentCreate(_In):
         None, description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
     )
     pod_defaults: JsonObject | None = Field(None, description=POD_DEFAULTS_DOC + " Under its projects'.")
+    resize_cost_seconds: ResizeCost | None = Field(
+        None,
+        description=RESIZE_COST_DOC + " Inherited by its projects without their own. Null: the service's.",
+    )
 
     @model_validator(mode="after")
     def _limit(self) -> DepartmentCreate:
@@ -227,6 +250,9 @@ class DepartmentUpdate(_In):
     preemption_notice_seconds: Notice | None = Field(None, description=NOTICE_DOC + " Null: none.")
     pod_defaults: JsonObject | None = Field(
         None, description=POD_DEFAULTS_DOC + " Replaced whole; null: none."
+    )
+    resize_cost_seconds: ResizeCost | None = Field(
+        None, description=RESIZE_COST_DOC + " Null: back to the service's default."
     )
 
     @model_validator(mode="after")
@@ -250,6 +276,9 @@ class DepartmentPublic(BaseModel):
         description=NOTICE_DOC + " Inherited by its projects without their own. Null: none."
     )
     pod_defaults: dict[str, Any] | None = Field(description=POD_DEFAULTS_DOC + " Null: none.")
+    resize_cost_seconds: float | None = Field(
+        description=RESIZE_COST_DOC + " Inherited by its projects without their own. Null: the service's."
+    )
     warnings: list[str] = Field(
         description="Quotas that add up to more than they divide, in words: all quotas at the top level "
         "(departments and projects without one) against the schedulable GPUs, then its projects' quotas against its own; fair shares cut them "
@@ -429,6 +458,12 @@ class JobPublic(BaseModel):
     )
     allowed_replicas: list[int] | None = None  # R16: the only counts it runs at (None: any in min..max)
     topology: Literal["preferred", "required"] = "preferred"  # R17
+    resize_cost_seconds: float | None = Field(
+        None,
+        description="R18: seconds one resize pauses it, measured from the decision to its training at the "
+        "new size (a running mean of the last few); null: not measured yet, its project's resize cost applies",
+    )
+    resizes_measured: int = Field(0, description="R18: how many of its resizes were measured")
     expected_duration: float | None = None
     started_at: datetime | None = None
     eta: EtaPublic | None = None  # a pending job: when it starts

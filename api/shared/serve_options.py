@@ -103,6 +103,16 @@ class ServeOptions:
             "Seconds a resized job is left alone (R7).", flag="--settle-time", env="TIDE_SETTLE_TIME", least=0
         ),
     )
+    resize_cost_seconds: float = field(  # R18
+        default=0.0,
+        metadata=option(
+            "Seconds a resize pauses a job not yet measured whose project and department set no resize cost; "
+            "growth happens only when it pays for that pause (0: free, growth as before R18).",
+            flag="--resize-cost",
+            env="TIDE_RESIZE_COST",
+            least=0,
+        ),
+    )
     eta_every: float = field(
         default=30.0,
         metadata=option("Seconds between start-time forecasts of waiting jobs (0: none).", least=0),

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013_job_progress"
-down_revision = "0011_pod_templates"
+down_revision = "0012_resize_cost"
 branch_labels = None
 depends_on = None
 

@@ -14,7 +14,7 @@ the ledger.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.core import goodput
 from scheduler.core.ledger import JobKey, Ledger
@@ -40,6 +40,8 @@ class Claims:
     explain: bool = True
     # whether failed starts are kept for another turn (``CycleMemo.retry``; not in the last one)
     owed_phase: bool = True
+    # R18: running jobs whose growth would not pay for its restart, with why (R13)
+    held_back: dict[JobKey, str] = field(default_factory=dict)
 
 
 def record(claims: Claims, job: Job, reason: str, *, waiting: bool) -> None:

@@ -176,10 +176,13 @@ def _movable(ledger: Ledger, node: str, g: int) -> list[tuple[JobKey, list[Repli
     wholes: list[tuple[bool, int, JobKey, list[Replica]]] = []
     for key in ledger.on_node(node):
         job, act = ledger.jobs[key], ledger.active[key]
-        if job.interactive or ledger.settling(job) or key in ledger.started or key in ledger.released:
+        # R18's longer settle time does not hold up a guarantee: only the plain one spares a job here
+        if job.interactive or ledger.just_resized(job) or key in ledger.started or key in ledger.released:
             continue
         # a job with allowed sizes (R16) moves whole only: a single replica's move would leave it off its sizes
         extras = act[job.min_replicas :] if len(act) > job.min_replicas and not job.allowed_replicas else []
+        if extras and key in ledger.resize_costs and sum(r.gpus for r in act) > g:
+            extras = []  # R18: an extra's move restarts its whole job: never many replicas to place one
         choices = extras if extras else (act if len(act) == 1 else [])
         singles += [(key, r) for r in choices if r.node == node and r.gpus < g]
         gpus, spread = sum(r.gpus for r in act), any(r.node != node for r in act)

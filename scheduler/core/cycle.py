@@ -109,6 +109,8 @@ def _notes(ledger: Ledger, claims: Claims) -> tuple[JobNote, ...]:
             reason = f"waiting for {n} stopping replicas to exit before it is resized again"
         elif not act:  # every pending job is a claim with an outcome unless it was a victim this cycle
             reason = f"back to pending: {ledger.released[key].reason}"
+        elif key in claims.held_back and key not in ledger.started:  # R18
+            reason = f"running {len(act)} of max {job.max_replicas} replicas; {claims.held_back[key]}"
         else:
             reason = explain.running_below_max(ledger, job)
         notes.append(JobNote(key[0], key[1], reason, position.get(key)))

@@ -170,7 +170,7 @@ def running_below_max(ledger: Ledger, job: Job) -> str:
     if job.key in ledger.released:
         return f"{head}; shrunk: {ledger.released[job.key].reason}"
     if ledger.settling(job):
-        until = (job.last_resized_at or 0.0) + ledger.config.settle_seconds
+        until = ledger.settled_at(job)  # R18: longer for a job whose resize costs more
         return f"{head}; settling after a resize until {clock(until)}"
     if ledger.room(job) < job.gpus_per_replica:
         capped = blocked_by_caps(ledger, job, job.gpus_per_replica)  # its limit, quota or department's

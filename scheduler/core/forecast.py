@@ -31,6 +31,7 @@ import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from scheduler.core import resize_cost
 from scheduler.core.cycle import apply_plan, finish_releases, plan_cycle
 from scheduler.core.estimate import Estimate, Source
 from scheduler.core.model import ClusterState, Config, Job
@@ -172,12 +173,16 @@ class _Forward:
         return self.seen
 
     def _settled(self, t: float) -> float | None:
-        """When the next job resized before ``t`` stops settling (R7): it may grow or shrink from then."""
-        settle = self.config.settle_seconds
+        """When the next job resized before ``t`` stops settling (R7; R18: longer for a costly resize): it may
+        grow or shrink from then."""
+        settle, state = self.config.settle_seconds, self.state
+        projects = {p.name: p for p in state.projects}
+        costs = resize_cost.costs(state.jobs, projects, {d.name: d for d in state.departments}, self.config)
+        longer = resize_cost.settle_ends(state.jobs, costs, self.config) if costs else {}
         ends = [
-            j.last_resized_at + settle
-            for j in self.state.jobs
-            if j.last_resized_at is not None and j.last_resized_at + settle > t
+            longer.get(j.key, j.last_resized_at + settle)
+            for j in state.jobs
+            if j.last_resized_at is not None and longer.get(j.key, j.last_resized_at + settle) > t
         ]
         return min(ends, default=None)
 

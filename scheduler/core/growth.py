@@ -7,7 +7,8 @@ its guarantee needs, victims may drop below their share) or by preempting lower-
 project (R10). ``grow_idle`` runs after the claims and lends what is still idle to elastic jobs below
 ``max_replicas``, the project furthest below its fair share first; each job takes all the replicas it can at
 once (every resize restarts workers). R19 (``goodput``): inside a project, and among projects already at their
-fair share, the job that turns a GPU into the most progress goes first (``scheduler.core.goodput``).
+fair share, the job that turns a GPU into the most progress goes first (``scheduler.core.goodput``). R18: growth that is not owed to the guarantee happens only when it pays
+for the restart of the replicas the job already runs (``resize_cost.pays``); a job held back says why.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple
 
-from scheduler.core import goodput, sizes
+from scheduler.core import goodput, resize_cost, sizes
 from scheduler.core.claims import Claims
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import Job, Replica
@@ -84,7 +85,11 @@ def serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, r
         k = goodput.cap(job, act, k, rival)  # R19: not past its peak speed, the rest to a better use
     if k <= 0:
         return
+    cost = ledger.resize_costs.get(job.key, 0.0) if ledger.resize_costs else 0.0
     for count, for_guarantee in _growth_attempts(job, act, k, short):
+        if not for_guarantee and cost and not resize_cost.pays(act, count, cost, ledger.config):
+            claims.held_back[job.key] = resize_cost.held_back(act, count, cost, ledger.config)  # R18
+            continue
         entitled = count * g <= min(owed, room)
         if entitled and ledger.slots_for(job, ledger.free) >= count:
             ledger.place(job, count, reserve=False)
@@ -164,8 +169,12 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         )
         if use_gain and job.throughput is not None:  # R19: never past its peak speed (work-conserving below)
             k = goodput.cap(job, n, k, rival=0.0)
-        if k > 0:
+        cost = ledger.resize_costs.get(job.key, 0.0) if ledger.resize_costs else 0.0
+        if k > 0 and cost and not resize_cost.pays(n, k, cost, ledger.config):
+            claims.held_back[job.key] = resize_cost.held_back(n, k, cost, ledger.config)  # R18
+        elif k > 0:
             ledger.place(job, k, reserve=False)
+            claims.held_back.pop(job.key, None)
             explain_start(ledger, claims, job, owed=False)
         if queues[project]:
             heapq.heappush(heap, (_gap(ledger, project, queues[project]), project))

@@ -7,7 +7,7 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 
 from __future__ import annotations
 
-from scheduler.core import goodput, minruntime, sizes, topology
+from scheduler.core import goodput, minruntime, resize_cost, sizes, topology
 from scheduler.core.cycle import apply_plan
 from scheduler.core.fairshare import Shares, Top, fair_shares
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Job, Project
@@ -29,6 +29,7 @@ def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: fl
         *_guarantee_served(state, after, plan, config),
         *_reclaim_never_ping_pongs(state, plan, config),
         *_min_runtime_kept(state, plan, config, now),
+        *_settle_kept(state, plan, config, now),
         *_drain_held_once(state, plan),
     ]
 
@@ -207,11 +208,14 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
     depts = _dept_room(after, config, held=alloc)
     domains = _domain_of(after, config)
     resized = {(d.project, d.job) for d in plan.decisions} | {(r.project, r.job) for r in plan.reservations}
+    costs = resize_cost.costs(after.jobs, projects, {d.name: d for d in after.departments}, config)  # R18
+    ends = resize_cost.settle_ends(after.jobs, costs, config)
     out: list[str] = []
     for job in after.jobs:
         if job.interactive or any(r.releasing for r in job.replicas):
             continue
-        want = _wanted(job, config, settling=_settling(job, config, now) and job.key not in resized)
+        settling = _settling(job, config, now, ends) and job.key not in resized
+        want = _wanted(job, config, settling=settling, cost=costs.get(job.key, 0.0))
         if want == 0 or (
             job.key in resized
             and job.active
@@ -227,19 +231,28 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
     return out
 
 
-def _wanted(job: Job, config: Config, *, settling: bool) -> int:
-    """Replicas a job could use next: its gang when pending, its next size when elastic and not settling."""
+def _wanted(job: Job, config: Config, *, settling: bool, cost: float = 0.0) -> int:
+    """Replicas a job could use next: its gang when pending, its next size when elastic and not settling
+    (R18: the smallest growth that pays for its restart; none if even growing to its max would not)."""
     if not job.active:
         return job.max_replicas if not config.elastic else job.min_replicas
-    if config.elastic and len(job.active) < job.max_replicas and not settling:
-        if config.goodput and job.throughput and len(job.active) >= goodput.peak(job.throughput):
-            return 0  # R19: at its peak speed more replicas would slow it down
-        return sizes.grow_at_least(job, len(job.active), 1)  # the next allowed size (R16)
+    n = len(job.active)
+    if config.elastic and n < job.max_replicas and not settling:
+        least = resize_cost.smallest_paying(n, cost, config)
+        if least > job.max_replicas - n:
+            return 0  # no growth it may make pays
+        if config.goodput and job.throughput and n + least > goodput.peak(job.throughput):
+            return 0  # R19: past its peak speed more replicas would slow it down
+        return sizes.grow_at_least(job, n, least)  # the next allowed size (R16)
     return 0
 
 
-def _settling(job: Job, config: Config, now: float) -> bool:
-    return job.last_resized_at is not None and now < job.last_resized_at + config.settle_seconds
+def _settling(job: Job, config: Config, now: float, ends: dict[tuple[str, str], float] | None = None) -> bool:
+    t = job.last_resized_at
+    if t is None:
+        return False
+    end = (ends or {}).get(job.key)
+    return now < (t + config.settle_seconds if end is None else end)
 
 
 def _room(limit: int | None, deserved: int, may_borrow: bool, alloc: int) -> int:
@@ -396,6 +409,29 @@ def _less_own_preemptions(alloc: dict[str, int], plan: Plan) -> dict[str, int]:
         if d.cause == Cause.PREEMPT:
             out[d.project] -= d.gpus
     return out
+
+
+def _settle_kept(before: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
+    """R7, R18: no job inside its settle time (ten resize costs, at least ``settle_seconds``) is shrunk or
+    evicted by reclaim for another project unless that project was below its guarantee (R2; R10 and the
+    other causes are not reclaim)."""
+    projects = {p.name: p for p in before.projects}
+    costs = resize_cost.costs(before.jobs, projects, {d.name: d for d in before.departments}, config)
+    ends = resize_cost.settle_ends(before.jobs, costs, config)
+    settling = {j.key for j in before.jobs if j.active and _settling(j, config, now, ends)}
+    if not settling or not any(d.cause == Cause.RECLAIM for d in plan.decisions):
+        return []
+    shares, alloc = fair_shares(before, config), _less_own_preemptions(_alloc(before), plan)
+    return [
+        f"{d.project}/{d.job} was reclaimed for {d.for_job[0]} inside its settle time, and project "
+        f"{d.for_job[0]} was not below its guarantee"
+        for d in plan.decisions
+        if d.cause == Cause.RECLAIM
+        and d.for_job is not None
+        and d.for_job[0] != d.project
+        and (d.project, d.job) in settling
+        and alloc[d.for_job[0]] >= shares.guarantee[d.for_job[0]]
+    ]
 
 
 def _min_runtime_kept(before: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:

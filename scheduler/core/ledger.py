@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
-from scheduler.core import minruntime
+from scheduler.core import minruntime, resize_cost
 from scheduler.core.fairshare import Shares, Top
 from scheduler.core.memo import CycleMemo
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Department, Job, Project, Replica
@@ -82,6 +82,10 @@ class Ledger:
     # jobs with an active replica in the snapshot, key order
     running: list[JobKey] = field(default_factory=list)
     young: dict[JobKey, float] = field(default_factory=dict)  # R15: protected jobs, when protection ends
+    resize_costs: dict[JobKey, float] = field(default_factory=dict)  # R18: each job's resize cost above 0
+    settle_ends: dict[JobKey, float] = field(
+        default_factory=dict
+    )  # R18: settle times longer than the plain one
     largest_node: int = 0
     memo: CycleMemo = field(default_factory=CycleMemo)  # what this cycle found cannot work
     stopping: set[JobKey] = field(default_factory=set)
@@ -111,6 +115,9 @@ class Ledger:
         self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
         self.domains = Domains.build(list(nodes.values()), self.free.nodes, on=self.config.topology)
         self.young = minruntime.young(self.state.jobs, self.projects, self.departments, self.now)
+        self.resize_costs = resize_cost.costs(self.state.jobs, self.projects, self.departments, self.config)
+        if self.resize_costs:
+            self.settle_ends = resize_cost.settle_ends(self.state.jobs, self.resize_costs, self.config)
 
     def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
         """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""
@@ -233,7 +240,23 @@ class Ledger:
 
     def settling(self, job: Job) -> bool:
         t = job.last_resized_at
+        if t is None:
+            return False
+        end = self.settle_ends.get(job.key) if self.settle_ends else None  # R18
+        return (
+            self.now < (t + self.config.settle_seconds if end is None else end)
+            and job.key not in self.started
+        )
+
+    def just_resized(self, job: Job) -> bool:
+        """Inside the plain settle time (``Config.settle_seconds``), whatever R18 adds to it."""
+        t = job.last_resized_at
         return t is not None and self.now < t + self.config.settle_seconds and job.key not in self.started
+
+    def settled_at(self, job: Job) -> float:
+        """When a job resized at ``last_resized_at`` stops settling (R7, R18: longer for a costly resize)."""
+        end = self.settle_ends.get(job.key)
+        return end if end is not None else (job.last_resized_at or 0.0) + self.config.settle_seconds
 
     # -- mutations (all undoable) --------------------------------------------------------------------
     def checkpoint(self) -> int:

@@ -48,6 +48,8 @@ class Department:
     created_at: float = 0.0
     # R15: its projects' jobs younger than this are spared by reclaim (projects without their own inherit it)
     min_runtime_seconds: float = 0.0
+    # R18: seconds a resize pauses its projects' jobs not yet measured (projects without their own inherit it)
+    resize_cost_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class Project:
     ``usage_gpu_seconds`` is its decayed GPU-seconds above quota so far (R14; ``scheduler.core.usage``).
     ``min_runtime_seconds``: a job of it started or resized less than that ago is not a reclaim victim unless
     a guarantee needs it (R15; ``None``: its department's, else 0; ``scheduler.core.minruntime``).
+    ``resize_cost_seconds``: what a resize costs its jobs not yet measured (R18; ``None``: its department's,
+    else the config's; ``scheduler.core.resize_cost``).
     """
 
     name: str
@@ -70,6 +74,7 @@ class Project:
     created_at: float = 0.0
     usage_gpu_seconds: float = 0.0
     min_runtime_seconds: float | None = None
+    resize_cost_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +116,8 @@ class Job:
     ``allowed_replicas``: the only counts it may run at besides ``min_replicas`` and ``max_replicas`` (R16).
     ``topology``: ``preferred`` or ``required``: whether its replicas may span topology domains (R17).
     ``throughput``: its fitted speed by size, if it reports progress (R19; ``None``: today's rule).
+    ``resize_cost_seconds``: the seconds a resize pauses it, as measured (``None``: not yet; its project's
+    default then applies): R18 weighs growth against it and lengthens its settle time.
     """
 
     project: str
@@ -130,6 +137,8 @@ class Job:
     topology: str = "preferred"
     # R19: its speed by size, fitted from the progress it reported (None: it reports none)
     throughput: Throughput | None = None
+    # R18: measured seconds a resize pauses it (None: its project's, department's or the config's default)
+    resize_cost_seconds: float | None = None
     # ``(project, name)``, computed once: the core looks it up millions of times per replay
     key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
@@ -182,6 +191,9 @@ class Config:
     ``goodput`` (R19): among a project's growth claims and for idle GPUs, jobs that report their throughput
     are ranked by the progress one more GPU adds (``scheduler.core.goodput``) and never grown past the size
     where their speed peaks; off, every job grows by today's rule (oldest first).
+    ``resize_cost_seconds`` (R18): what a resize costs a job with no estimate of its own and no project or
+    department default (0: free, the rules as before); ``settle_restarts``: a job's settle time is at least
+    this many of its resize costs (``scheduler.core.resize_cost``).
     """
 
     settle_seconds: float = 10.0
@@ -193,3 +205,5 @@ class Config:
     least_work_lost: bool = True
     # R19: idle GPUs and a project's share go first to the jobs that turn a GPU into the most progress
     goodput: bool = True
+    resize_cost_seconds: float = 0.0
+    settle_restarts: float = 10.0

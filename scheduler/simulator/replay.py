@@ -9,7 +9,8 @@ Clock: the live loop plans every ``cycle_seconds``; the simulator jumps from eve
 ticking. Events are job arrivals, job completions and cycles. A cycle is scheduled at the next multiple of
 ``cycle_seconds`` after anything changed (arrivals in between are batched, as in the live loop); after a
 cycle that changed something, another one follows once the settle time has passed (R7: a job just resized
-may grow then); when a project falls below its guarantee, one follows after the grace period (R2). No
+may grow then), and one when the longer settle time of R18 ends (every job carries the resize cost the
+replay charges, ``restart_seconds``, as its ``Job.resize_cost_seconds``); when a project falls below its guarantee, one follows after the grace period (R2). No
 other cycle runs: nothing ticks. ``max_busy_cycles`` consecutive cycles that all change something with
 no arrival or completion in between stop the follow-ups and are reported as a ping-pong warning.
 
@@ -26,13 +27,25 @@ new is skipped only if the fair shares that usage gives are also unchanged.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from scheduler.core import Action, ClusterState, Config, Job, Node, Plan, Project, apply_plan, plan_cycle
+from scheduler.core import (
+    Action,
+    ClusterState,
+    Config,
+    Job,
+    Node,
+    Plan,
+    Project,
+    apply_plan,
+    plan_cycle,
+    resize_cost,
+)
 from scheduler.core.fairshare import fair_shares
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import accrue
@@ -127,6 +140,7 @@ class Simulator:
         self.changed = True  # an arrival, a completion or an applied plan since the last cycle planned
         self.last_cycle = -math.inf
         self.settle_ends: list[float] = []  # when jobs resized by applied plans stop settling (ascending)
+        self.settle_cycles: set[float] = set()  # cycles wanted only for R18's longer settle times
         # R5's least-work-lost: (when, seq, job, run version) of each running job's next periodic checkpoint
         self.checkpoints: list[tuple[float, int, Key, int]] = []
         for spec in specs:
@@ -173,10 +187,17 @@ class Simulator:
     def _drop_stale(self) -> bool:
         """Pop superseded events at the head (so the clock never moves for them); False when none is left."""
         while self.events:
-            _, kind, _, key, version = self.events[0]
-            if not (kind == FINISH and key is not None and self.runs[key].version != version):
+            when, kind, _, key, version = self.events[0]
+            stale = kind == FINISH and key is not None and self.runs[key].version != version
+            # R18: a cycle only for a settle time's end, with no job left, would change nothing (and would
+            # only stretch the replay's end)
+            idle = kind == CYCLE and when in self.settle_cycles and not self.jobs
+            if not (stale or idle):
                 return True
             heapq.heappop(self.events)
+            if idle:
+                self.wanted.discard(when)
+                self.settle_cycles.discard(when)
         return False
 
     def _accrue(self, now: float) -> None:
@@ -214,6 +235,9 @@ class Simulator:
             gpus_per_replica=spec.gpus_per_replica,
             interactive=spec.interactive,
             submitted_at=spec.submit,
+            # R18: the core weighs each resize against what the replay charges for it, as the service does
+            # with its measured estimate
+            resize_cost_seconds=self.opts.restart_seconds,
         )
         self.jobs[spec.key] = job
         self.by_project[spec.project][spec.key] = None
@@ -277,7 +301,14 @@ class Simulator:
             return
         self._apply(plan, now)
         self.changed = True
-        self.settle_ends.append(now + self.config.settle_seconds)
+        settled = now + resize_cost.settle(self.opts.restart_seconds, self.config)  # R18: every job's cost
+        bisect.insort(self.settle_ends, now + self.config.settle_seconds)
+        if settled > now + self.config.settle_seconds:
+            bisect.insort(self.settle_ends, settled)
+            when = math.ceil(settled / self.opts.cycle_seconds - 1e-9) * self.opts.cycle_seconds
+            if when not in self.wanted:
+                self.settle_cycles.add(when)
+            self._want_cycle(settled)
         self.counters.busy_cycles += 1
         if self.counters.busy_cycles < self.opts.max_busy_cycles:
             self._want_cycle(now + self.config.settle_seconds)

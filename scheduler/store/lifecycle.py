@@ -74,6 +74,8 @@ def start(
                 created_at=now,
             )
         )
+    # R18: a grow of a running job is a resize whose pause is measured (``resumed``); a start is not
+    job.resize_from = now if grow else None
     job.status = JobStatus.RUNNING
     if job.started_at is None:
         job.started_at = now
@@ -107,8 +109,10 @@ def release(
         if (evict or replica.index in chosen) and mark_stopping(session, replica):
             marked.append(replica)
     job.last_resized_at = now
+    job.resize_from = now  # R18: the pause of this shrink is measured when it trains again (``resumed``)
     job.generation += 1
     if not any(r.desired == ReplicaDesired.RUN for r in job.replicas):
+        job.resize_from = None  # an eviction: its next start is not a resize
         job.status = JobStatus.PENDING
         job.restarts += 1 if evict else 0
         if pending_reason is not None:
@@ -356,3 +360,21 @@ def _event(
         cause=cause.value,
         details=details,
     )
+
+
+MEASURED_WEIGHT = 4  # R18: the estimate is a running mean over about the last this many resizes
+
+
+def resumed(job: JobRow, now: float) -> bool:
+    """R18: the job trains again at its new size: the pause since the resize was decided is measured into
+    its estimate (a running mean of the last few), which the core weighs its next resize against. False
+    when no resize was being measured."""
+    if job.resize_from is None:
+        return False
+    pause = max(0.0, now - job.resize_from)
+    n = min(job.resizes_measured or 0, MEASURED_WEIGHT - 1)
+    old = job.resize_cost_seconds if job.resize_cost_seconds is not None else pause
+    job.resize_cost_seconds = (old * n + pause) / (n + 1)
+    job.resizes_measured = (job.resizes_measured or 0) + 1
+    job.resize_from = None
+    return True

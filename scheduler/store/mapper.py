@@ -33,6 +33,7 @@ def department_from_row(row: DepartmentRow) -> Department:
         limit_gpus=row.limit_gpus,
         created_at=row.created_at,
         min_runtime_seconds=row.min_runtime_seconds,
+        resize_cost_seconds=row.resize_cost_seconds,
     )
 
 
@@ -101,6 +102,7 @@ def _projects(session: Session) -> tuple[Project, ...]:
             created_at=row.created_at,
             usage_gpu_seconds=row.usage_gpu_seconds,
             min_runtime_seconds=row.min_runtime_seconds,
+            resize_cost_seconds=row.resize_cost_seconds,
         )
         for row, department in session.execute(query)
     )
@@ -142,6 +144,7 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
             JobRow.submitted_at,
             JobRow.last_resized_at,
             JobRow.checkpointed_at,
+            JobRow.resize_cost_seconds,
             JobRow.allowed_replicas,
             JobRow.progress_rates,
             JobRow.topology,
@@ -183,6 +186,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         submitted,
         resized,
         checkpointed,
+        resize_cost,
         allowed,
         rates,
         topology,
@@ -204,6 +208,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         allowed_replicas=tuple(allowed or ()),
         topology=topology,
         throughput=_throughput(rates),  # R19
+        resize_cost_seconds=resize_cost,
     )
 
 

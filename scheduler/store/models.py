@@ -45,6 +45,8 @@ class DepartmentRow(Base):
     preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # its projects' jobs' pod defaults ({"template": ..., "allow": ...}, scheduler.executors.kube.podtemplate)
     pod_defaults: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # R18: seconds a resize pauses its projects' jobs not yet measured (NULL: the service's default)
+    resize_cost_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     projects: Mapped[list[ProjectRow]] = relationship(back_populates="department")
 
@@ -72,6 +74,8 @@ class ProjectRow(Base):
     preemption_notice_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # its jobs' pod defaults, over its department's (NULL: its department's only)
     pod_defaults: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # R18: seconds a resize pauses its jobs not yet measured; NULL: its department's, else the service's
+    resize_cost_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     department: Mapped[DepartmentRow | None] = relationship(back_populates="projects")
     jobs: Mapped[list[JobRow]] = relationship(back_populates="project", cascade="all, delete-orphan")
@@ -106,6 +110,11 @@ class JobRow(Base):
     checkpointed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     # R19: the newest samples per second it reported at each size it ran, {"replicas": rate}
     progress_rates: Mapped[dict[str, float] | None] = mapped_column(JSON, nullable=True)
+    # R18: what one resize pauses it, as measured (decision -> training at the new size; mean of the last few),
+    # how many were measured, and when the resize being measured now was decided (NULL: none)
+    resize_cost_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    resizes_measured: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    resize_from: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # its first start
     expected_duration: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds, as declared

@@ -172,6 +172,8 @@ class JobView:
     allowed_replicas: list[int] | None = None
     topology: str = "preferred"
     progress_rates: dict[str, float] | None = None  # R19: samples per second by replica count, as reported
+    resize_cost_seconds: float | None = None  # R18: measured
+    resizes_measured: int = 0
     replicas: list[ReplicaView] = field(default_factory=list)
 
 

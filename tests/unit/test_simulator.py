@@ -80,12 +80,14 @@ def test_whole_job_eviction_loses_work_since_checkpoint_and_pays_restart() -> No
 def test_elastic_job_grows_into_idle_gpus_and_shrinks_instead_of_eviction() -> None:
     """a's elastic job (4 GPUs x 1000 s requested, 2..8 replicas) takes all 8 GPUs and runs twice as fast.
 
-    At 100 s (800 GPU-s done) b's job arrives: a shrinks to 4 (restart 30 s), b runs 110-210 s; at 210 s a
-    has 800 + 4 x 80 = 1120 done, grows back to 8 (restart 30 s) and needs 2880 / 8 = 360 s: done at 600 s.
+    At 100 s (800 GPU-s done) b's job arrives: a shrinks to 4 (restart 30 s; R2 does not wait for a's settle
+    time), b runs 110-210 s. a settles for ten restarts after its shrink (R18: until 400 s), so it grows back
+    to 8 only then, with 800 + 4 x 270 = 1880 done (restart 30 s), and needs 2120 / 8 = 265 s: done at 695 s.
+    (Before R18 it grew back at 210 s and was done at 600 s.)
     """
     elastic = JobSpec("a", "j0", 0, 4000, 4, 1, 2, 8)
     result = replay([elastic, rigid("b", "j1", 100, 4, 100)], Config())
-    assert times(result) == {"j0": (0.0, 600.0), "j1": (110.0, 210.0)}
+    assert times(result) == {"j0": (0.0, 695.0), "j1": (110.0, 210.0)}
     c = result.counters
     assert (c.evictions, c.resizes) == (0, 2)
     assert c.restart_loss == pytest.approx(4 * 30 + 8 * 30)
@@ -119,9 +121,10 @@ def test_invariants_are_checked_at_every_cycle(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_cycles_run_only_when_something_changed() -> None:
-    """One job alone: a cycle at its arrival, the settle follow-up, and one at its end; no ticking."""
+    """One job alone: a cycle at its arrival, the settle follow-up, one when R18's longer settle time ends (ten
+    restarts of 30 s: a settling job is spared by reclaim until then), and one at its end; no ticking."""
     result = replay([rigid("a", "j0", 0, 4, 100_000)], Config(elastic=False))
-    assert result.counters.cycles == 3
+    assert result.counters.cycles == 4
     assert result.end_time == pytest.approx(100_000)
 
 

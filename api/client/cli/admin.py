@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from api.client.cli import context, notice_flag, pod_flag, target
+from api.client.cli import context, notice_flag, pod_flag, resize_cost_flag, target
 from api.client.cli.context import Column, FitTable
 from api.client.cli.eta_words import parse_duration, span
 from api.client.cli.flag_words import Typed
@@ -58,6 +58,7 @@ def _flags(
     *,
     min_runtime: str | None = None,
     notice: str | None = None,
+    resize_cost: str | None = None,
     **typed: object,
 ) -> dict[str, Typed]:
     """Where a project's or department's body fields came from (``kind``: project or department), so that
@@ -66,6 +67,7 @@ def _flags(
         "name": Typed(f"the {kind} name"),
         "min_runtime_seconds": Typed("--min-runtime", min_runtime, seconds=True),
         "preemption_notice_seconds": Typed("--preemption-notice", notice, seconds=True),
+        "resize_cost_seconds": Typed("--resize-cost", resize_cost, seconds=True),
     }
     for key, value in typed.items():
         flags[FIELDS.get(key, key)] = Typed(f"--{key}", None if value is None else str(value))
@@ -92,6 +94,8 @@ def _projects_table(projects: list[ProjectPublic], wide: bool = False) -> FitTab
     extra += (Column("MIN RUN", drop=6),) if runtime else ()
     notices = any(p.effective_preemption_notice_seconds > 0 for p in projects)
     extra += (Column("NOTICE", drop=7),) if notices else ()
+    costs = any(p.effective_resize_cost_seconds is not None for p in projects)  # R18
+    extra += (Column("RESIZE COST", drop=8),) if costs else ()
     # a narrow terminal leaves out these extras first, then OVER, LIMIT and DEPT: never a quota or a count
     table = context.table(
         "PROJECT",
@@ -110,6 +114,7 @@ def _projects_table(projects: list[ProjectPublic], wide: bool = False) -> FitTab
         figures: tuple[str, ...] = (f"{p.effective_weight:.2g}", f"{p.usage_gpu_hours:.1f}") if usage else ()
         figures += (_runtime_words(p.effective_min_runtime_seconds),) if runtime else ()
         figures += (notice_flag.words(p.effective_preemption_notice_seconds),) if notices else ()
+        figures += (resize_cost_flag.words(p.effective_resize_cost_seconds),) if costs else ()
         table.add_row(
             p.name,
             p.department or "-",
@@ -153,6 +158,7 @@ def project_create(
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
     pod_defaults: pod_flag.Option = None,
+    resize_cost: resize_cost_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -164,8 +170,9 @@ def project_create(
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
     pod_flag.add(body, pod_defaults)
+    resize_cost_flag.add(body, resize_cost)
     flags = _flags(
-        "project", min_runtime=min_runtime, notice=preemption_notice,
+        "project", min_runtime=min_runtime, notice=preemption_notice, resize_cost=resize_cost,
         deserved=deserved, weight=weight, limit=limit, department=department,
     )  # fmt: skip
     with context.session(url, token, flags) as client:
@@ -173,7 +180,8 @@ def project_create(
     typer.echo(
         f"Created project {p.name}: deserved {p.deserved_gpus} GPU(s), weight {p.over_quota_weight}"
         f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
-        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}{_pods_sentence(p.pod_defaults)}."
+        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}"
+        f"{resize_cost_flag.sentence(p.effective_resize_cost_seconds)}{_pods_sentence(p.pod_defaults)}."
     )
     _warn(p.warnings)
 
@@ -204,6 +212,7 @@ def project_update(
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
     pod_defaults: pod_flag.Option = None,
+    resize_cost: resize_cost_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -216,15 +225,16 @@ def project_update(
     if min_runtime is not None:
         body["min_runtime_seconds"] = _min_runtime(min_runtime, inherit=True)
     notice_flag.add(body, preemption_notice, inherit=True)
+    resize_cost_flag.add(body, resize_cost, inherit=True)
     pod_flag.add(body, pod_defaults, clear=True)
     if not body:
         context.fail(
             "nothing to change: give --deserved, --weight, --limit, --department, --min-runtime, "
-            "--preemption-notice or --pod-defaults",
+            "--preemption-notice, --resize-cost or --pod-defaults",
             2,
         )
     flags = _flags(
-        "project", min_runtime=min_runtime, notice=preemption_notice,
+        "project", min_runtime=min_runtime, notice=preemption_notice, resize_cost=resize_cost,
         deserved=deserved, weight=weight, limit=limit, department=department,
     )  # fmt: skip
     with context.session(url, token, flags) as client:
@@ -233,7 +243,8 @@ def project_update(
     typer.echo(
         f"Updated project {p.name}: deserved {p.deserved_gpus}, weight {p.over_quota_weight}, limit {limit_text}"
         f"{_runtime_sentence(p.effective_min_runtime_seconds)}"
-        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}{_pods_sentence(p.pod_defaults)}."
+        f"{notice_flag.sentence(p.effective_preemption_notice_seconds)}"
+        f"{resize_cost_flag.sentence(p.effective_resize_cost_seconds)}{_pods_sentence(p.pod_defaults)}."
     )
     _warn(p.warnings)
 
@@ -269,6 +280,8 @@ def department_list(
     notices = any(d.preemption_notice_seconds for d in departments)
     extra: tuple[Column, ...] = (Column("MIN RUN", drop=2),) if runtime else ()
     extra += (Column("NOTICE", drop=3),) if notices else ()
+    costs = any(d.resize_cost_seconds is not None for d in departments)  # R18
+    extra += (Column("RESIZE COST", drop=4),) if costs else ()
     table = context.table(
         "DEPARTMENT",
         "DESERVED",
@@ -289,6 +302,7 @@ def department_list(
             limit,
             *((_runtime_words(d.min_runtime_seconds),) if runtime else ()),
             *((notice_flag.words(d.preemption_notice_seconds),) if notices else ()),
+            *((resize_cost_flag.words(d.resize_cost_seconds),) if costs else ()),
             ", ".join(d.projects),
         )
     context.console().print(table if departments else "No departments.")
@@ -305,6 +319,7 @@ def department_create(
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
     pod_defaults: pod_flag.Option = None,
+    resize_cost: resize_cost_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -316,15 +331,16 @@ def department_create(
     body |= _body(min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
     pod_flag.add(body, pod_defaults)
+    resize_cost_flag.add(body, resize_cost)
     flags = _flags(
-        "department", min_runtime=min_runtime, notice=preemption_notice,
+        "department", min_runtime=min_runtime, notice=preemption_notice, resize_cost=resize_cost,
         deserved=deserved, weight=weight, limit=limit,
     )  # fmt: skip
     with context.session(url, token, flags) as client:
         d = client.create_department(body)
     typer.echo(
         f"Created department {d.name}: deserved {d.deserved_gpus} GPU(s){_runtime_sentence(d.min_runtime_seconds)}"
-        f"{notice_flag.sentence(d.preemption_notice_seconds)}{_pods_sentence(d.pod_defaults)}."
+        f"{notice_flag.sentence(d.preemption_notice_seconds)}{resize_cost_flag.sentence(d.resize_cost_seconds)}{_pods_sentence(d.pod_defaults)}."
     )
     _warn(d.warnings)
 
@@ -339,6 +355,7 @@ def department_update(
     min_runtime: MinRuntime = None,
     preemption_notice: notice_flag.Option = None,
     pod_defaults: pod_flag.Option = None,
+    resize_cost: resize_cost_flag.Option = None,
     url: Url = None,
     token: Token = None,
 ) -> None:
@@ -349,15 +366,16 @@ def department_update(
     """
     body = _body(deserved=deserved, weight=weight, limit=limit, min_runtime_seconds=_min_runtime(min_runtime))
     notice_flag.add(body, preemption_notice)
+    resize_cost_flag.add(body, resize_cost, inherit=True)
     pod_flag.add(body, pod_defaults, clear=True)
     if not body:
         context.fail(
-            "nothing to change: give --deserved, --weight, --limit, --min-runtime, --preemption-notice or "
+            "nothing to change: give --deserved, --weight, --limit, --min-runtime, --preemption-notice, --resize-cost or "
             "--pod-defaults",
             target.EXIT_BAD_INPUT,
         )
     flags = _flags(
-        "department", min_runtime=min_runtime, notice=preemption_notice, deserved=deserved, weight=weight,
+        "department", min_runtime=min_runtime, notice=preemption_notice, resize_cost=resize_cost, deserved=deserved, weight=weight,
         limit=limit,
     )  # fmt: skip
     with context.session(url, token, flags) as client:
@@ -365,7 +383,7 @@ def department_update(
     typer.echo(
         f"Updated department {d.name}: deserved {d.deserved_gpus}, weight {d.over_quota_weight}"
         f"{_runtime_sentence(d.min_runtime_seconds)}{notice_flag.sentence(d.preemption_notice_seconds)}"
-        f"{_pods_sentence(d.pod_defaults)}."
+        f"{resize_cost_flag.sentence(d.resize_cost_seconds)}{_pods_sentence(d.pod_defaults)}."
     )
     _warn(d.warnings)
 

@@ -401,6 +401,12 @@ def describe_job(
             f"{rate:,.1f} samples/s at {n} replica{'s' if n != '1' else ''}" for n, rate in job.speeds.items()
         )
         out.print(f"Speed:      {at} (as the job reported)")
+    if job.resize_cost_seconds is not None:  # R18: once measured
+        n = job.resizes_measured
+        plural = "s" if n != 1 else ""
+        out.print(
+            f"Resize:     ~{span(job.resize_cost_seconds)} per resize (measured over {n} resize{plural})"
+        )
     if job.pending_reason:
         place = f" (place in line: {job.queue_position})" if job.queue_position is not None else ""
         out.print(f"Why:        {job.pending_reason}{place}")

@@ -96,6 +96,8 @@ def _report(
                 body.generation, body.state, body.exit_code,
             )  # fmt: skip
         report.generation, report.state, report.exit_code = body.generation, body.state, body.exit_code
+        if _trains_after_resize(row, replica, body):
+            lifecycle.resumed(row, now)  # R18: the resize's pause, decision to training at the new size
         mark = body.checkpointed_at
         if mark is not None and (row.checkpointed_at is None or mark > row.checkpointed_at):
             row.checkpointed_at = mark  # the job's progress, reported by its pods' agents (the newest kept)
@@ -104,6 +106,19 @@ def _report(
         report.reported_at = now
         session.flush()
         return _order(session, replica, body), changed
+
+
+def _trains_after_resize(job: JobRow, replica: ReplicaRow, body: schemas.AgentPoll) -> bool:
+    """Whether this report is the first sign that the job trains at the size a resize gave it: its agent runs
+    the launch made after the resize was decided."""
+    return (
+        job.resize_from is not None
+        and body.state == "running"
+        and body.generation is not None
+        and body.generation == replica.launch_generation
+        and replica.launch_at is not None
+        and replica.launch_at >= job.resize_from
+    )
 
 
 def _job(session: Session, project: str, job: str) -> JobRow:

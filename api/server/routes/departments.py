@@ -51,6 +51,7 @@ def create_department(body: schemas.DepartmentCreate, svc: Svc, caller: Caller) 
             min_runtime_seconds=body.min_runtime_seconds,
             preemption_notice_seconds=body.preemption_notice_seconds,
             pod_defaults=body.pod_defaults,
+            resize_cost_seconds=body.resize_cost_seconds,
             fair_share_gpus=0,
             created_at=svc.engine.clock(),
         )

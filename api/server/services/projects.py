@@ -68,13 +68,20 @@ def department_id(session: Session, name: str | None) -> int | None:
     return row.id
 
 
-NULLABLE = ("limit_gpus", "min_runtime_seconds", "preemption_notice_seconds", "pod_defaults")
+NULLABLE = (
+    "limit_gpus",
+    "min_runtime_seconds",
+    "preemption_notice_seconds",
+    "pod_defaults",
+    "resize_cost_seconds",
+)
 
 
 def apply_quota_changes(row: ProjectRow | DepartmentRow, changes: dict[str, Any]) -> None:
     """A PATCH of a project or department: ``null`` means "unchanged" except for ``limit_gpus``, where it
     means "no limit", a project's ``min_runtime_seconds`` and ``preemption_notice_seconds``, where it means
     "its department's", a department's ``preemption_notice_seconds``, where it means "none", and
+    ``resize_cost_seconds``, where it means "inherited" (R18: the department's, else the service's); a limit
     ``pod_defaults`` (replaced whole), where it means "none of its own"; a limit
     below the deserved quota (as it would be after the change) is a 422."""
     deserved = changes["deserved_gpus"] if changes.get("deserved_gpus") is not None else row.deserved_gpus

@@ -82,6 +82,7 @@ function facts(job) {
     ["Kind", job.interactive ? "interactive (runs inside the quota, never evicted)" : "training (preemptible: may borrow GPUs and be shrunk)"],
     ["Priority", String(job.priority)],
     ["Restarts", String(job.restarts)],
+    job.max_replicas > job.min_replicas ? ["Resize cost", resizeCost(job)] : null,
     ["Submitted", `${clock(job.created_at)} (${ago(job.created_at)})`],
     job.finished_at ? ["Finished", `${clock(job.finished_at)} (${ago(job.finished_at)})`] : null,
     ["Command", h("code", {}, job.command.join(" "))],
@@ -89,6 +90,13 @@ function facts(job) {
     job.env_names.length ? ["Environment", job.env_names.join(", ")] : null,
   ].filter(Boolean);
   return h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+// R18: what one resize pauses the job, as measured, else its project's default applies
+function resizeCost(job) {
+  if (job.resize_cost_seconds == null) return "not measured yet (its project's resize cost applies)";
+  const n = job.resizes_measured;
+  return `~${Math.round(job.resize_cost_seconds)} s per resize (measured over ${n} resize${n === 1 ? "" : "s"})`;
 }
 
 function replicaTable(job) {
