@@ -48,7 +48,7 @@ def test_each_executor_declares_what_it_can_do(tmp_path: Path) -> None:
     assert FakeExecutor(nodes).capabilities == Capabilities(preemption_notices=True)
     local = LocalExecutor(tmp_path, nodes)
     assert local.capabilities == Capabilities(coordinated_restarts=True, preemption_notices=True)
-    assert KubernetesExecutor(KubeSettings()).capabilities == Capabilities()
+    assert KubernetesExecutor(KubeSettings()).capabilities == Capabilities(announcements=True)  # Events
     with_agent = KubernetesExecutor(KubeSettings(agent_url="http://tide:8000"))
-    assert with_agent.capabilities == Capabilities(inplace_restarts=True)
+    assert with_agent.capabilities == Capabilities(inplace_restarts=True, announcements=True)
     local.close()
