@@ -14,8 +14,9 @@ The model is the Pollux artifact's, re-implemented here (``docs/simulator.md``, 
   the statistical gain at the effective batch divided by the step time; the job is done after its last epoch.
 
 Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job reports its samples per second at the
-sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``), ``tide`` (the core with
-R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
+sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``), ``tide-goodput-cost``
+(and R18 told that a resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14, fair share over time,
+with a one-hour half-life), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
 16 GPU-hour threshold and no starvation limit, first-fit in queue order, most-free node first, as the
 Pollux artifact's baseline). How Tide sees the jobs (a project each, 1 GPU to twice the given size) is in
 ``TidePolicy``.
@@ -407,13 +408,24 @@ def replay(rows: Sequence[WorkloadRow], policy: Policy, max_seconds: float = 30 
     return PolluxResult(jct, sum(j.allocations for j in jobs), last)
 
 
-def tide_config(goodput: bool) -> Config:
-    """Tide's defaults (whatever they are where this runs), R19 on or off."""
-    return replace(Config(), goodput=goodput)
+STALL_SECONDS = 30.0  # what each allocation costs a job in the Pollux model: R18's resize cost, if known
+USAGE_HALF_LIFE = 3600.0  # R14's half-life for the policy that weighs usage (an hour: the jobs' scale)
+
+
+def tide_config(goodput: bool, resize_cost: float = 0.0, usage_half_life: float = 0.0) -> Config:
+    """Tide's defaults (whatever they are where this runs), R19 on or off; ``resize_cost``: R18's cost of
+    every job's resize (0: resizes free, R18 off); ``usage_half_life``: R14 (0: off)."""
+    return replace(
+        Config(), goodput=goodput, resize_cost_seconds=resize_cost, usage_half_life=usage_half_life
+    )
 
 
 POLICIES: dict[str, Callable[[], Policy]] = {
     "tide-goodput": lambda: TidePolicy(tide_config(goodput=True)),
+    "tide-goodput-cost": lambda: TidePolicy(tide_config(goodput=True, resize_cost=STALL_SECONDS)),
+    "tide-goodput-cost-usage": lambda: TidePolicy(
+        tide_config(goodput=True, resize_cost=STALL_SECONDS, usage_half_life=USAGE_HALF_LIFE)
+    ),
     "tide": lambda: TidePolicy(tide_config(goodput=False)),
     "tiresias": Tiresias,
 }

@@ -73,7 +73,13 @@ def test_bench_json_on_a_slice_has_avg_jct_per_policy() -> None:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["workload"] == "workload-6"
-    assert set(doc["avg_jct_s"]) == {"tide-goodput", "tide", "tiresias"}
+    assert set(doc["avg_jct_s"]) == {
+        "tide-goodput",
+        "tide-goodput-cost",
+        "tide-goodput-cost-usage",
+        "tide",
+        "tiresias",
+    }
     assert all(v > 0 for v in doc["avg_jct_s"].values())
 
 
