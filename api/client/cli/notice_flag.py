@@ -1,6 +1,6 @@
 """``--preemption-notice`` on ``tide project`` and ``tide department``: how it is read and shown.
 
-Contract: ``seconds(text)`` reads the flag: ``20s``, ``2m``, ``1h`` or whole seconds; ``0``, ``off`` or
+Contract: ``add(body, text)`` reads the flag (``duration_flag``): ``20s``, ``2m``, ``1h`` or whole seconds; ``0``, ``off`` or
 ``none``: no notice (0); ``inherit`` (a project's update only): back to its department's (``None``, which the
 service stores as null). Anything else, or a duration that is not whole seconds, ends the command with a
 message (exit 2). ``words``/``sentence`` say a notice for a table cell and for a confirmation line.
@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from api.client.cli import context, target
-from api.client.cli.eta_words import parse_duration, span
+from api.client.cli import duration_flag
+from api.client.cli.eta_words import span
 
 Option = Annotated[
     str | None,
@@ -23,34 +23,14 @@ Option = Annotated[
         "before its SIGTERM, to checkpoint (inside its grace period). 20s, 2m or seconds; 0 or off: none.",
     ),
 ]
-INHERIT = "inherit"
-UNSET = object()  # the flag was not given
-
-
-def seconds(text: str | None, *, inherit: bool = False) -> int | object | None:
-    """Whole seconds from the flag; ``UNSET`` when not given; ``None`` for ``inherit`` where allowed."""
-    if text is None:
-        return UNSET
-    word = text.strip().lower()
-    if inherit and word == INHERIT:
-        return None
-    if word in ("0", "off", "none"):
-        return 0
-    try:
-        value = parse_duration(text)
-    except ValueError as e:
-        context.fail(f"--preemption-notice {e}", target.EXIT_BAD_INPUT)
-    if value != int(value):
-        context.fail(f"--preemption-notice {text!r}: give whole seconds", target.EXIT_BAD_INPUT)
-    return int(value)
 
 
 def add(body: dict[str, object], text: str | None, *, inherit: bool = False) -> dict[str, object]:
-    """``body`` with ``preemption_notice_seconds`` when the flag was given."""
-    value = seconds(text, inherit=inherit)
-    if value is not UNSET:
-        body["preemption_notice_seconds"] = value
-    return body
+    """``body`` with ``preemption_notice_seconds`` (whole seconds) when the flag was given."""
+    value = duration_flag.read(text, "--preemption-notice", inherit=inherit, whole=True)
+    return duration_flag.add(
+        body, "preemption_notice_seconds", int(value) if isinstance(value, float) else value
+    )
 
 
 def words(notice: int | None) -> str:

@@ -1,6 +1,6 @@
 """``--resize-cost`` on ``tide project`` and ``tide department`` (R18): how it is read and shown.
 
-Contract: ``seconds(text)`` reads the flag: ``30s``, ``2m``, ``1h`` or seconds; ``0``, ``off`` or ``none``: free
+Contract: ``add(body, text)`` reads the flag (``duration_flag``): ``30s``, ``2m``, ``1h`` or seconds; ``0``, ``off`` or ``none``: free
 (0); ``inherit`` (updates only): back to its department's, or for a department the service's default (``None``,
 stored as null). Anything else ends the command with a message (exit 2). ``words``/``sentence`` say it for a
 table cell and for a confirmation line.
@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from api.client.cli import context, target
-from api.client.cli.eta_words import parse_duration, span
+from api.client.cli import duration_flag
+from api.client.cli.eta_words import span
 
 Option = Annotated[
     str | None,
@@ -24,31 +24,13 @@ Option = Annotated[
         "them. 30s, 2m or seconds; 0 or off: free; inherit (update): its department's, else the service's.",
     ),
 ]
-INHERIT = "inherit"
-UNSET = object()  # the flag was not given
-
-
-def seconds(text: str | None, *, inherit: bool = False) -> float | object | None:
-    """Seconds from the flag; ``UNSET`` when not given; ``None`` for ``inherit`` where allowed."""
-    if text is None:
-        return UNSET
-    word = text.strip().lower()
-    if inherit and word == INHERIT:
-        return None
-    if word in ("0", "off", "none"):
-        return 0.0
-    try:
-        return float(parse_duration(text))
-    except ValueError as e:
-        context.fail(f"--resize-cost {e}", target.EXIT_BAD_INPUT)
 
 
 def add(body: dict[str, object], text: str | None, *, inherit: bool = False) -> dict[str, object]:
     """``body`` with ``resize_cost_seconds`` when the flag was given."""
-    value = seconds(text, inherit=inherit)
-    if value is not UNSET:
-        body["resize_cost_seconds"] = value
-    return body
+    return duration_flag.add(
+        body, "resize_cost_seconds", duration_flag.read(text, "--resize-cost", inherit=inherit)
+    )
 
 
 def words(cost: float | None) -> str:
