@@ -3,53 +3,38 @@ with no template or defaults (null), it downgrades cleanly, and the schema is ex
 
 from __future__ import annotations
 
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from migrationkit import DEPARTMENT_AND_PROJECT, null_in_projects_and_departments, up_down_up
+from sqlalchemy import text
 
 from scheduler.store.db import Database
-from scheduler.store.migrate import migrate_to, upgrade
-from scheduler.store.models import Base
 
 BEFORE = "0010_preemption_notice"
 ADDED = {"jobs": {"pod_template"}, "projects": {"pod_defaults"}, "departments": {"pod_defaults"}}
+JOB = (
+    "INSERT INTO jobs (id, project_id, name, status, workers, min_replicas, max_replicas, gpus_per_replica, "
+    "command, env, interactive, priority, created_at, submitted_at, restarts, generation) "
+    "VALUES (1, 1, 'train', 'pending', 0, 1, 1, 1, '[\"x\"]', '{}', false, 0, 0, 0, 0, 0)"
+)
+
+
+def _job_kept(db: Database) -> None:
+    with db.read() as session:
+        assert session.execute(text("SELECT name, pod_template FROM jobs")).all() == [("train", None)]
+
+
+def _no_templates_then_one(db: Database) -> None:
+    _job_kept(db)
+    null_in_projects_and_departments("pod_defaults")(db)
+    with db.write() as session:
+        session.execute(text("""UPDATE jobs SET pod_template = '{"shm_size": "16Gi"}'"""))
 
 
 def test_pod_templates_migration_up_down_up(db_url: str) -> None:
-    db = Database(db_url)
-    try:
-        migrate_to(db, BEFORE)
-        with db.write() as session:
-            session.execute(text(
-                "INSERT INTO departments (id, name, deserved_gpus, over_quota_weight, fair_share_gpus, created_at) "
-                "VALUES (1, 'research', 4, 1.0, 0, 0)"
-            ))  # fmt: skip
-            session.execute(text(
-                "INSERT INTO projects (id, name, deserved_gpus, over_quota_weight, allow_over_quota, "
-                "department_id, fair_share_gpus, created_at) VALUES (1, 'a', 4, 2.0, true, 1, 3, 0)"
-            ))  # fmt: skip
-            session.execute(text(
-                "INSERT INTO jobs (id, project_id, name, status, workers, min_replicas, max_replicas, "
-                "gpus_per_replica, command, env, interactive, priority, created_at, submitted_at, restarts, "
-                "generation) VALUES (1, 1, 'train', 'pending', 0, 1, 1, 1, '[\"x\"]', '{}', false, 0, 0, 0, 0, 0)"
-            ))  # fmt: skip
-        upgrade(db)
-        with db.read() as session:
-            assert session.execute(text("SELECT name, pod_template FROM jobs")).all() == [("train", None)]
-            for table in ("projects", "departments"):
-                rows = session.execute(text(f"SELECT name, pod_defaults FROM {table}")).all()
-                assert [tuple(r) for r in rows] == [("a" if table == "projects" else "research", None)]
-        with db.write() as session:
-            session.execute(text("""UPDATE jobs SET pod_template = '{"shm_size": "16Gi"}'"""))
-        with db.write_engine.connect() as conn:
-            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        migrate_to(db, BEFORE, down=True)
-        with db.write_engine.connect() as conn:
-            for table, added in ADDED.items():
-                columns = {c["name"] for c in inspect(conn).get_columns(table)}
-                assert not columns & added and "id" in columns
-        upgrade(db)
-        with db.read() as session:
-            assert session.execute(text("SELECT name, pod_template FROM jobs")).all() == [("train", None)]
-    finally:
-        db.dispose()
+    up_down_up(
+        db_url,
+        BEFORE,
+        ADDED,
+        seed=(*DEPARTMENT_AND_PROJECT, JOB),
+        after_upgrade=_no_templates_then_one,
+        after_round_trip=_job_kept,
+    )

@@ -3,13 +3,7 @@ and start with no notice (null), it downgrades cleanly, and the schema is exactl
 
 from __future__ import annotations
 
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
-
-from scheduler.store.db import Database
-from scheduler.store.migrate import migrate_to, upgrade
-from scheduler.store.models import Base
+from migrationkit import null_in_projects_and_departments, up_down_up
 
 BEFORE = "0009_topology"
 ADDED = {
@@ -20,32 +14,6 @@ ADDED = {
 
 
 def test_preemption_notice_migration_up_down_up(db_url: str) -> None:
-    db = Database(db_url)
-    try:
-        migrate_to(db, BEFORE)
-        with db.write() as session:
-            session.execute(text(
-                "INSERT INTO departments (id, name, deserved_gpus, over_quota_weight, fair_share_gpus, created_at) "
-                "VALUES (1, 'research', 4, 1.0, 0, 0)"
-            ))  # fmt: skip
-            session.execute(text(
-                "INSERT INTO projects (id, name, deserved_gpus, over_quota_weight, allow_over_quota, "
-                "department_id, fair_share_gpus, created_at) VALUES (1, 'a', 4, 2.0, true, 1, 3, 0)"
-            ))  # fmt: skip
-        upgrade(db)
-        with db.read() as session:
-            for table in ("projects", "departments"):
-                rows = session.execute(text(f"SELECT name, preemption_notice_seconds FROM {table}")).all()
-                assert [tuple(r) for r in rows] == [("a" if table == "projects" else "research", None)]
-        with db.write_engine.connect() as conn:
-            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        migrate_to(db, BEFORE, down=True)
-        with db.write_engine.connect() as conn:
-            for table, added in ADDED.items():
-                columns = {c["name"] for c in inspect(conn).get_columns(table)}
-                assert not columns & added and "id" in columns
-        upgrade(db)
-        with db.read() as session:
-            assert session.execute(text("SELECT name FROM projects")).all() == [("a",)]
-    finally:
-        db.dispose()
+    up_down_up(
+        db_url, BEFORE, ADDED, after_upgrade=null_in_projects_and_departments("preemption_notice_seconds")
+    )
