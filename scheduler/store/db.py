@@ -16,6 +16,8 @@ one broken by a database restart is replaced) and give up connecting after ``CON
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +52,21 @@ def normalize_url(url: str) -> URL:
     return parsed
 
 
+def _set_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another connection holds the file: switching the journal
+    mode of a new database answers "database is locked" at once, without SQLite's busy wait, when several
+    processes (the API's and the engine's, or services starting together) open it at the same moment."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _sqlite_engine(url: URL, *, immediate: bool) -> Engine:
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
@@ -57,7 +74,7 @@ def _sqlite_engine(url: URL, *, immediate: bool) -> Engine:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (pysqlite's own is broken)
         cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _set_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA synchronous=NORMAL")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 from sqlalchemy import inspect, text
 
@@ -40,6 +43,42 @@ def test_sqlite_runs_in_wal_mode(tmp_path: object) -> None:
     with database.read() as session:
         assert session.execute(text("PRAGMA journal_mode")).scalar() == "wal"
     database.dispose()
+
+
+def _open_together(url: str, openers: int) -> tuple[list[Exception], list[object]]:
+    """``openers`` threads open a new Database on ``url`` at the same moment, migrate it and read its
+    journal mode."""
+    gate = threading.Barrier(openers)
+    failures: list[Exception] = []
+    modes: list[object] = []
+
+    def open_it() -> None:
+        database = Database(url)
+        try:
+            gate.wait()
+            upgrade(database)  # a write transaction (BEGIN IMMEDIATE) while the others connect
+            with database.read() as session:
+                modes.append(session.execute(text("PRAGMA journal_mode")).scalar())
+        except Exception as error:  # reported by the caller
+            failures.append(error)
+        finally:
+            database.dispose()
+
+    threads = [threading.Thread(target=open_it) for _ in range(openers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return failures, modes
+
+
+def test_services_opening_a_new_sqlite_file_together_all_start(tmp_path: Path) -> None:
+    """Services (or the API's and the engine's processes) open a new file at the same moment while one of
+    them migrates it: switching a connection to WAL then answers "database is locked" at once, without
+    SQLite's busy wait, so it is retried (without that, about one round in five failed with three)."""
+    for round_ in range(15):
+        failures, modes = _open_together(f"sqlite+pysqlite:///{tmp_path}/new-{round_}.db", 3)
+        assert failures == [] and modes == ["wal"] * 3, (round_, failures)
 
 
 def _seed(db: Database) -> None:
