@@ -241,9 +241,10 @@ def _wanted(job: Job, config: Config, *, settling: bool, cost: float = 0.0) -> i
         least = resize_cost.smallest_paying(n, cost, config)
         if least > job.max_replicas - n:
             return 0  # no growth it may make pays
-        if config.goodput and job.throughput and n + least > goodput.peak(job.throughput):
-            return 0  # R19: past its peak speed more replicas would slow it down
-        return sizes.grow_at_least(job, n, least)  # the next allowed size (R16)
+        step = sizes.grow_at_least(job, n, least)  # the next allowed size (R16)
+        if config.goodput and job.throughput and n + step > goodput.peak(job.throughput):
+            return 0  # R19: never past its peak speed, where more replicas would slow it down
+        return step
     return 0
 
 

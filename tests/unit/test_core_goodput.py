@@ -152,3 +152,19 @@ def test_the_model_travels_in_the_snapshot_and_the_plan_is_pure() -> None:
         throughput=fit(_rates(SOME, [1, 2])),
     )
     assert job.throughput is not None and job.throughput.sync > 0
+
+
+def test_a_job_whose_next_allowed_size_is_past_its_peak_stays_and_that_is_no_idle_gpu_wasted() -> None:
+    """Found by the allowed-sizes property test: a job allowed 2 or 4 replicas, fastest at 3, runs 2 with
+    GPUs idle. Growing to 4 would pass its peak (R19), so it stays at 2, and the work-conservation invariant
+    (checked by every ``cycle()``) must not count that as GPUs left idle."""
+    model = Throughput(compute=2.0, sync=0.2)
+    assert peak(model) == 3
+    c = Cluster(nodes(1, gpus=4), config=Config(settle_seconds=0)).project("p", 4)
+    c.submit("p", "j", min=2, max=4, allowed_replicas=(2, 4)).cycle()
+    c.state = replace(
+        c.state, jobs=tuple(replace(j, throughput=model, replicas=j.replicas[:2]) for j in c.state.jobs)
+    )
+    assert len(c.job("p", "j").active) == 2
+    plan = c.cycle()
+    assert c.decisions(plan) == [] and len(c.job("p", "j").active) == 2
