@@ -96,6 +96,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=64, help="samples per rank per step")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--no-speed-report", action="store_true", help="do not write the speed Tide's goodput-aware growth reads"
+    )
     p.add_argument("--pg-timeout", type=float, default=60.0, help="seconds before a stuck collective fails")
     return p.parse_args()
 
@@ -194,7 +197,8 @@ def main() -> int:
         if rank == 0 and (step % args.log_every == 0 or stopping or step == args.steps):
             emit({"step": step, "world_size": world, "loss": agg[0].item() / world, "time": time.time()})
             now = time.perf_counter()
-            report_speed(ckpt_dir, step - timed_step, now - timed_from, args.batch_size * world, world)
+            if not args.no_speed_report:
+                report_speed(ckpt_dir, step - timed_step, now - timed_from, args.batch_size * world, world)
             timed_from, timed_step = now, step
         if stopping:
             checkpoint("stop")
