@@ -100,7 +100,7 @@ def test_one_candidate_holds_the_lease_and_a_release_hands_it_over(kube: client.
         assert a.holds() and not b.holds()
         assert (_spec(kube).holder_identity, _spec(kube).lease_transitions) == ("a", 0)
         a.release()
-        assert _spec(kube).holder_identity == ""
+        assert _spec(kube).holder_identity in ("", "b")  # released (b's next try may already have taken it)
         wait_for(b.holds, timeout=FAST.retry_period * 5, what="b to take the released lease")
         assert not a.holds()
         assert (_spec(kube).holder_identity, _spec(kube).lease_transitions) == ("b", 1)
