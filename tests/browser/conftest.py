@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from integration.debian import ensure
 from integration.servicekit import answers, free_port, kill_leftovers, wait_for
 from playwright.sync_api import sync_playwright
 
@@ -32,46 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "dashboard-test-admin-token"
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set but the browser tests cannot run: {reason}")
-    pytest.skip(f"{reason} (set CI to make this a failure)")
-
-
-def _apt_install() -> str | None:
-    """Install Debian's chromium; None when it worked, else what went wrong."""
-    if shutil.which("apt-get") is None:
-        return "apt-get is not available to install chromium"
-    if os.geteuid() != 0:
-        return "chromium is missing and installing it needs root: run `apt-get install -y chromium`"
-    lock = ["-o", "DPkg::Lock::Timeout=300"]
-    install = ["apt-get", "install", "-y", "-q", *lock, "chromium"]
-    update = ["apt-get", "update", "-q", *lock]
-    said = []
-    # Try with the package lists as they are; if they are stale or absent, update them and try again.
-    for argv in (install, update, install):
-        done = subprocess.run(
-            argv,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        said.append(f"$ {' '.join(argv)}\n{done.stdout[-1500:]}{done.stderr[-1500:]}")
-        if argv is install and CHROMIUM.exists():
-            return None
-    return f"`apt-get install -y chromium` did not provide {CHROMIUM}:\n" + "\n".join(said)
-
-
 @pytest.fixture(scope="session")
 def chromium() -> Path:
-    if not CHROMIUM.exists():
-        print(f"\n{CHROMIUM} is missing: installing Debian's chromium package", file=sys.stderr)
-        problem = _apt_install()
-        if problem:
-            _unavailable(problem)
-    return CHROMIUM
+    return ensure("chromium", str(CHROMIUM))
 
 
 @pytest.fixture(scope="module")

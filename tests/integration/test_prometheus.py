@@ -3,8 +3,8 @@ produce series, its alerts are unit-tested by ``promtool``, and every Grafana pa
 
 The rules are ``deploy/prometheus/tide-rules.yaml`` (with ``tide-rules.test.yaml``, promtool's own unit
 tests of every alert) and the dashboard is ``deploy/grafana/tide-dashboard.json``. Prometheus and promtool
-come from Debian's ``prometheus`` package (``apt install prometheus``). Without it these tests are skipped
-on a developer's machine, and fail when ``CI`` is set (CI must run them).
+come from Debian's ``prometheus`` package, installed by the test when missing (``debian.ensure``); where it
+cannot be installed the tests are skipped on a developer's machine, and fail when ``CI`` is set.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,8 +20,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from debian import ensure
 from prometheus_client.parser import text_string_to_metric_families
-from servicekit import ADMIN, RunningService, wait_for
+from servicekit import ADMIN, RunningService, free_port, wait_for
 from test_deploy import by_kind, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,20 +36,7 @@ GRAFANA_VARIABLES = {"$project": ".*", "$__rate_interval": "1m"}
 
 
 def _tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        message = f"{name} is not installed: apt install prometheus (Debian's package has both binaries)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return str(ensure("prometheus", name))
 
 
 def _recorded() -> list[str]:
@@ -115,7 +101,7 @@ def prometheus(tmp_path: Path) -> Iterator[Callable[[str], str]]:
     started: list[subprocess.Popen[bytes]] = []
 
     def start(target: str) -> str:
-        port = _free_port()
+        port = free_port()
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(RULES)],
