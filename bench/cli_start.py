@@ -38,6 +38,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import httpx
+from livekit import serve_argv
 
 from scheduler.elastic.agent.ports import free_port
 
@@ -59,16 +60,7 @@ def serve() -> Iterator[str]:
     port = free_port()
     data = tempfile.mkdtemp(prefix="tide-bench-cli-")
     env = {**os.environ, "TIDE_ADMIN_TOKEN": ADMIN, "TIDE_DATA_DIR": data, "TIDE_EXECUTOR": "memory"}
-    argv = [
-        sys.executable,
-        "-m",
-        "api.client.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    argv = serve_argv(port)
     argv += ["--nodes", "25", "--gpus-per-node", "4", "--cycle-period", "0.5"]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -28,6 +28,9 @@ import psycopg
 
 from scheduler.elastic.agent.ports import free_port
 
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+from serveargv import serve_argv
+
 ADMIN = "bench-admin-token-" + "x" * 32
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
@@ -127,16 +130,7 @@ def serve(
     env.pop("TIDE_DATABASE_URL", None)
     if database_url is not None:
         env["TIDE_DATABASE_URL"] = database_url.replace("postgresql://", "postgresql+psycopg://")
-    argv = [
-        sys.executable,
-        "-m",
-        "api.client.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    argv = serve_argv(port)
     argv += ["--nodes", str(nodes), "--gpus-per-node", str(gpus_per_node)]
     argv += ["--cycle-period", str(cycle_period), *extra]
     if tree is not None:

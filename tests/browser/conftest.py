@@ -25,6 +25,7 @@ import pytest
 from integration.debian import ensure
 from integration.servicekit import answers, free_port, kill_leftovers, wait_for
 from playwright.sync_api import sync_playwright
+from serveargv import serve_argv
 
 from api.client.rest import TideClient
 
@@ -88,16 +89,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
             k: v for k, v in os.environ.items() if not k.startswith("TIDE_")
         }  # no outside settings leak in
         env |= {"TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": TOKEN}
-        argv = [
-            sys.executable,
-            "-m",
-            "api.client.cli.main",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ]
+        argv = serve_argv(port)
         argv += ["--executor", executor, "--nodes", str(nodes), "--gpus-per-node", str(gpus)]
         argv += ["--cycle-period", "0.1", "--grace-period", "30", "--settle-time", "0", *options]
         log = tmp_path / f"serve-{len(started)}.log"

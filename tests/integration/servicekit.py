@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from serveargv import serve_argv
 
 from api.client.rest import TideClient
 from api.server.app import create_app
@@ -149,16 +149,7 @@ def serve_process(
     env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_GPUS_PER_NODE": str(gpus_per_node)}
     env["TIDE_NODES"] = "1"
     env.pop("TIDE_ADMIN_TOKEN", None)
-    argv = [
-        sys.executable,
-        "-m",
-        "api.client.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    argv = serve_argv(port)
     argv += ["--cycle-period", "0.2", *flags]
     out = subprocess.PIPE if capture else subprocess.DEVNULL
     err = subprocess.STDOUT if capture else subprocess.DEVNULL

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from serveargv import serve_argv
 from servicekit import answers, free_port, kill_leftovers, wait_for
 
 
@@ -17,16 +18,7 @@ def test_cli_finds_the_local_server_and_runs_a_job(tmp_path: Path) -> None:
     env |= {"TIDE_NODES": "1", "TIDE_GPUS_PER_NODE": "2", "COLUMNS": "80"}
     for name in ("TIDE_ADMIN_TOKEN", "TIDE_URL", "TIDE_TOKEN", "TIDE_PROJECT"):
         env.pop(name, None)
-    argv = [
-        sys.executable,
-        "-m",
-        "api.client.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    argv = serve_argv(port)
     server = subprocess.Popen(
         [*argv, "--cycle-period", "0.2", "--grace-period", "2"],
         env=env,

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from serveargv import serve_argv
 from servicekit import ADMIN, alive, free_port, kill_leftovers, running_pids, wait_for
 
 from api.client.rest import TideClient
@@ -28,16 +28,7 @@ HANDOVER_LIMIT_S = 10.0
 
 def _serve(data_dir: Path, db_url: str, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TIDE_DATA_DIR": str(data_dir), "TIDE_ADMIN_TOKEN": ADMIN}
-    argv = [
-        sys.executable,
-        "-m",
-        "api.client.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    argv = serve_argv(port)
     argv += ["--database-url", db_url, "--nodes", "1", "--gpus-per-node", "4", "--cycle-period", "0.2"]
     argv += ["--grace-period", "2"]
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from kubefake import FakeKubeApi
 from kubefake.harness import kube_executor, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from serveargv import serve_argv
 from typer.testing import CliRunner
 
 from api.client.cli.main import app
@@ -137,16 +137,7 @@ def _serve(tmp_path: Path, api: FakeKubeApi, name: str, db_url: str, port: int) 
         TIDE_DATA_DIR=str(tmp_path / name), TIDE_ADMIN_TOKEN=TOKEN, POD_NAME=name, POD_NAMESPACE=SERVICE_NS
     )
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig", namespace=SERVICE_NS)
-    argv = [
-        sys.executable,
-        "-m",
-        "api.client.cli.main",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    argv = serve_argv(port)
     argv += ["--executor", "kubernetes", "--kubeconfig", str(kubeconfig), "--namespace", JOBS_NS]
     argv += ["--database-url", db_url, "--default-image", "img:1", "--cycle-period", "0.2"]
     argv += ["--leader-election", "lease", "--lease-duration", "3"]
