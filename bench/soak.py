@@ -609,7 +609,10 @@ class Run:
 
     # -- faults
     def schedule(self) -> list[str]:
-        kinds = [k for k in KINDS if not (k == "replica_kill" and self.profile.executor != "local")]
+        chosen = self.args.faults.split(",") if self.args.faults else KINDS
+        kinds = [
+            k for k in KINDS if k in chosen and not (k == "replica_kill" and self.profile.executor != "local")
+        ]
         if self.args.per_kind:
             rounds = self.args.per_kind
         else:
@@ -1094,6 +1097,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds of load before the first fault")
     parser.add_argument(
+        "--faults",
+        default="",
+        help="the fault kinds to inject, comma-separated (default: all); without service_kill and "
+        "leader_takeover one service lives the whole run, so its memory is judged over all of it",
+    )
+    parser.add_argument(
         "--outage", type=float, nargs=2, default=(10.0, 30.0), help="PostgreSQL outage seconds"
     )
     parser.add_argument("--burst", type=int, default=500, help="submits of a burst")
@@ -1121,6 +1130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the data directory and the services' logs")
     parser.add_argument("--json", action="store_true", help="one JSON object per executor, one a line")
     args = parser.parse_args(argv)
+    unknown = sorted(set(filter(None, args.faults.split(","))) - set(KINDS))
+    if unknown:
+        parser.error(f"unknown fault kinds {', '.join(unknown)}: choose from {', '.join(KINDS)}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops what the soak started
     executors = ("memory", "local") if args.executor == "both" else (args.executor,)
     rows = [soak(executor, args) for executor in executors]
