@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any, Literal, Protocol
 
 from fastapi import Response
@@ -180,6 +181,10 @@ class ReplicaFields(Protocol):
     def started_at(self) -> float | None: ...
     @property
     def exit_code(self) -> int | None: ...
+    @property
+    def share(self) -> str | None: ...
+    @property
+    def shared_gpu(self) -> int | None: ...
 
 
 class JobFields(Protocol):
@@ -238,6 +243,8 @@ class JobFields(Protocol):
     @property
     def eta(self) -> dict[str, Any] | None: ...
     @property
+    def gpu_fraction(self) -> str | None: ...
+    @property
     def replicas(self) -> Sequence[ReplicaFields]: ...
 
 
@@ -252,6 +259,8 @@ def replica_public(row: ReplicaFields) -> schemas.ReplicaPublic:
         pid=row.pid,
         started_at=when(row.started_at),
         exit_code=row.exit_code,
+        share=None if row.share is None else float(Fraction(row.share)),
+        shared_gpu=row.shared_gpu,
     )
 
 
@@ -298,6 +307,7 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         started_at=when(job.started_at),
         eta=eta_public(job.eta) if job.status == "pending" and job.eta and not job.eta["grows"] else None,
         grow_at=_grow_at(job, replicas_now),
+        gpu_fraction=None if job.gpu_fraction is None else float(Fraction(job.gpu_fraction)),
     )
 
 

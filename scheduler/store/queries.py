@@ -72,6 +72,16 @@ def held_gpu_ids(session: Session) -> dict[str, set[int]]:
     return held
 
 
+def shared_gpu_devices(session: Session) -> dict[tuple[str, int], int]:
+    """R20: the device each shared GPU (node, the scheduler's number) was given, from its live replicas."""
+    rows = session.execute(
+        select(ReplicaRow.node, ReplicaRow.shared_gpu, ReplicaRow.gpu_ids).where(
+            *LIVE, ReplicaRow.shared_gpu.is_not(None)
+        )
+    )
+    return {(node, number): ids[0] for node, number, ids in rows if ids and number is not None}
+
+
 def project_figures(
     session: Session, project_id: int | None = None
 ) -> tuple[list[tuple[int, str, int, int]], list[tuple[int, int]]]:
@@ -141,6 +151,8 @@ class ReplicaView:
     pid: int | None
     started_at: float | None
     exit_code: int | None
+    share: str | None = None  # R20: a fractional replica's share ("1/2") of its node's shared GPU
+    shared_gpu: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +186,7 @@ class JobView:
     progress_rates: dict[str, float] | None = None  # R19: samples per second by replica count, as reported
     resize_cost_seconds: float | None = None  # R18: measured
     resizes_measured: int = 0
+    gpu_fraction: str | None = None  # R20: each replica's share of one GPU ("1/2"); None: whole GPUs
     replicas: list[ReplicaView] = field(default_factory=list)
 
 

@@ -62,6 +62,8 @@ def _fit_warning(session: Session, body: schemas.JobCreate) -> str | None:
     ).all()
     if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
+    if body.gpu_fraction is not None:
+        return None  # R20: a share of one GPU fits any node with a GPU
     g, k = body.gpus_per_replica, body.min_replicas or 1
     return beyond_cluster(g, k, max(size for size, _ in sizes), sum(n * (size // g) for size, n in sizes))
 
@@ -152,6 +154,7 @@ def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
         grace_period=body.grace_period,
         expected_duration=body.expected_duration,
         pod_template=body.pod_template,
+        gpu_fraction=None if body.gpu_fraction is None else str(schemas.exact_fraction(body.gpu_fraction)),
         created_at=now,
         submitted_at=now,
         restarts=0,
