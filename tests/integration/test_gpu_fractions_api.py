@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
 import pytest
-from servicekit import RunningService, wait_for
+from servicekit import ADMIN, RunningService, wait_for
 
 from api.client.rest import TideAPIError, TideClient
 
@@ -85,3 +86,21 @@ def test_a_project_with_quota_one_reclaims_a_gpu_for_two_half_notebooks(admin: T
     assert admin.job("b", "train").replicas_now == 1
     shrink = next(e for e in admin.events() if e.kind == "shrink" and e.job == "train")
     assert "reclaimed for a/nb1" in shrink.reason
+
+
+def test_metrics_count_shared_gpus_and_booked_shares(
+    db_url: str, make_service: Callable[..., RunningService]
+) -> None:
+    svc = make_service(db_url, gpus_per_node=2)
+    client = svc.client()
+    client.create_project({"name": "a", "deserved_gpus": 2})
+    for name, share in (("n1", 0.5), ("n2", 0.25), ("n3", 0.75)):
+        client.submit("a", {"name": name, "gpu_fraction": share, **JOB})
+    wait_for(
+        lambda: all(client.job("a", n).status == "running" for n in ("n1", "n2", "n3")), what="all to run"
+    )
+    text = httpx.get(f"{svc.url}/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30).text
+    assert 'tide_project_shared_gpus{department="",project="a"} 2.0' in text  # 0.5 + 0.25 | 0.75
+    assert 'tide_project_booked_gpu_fraction{department="",project="a"} 1.5' in text
+    assert "tide_cluster_shared_gpus 2.0" in text
+    assert 'tide_project_allocated_gpus{department="",project="a"} 0.0' in text  # no whole GPU
