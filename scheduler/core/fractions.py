@@ -24,6 +24,9 @@ name the fractional jobs.
 
 from __future__ import annotations
 
+import heapq
+import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -35,8 +38,24 @@ from scheduler.core.plan import Action, Cause, Decision, JobNote, Placement, Pla
 PlanWhole = Callable[[ClusterState, Config, float, bool], Plan]
 JobKey = tuple[str, str]
 GpuKey = tuple[str, int]  # (node, shared GPU number on it)
-ONE = Fraction(1)
 PREFIX = "~"
+# the core's stand-in names in a reason, with the project before them when there is one
+_STAND_IN = re.compile(r"(?:([a-z0-9][a-z0-9.-]*)/)?(~(?:gpu|new)/[A-Za-z0-9.-]+/\d+)")
+
+
+def unit_of(jobs: Iterable[Job]) -> int:
+    """The common denominator of every share of ``jobs`` (fractional ones): packing adds and compares whole
+    numbers of ``1/unit`` of a GPU, exact and far cheaper than ``Fraction`` arithmetic."""
+    dens: set[int] = set()
+    for j in jobs:
+        assert j.gpu_fraction is not None
+        dens.add(j.gpu_fraction.denominator)
+        dens.update(r.share.denominator for r in j.replicas if r.share is not None)
+    return math.lcm(*dens) if dens else 1
+
+
+def units(share: Fraction, unit: int) -> int:
+    return share.numerator * (unit // share.denominator)
 
 
 def has_fractions(state: ClusterState) -> bool:
@@ -50,14 +69,14 @@ def gpu_label(node: str, gpu: int) -> str:
 
 @dataclass(slots=True)
 class SharedGpu:
-    """One shared GPU of the snapshot: its project, kind, the fractions booked on it (releasing ones too: they
-    still hold their memory) and the jobs whose active replicas run there."""
+    """One shared GPU of the snapshot: its project, kind, what is booked on it (in ``1/unit`` of a GPU; releasing
+    replicas too: they still hold their memory) and the jobs whose active replicas run there."""
 
     node: str
     gpu: int
     project: str
     interactive: bool
-    booked: Fraction = Fraction(0)
+    booked: int = 0
     jobs: list[Job] = field(default_factory=list)
 
     @property
@@ -77,37 +96,45 @@ class SharedGpu:
                 interactive=self.interactive,
                 replicas=(Replica(0, self.node, 1, releasing=True),),
             )
-        starts = [j.submitted_at if j.last_resized_at is None else j.last_resized_at for j in members]
-        checkpoints = [j.checkpointed_at for j in members]
+        if len(members) == 1:  # most shared GPUs: their one job's figures
+            (j,) = members
+            priority, submitted, checkpointed = j.priority, j.submitted_at, j.checkpointed_at
+            started = j.submitted_at if j.last_resized_at is None else j.last_resized_at
+        else:
+            priority = max(j.priority for j in members)
+            submitted = min(j.submitted_at for j in members)
+            started = max(j.submitted_at if j.last_resized_at is None else j.last_resized_at for j in members)
+            checkpoints = [j.checkpointed_at for j in members]
+            checkpointed = None if None in checkpoints else min(c for c in checkpoints if c is not None)
         return Job(
             self.project,
             gpu_label(self.node, self.gpu),
             1,
             1,
             1,
-            interactive=self.interactive,
-            priority=max(j.priority for j in members),
-            submitted_at=min(j.submitted_at for j in members),
-            replicas=(Replica(0, self.node, 1),),
-            last_resized_at=max(starts),
-            checkpointed_at=None if None in checkpoints else min(c for c in checkpoints if c is not None),
+            self.interactive,
+            priority,
+            submitted,
+            (Replica(0, self.node, 1),),
+            started,
+            checkpointed,
         )
 
 
-def shared_gpus(state: ClusterState) -> dict[GpuKey, SharedGpu]:
-    """Every shared GPU of the snapshot on a node it still has, by (node, number)."""
-    known = {n.name for n in state.nodes}
+def shared_gpus(fractional: Iterable[Job], known: set[str], unit: int) -> dict[GpuKey, SharedGpu]:
+    """Every shared GPU of the fractional jobs on a node the snapshot still has (``known``), by (node,
+    number); booked in ``1/unit`` of a GPU. Its ``jobs`` are in no particular order (readers sort them)."""
     out: dict[GpuKey, SharedGpu] = {}
-    for job in state.jobs:
-        if job.gpu_fraction is None:
-            continue
+    for job in fractional:
         for r in job.replicas:
             if r.gpu is None or r.node not in known:
                 continue
             g = out.get((r.node, r.gpu))
             if g is None:
                 g = out[(r.node, r.gpu)] = SharedGpu(r.node, r.gpu, job.project, job.interactive)
-            g.booked += r.share if r.share is not None else job.gpu_fraction
+            share = r.share if r.share is not None else job.gpu_fraction
+            assert share is not None
+            g.booked += share.numerator * (unit // share.denominator)
             if not r.releasing and job not in g.jobs:
                 g.jobs.append(job)
     return out
@@ -122,13 +149,14 @@ class _NewGpu:
     project: str
     interactive: bool
     number: int
-    rooms: list[Fraction] = field(default_factory=list)
+    rooms: list[int] = field(default_factory=list)  # in 1/unit of a GPU
     slots: list[int] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
 
-    @property
-    def label(self) -> str:
-        return f"{PREFIX}new/{'interactive' if self.interactive else 'training'}/{self.number}"
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = f"{PREFIX}new/{'interactive' if self.interactive else 'training'}/{self.number}"
 
     def stand_in(self) -> Job:
         n = len(self.slots)
@@ -147,11 +175,15 @@ class _NewGpu:
 Target = tuple[str, GpuKey | int]  # ("old", (node, gpu)) or ("new", the global number of a new GPU)
 
 
+def _job_key(job: Job) -> JobKey:
+    return job.key
+
+
 def _line_key(job: Job) -> tuple[int, bool, float, JobKey]:
     return (-job.priority, not job.interactive, job.submitted_at, job.key)
 
 
-def _best_old(rooms: dict[GpuKey, Fraction], candidates: list[GpuKey], share: Fraction) -> GpuKey | None:
+def _best_old(rooms: dict[GpuKey, int], candidates: list[GpuKey], share: int) -> GpuKey | None:
     """The shared GPU with the least room that still fits ``share`` (then node order, then number)."""
     best: GpuKey | None = None
     for key in candidates:
@@ -167,6 +199,7 @@ class Packing:
     order and where each of their replicas would go (``targets``), the new GPUs they would open (``news``)."""
 
     gpus: dict[GpuKey, SharedGpu]
+    unit: int
     lost: list[Job] = field(default_factory=list)
     waiting: list[Job] = field(default_factory=list)
     stopping: set[JobKey] = field(default_factory=set)
@@ -180,16 +213,24 @@ class Packing:
     def of(cls, state: ClusterState) -> Packing:
         known = {n.name for n in state.nodes}
         projects = {p.name for p in state.projects}
-        pack = cls(shared_gpus(state))
-        for job in sorted((j for j in state.jobs if j.gpu_fraction is not None), key=lambda j: j.key):
+        fractional = [j for j in state.jobs if j.gpu_fraction is not None]
+        unit = unit_of(fractional)
+        pack = cls(shared_gpus(fractional, known, unit), unit)
+        for job in fractional:  # one pass; every list it fills is sorted below or read order-free
             if job.project not in projects:
                 continue
-            active = [r for r in job.replicas if not r.releasing]
-            if any(r.releasing for r in job.replicas):
+            active = lost = releasing = False
+            for r in job.replicas:
+                if r.releasing:
+                    releasing = True
+                else:
+                    active = True
+                    lost = lost or r.node not in known
+            if releasing:
                 pack.stopping.add(job.key)
-            if active and any(r.node not in known for r in active):
+            if lost:
                 pack.lost.append(job)
-            elif not active and job.key not in pack.stopping:
+            elif not active and not releasing:
                 pack.waiting.append(job)
         pack.waiting.sort(key=_line_key)
         pack.place({n.name for n in state.nodes if n.schedulable})
@@ -198,16 +239,21 @@ class Packing:
     def place(self, schedulable: set[str]) -> None:
         """Onto the project's shared GPUs with room first (the fullest that fits), else first-fit onto new GPUs
         of the project and kind."""
-        gpus = self.gpus
-        rooms = {k: ONE - g.booked for k, g in gpus.items() if g.active and g.node in schedulable}
+        gpus, unit = self.gpus, self.unit
+        wanted = {(j.project, j.interactive) for j in self.waiting if j.max_replicas == 1}
+        rooms = {
+            k: unit - g.booked
+            for k, g in gpus.items()
+            if g.booked < unit and g.active and (g.project, g.interactive) in wanted and g.node in schedulable
+        }
         pools: dict[tuple[str, bool], list[GpuKey]] = {}
         for k in sorted(rooms, key=lambda k: (node_sort_key(k[0]), k[1])):
             g = gpus[k]
             pools.setdefault((g.project, g.interactive), []).append(k)
         shared_bins: dict[tuple[str, bool], list[_NewGpu]] = {}
         for job in self.waiting:
-            share = job.gpu_fraction
-            assert share is not None
+            assert job.gpu_fraction is not None
+            share = units(job.gpu_fraction, unit)
             pool = (job.project, job.interactive)
             if job.max_replicas == 1:
                 old = _best_old(rooms, pools.get(pool, []), share)
@@ -231,12 +277,12 @@ class Packing:
         b = self.news[len(self.news)] = _NewGpu(job.project, job.interactive, len(self.news))
         return b
 
-    def _book(self, b: _NewGpu, job: Job, share: Fraction) -> int:
+    def _book(self, b: _NewGpu, job: Job, share: int) -> int:
         """Book ``share`` on the first of ``b``'s GPUs with room, a new one if none has; its global number."""
         i = next((i for i, room in enumerate(b.rooms) if room >= share), None)
         if i is None:
             i = len(b.rooms)
-            b.rooms.append(ONE)
+            b.rooms.append(self.unit)
             b.slots.append(len(self.slot_of))
             self.slot_of[b.slots[i]] = (b.number, i)
         b.rooms[i] -= share
@@ -382,42 +428,59 @@ class _Names:
     """Rewrites the core's stand-in names in its reasons and holds into the fractional jobs they stand for."""
 
     def __init__(self, gpus: dict[GpuKey, SharedGpu], news: dict[int, _NewGpu]) -> None:
-        self.words: dict[str, str] = {}
-        self.first: dict[JobKey, str] = {}
-        for g in gpus.values():
-            label = gpu_label(g.node, g.gpu)
-            members = ", ".join(f"{j.project}/{j.name}" for j in g.jobs) or "stopping jobs"
-            self.words[f"{g.project}/{label}"] = f"the GPU shared by {members}"
-            self.words[label] = f"the GPU shared by {members}"
-            if g.jobs:
-                self.first[(g.project, label)] = g.jobs[0].name
-        for b in news.values():
-            members = ", ".join(f"{j.project}/{j.name}" for j in b.jobs)
-            self.words[f"{b.project}/{b.label}"] = members
-            self.words[b.label] = members
-            self.first[(b.project, b.label)] = b.jobs[0].name
+        self.gpus = {gpu_label(g.node, g.gpu): g for g in gpus.values()}
+        self.news = {b.label: b for b in news.values()}
+
+    def _words(self, label: str) -> str | None:
+        g = self.gpus.get(label)
+        if g is not None:
+            members = (
+                ", ".join(f"{j.project}/{j.name}" for j in sorted(g.jobs, key=_job_key)) or "stopping jobs"
+            )
+            return f"the GPU shared by {members}"
+        b = self.news.get(label)
+        return None if b is None else ", ".join(f"{j.project}/{j.name}" for j in b.jobs)
+
+    def _sub(self, found: re.Match[str]) -> str:
+        words = self._words(found.group(2))
+        if words is None:
+            return found.group(0)
+        project = found.group(1)
+        if project is None or words.startswith("the GPU") or words.startswith(f"{project}/"):
+            return words
+        return f"{project}/{words}"
 
     def text(self, reason: str) -> str:
-        if PREFIX not in reason:
+        if "~gpu/" not in reason and "~new/" not in reason:
             return reason
-        for word in sorted(self.words, key=len, reverse=True):
-            reason = reason.replace(word, self.words[word])
-        return reason
+        return _STAND_IN.sub(self._sub, reason)
+
+    def first(self, project: str, label: str) -> str:
+        """The name of the first fractional job a stand-in stands for (its own label if none)."""
+        g = self.gpus.get(label)
+        if g is not None and g.jobs:
+            return min(g.jobs, key=_job_key).name
+        b = self.news.get(label)
+        return b.jobs[0].name if b is not None else label
 
     def for_job(self, key: JobKey | None) -> JobKey | None:
         if key is None or not key[1].startswith(PREFIX):
             return key
-        return (key[0], self.first.get(key, key[1]))
+        return (key[0], self.first(*key))
 
     def decision(self, d: Decision) -> Decision:
-        if PREFIX not in d.reason and (d.for_job is None or not d.for_job[1].startswith(PREFIX)):
+        if (
+            "~gpu/" not in d.reason
+            and "~new/" not in d.reason
+            and (d.for_job is None or not d.for_job[1].startswith(PREFIX))
+        ):
             return d
         return replace(d, reason=self.text(d.reason), for_job=self.for_job(d.for_job))
 
     def reservation(self, r: Reservation) -> Reservation:
         if not r.job.startswith(PREFIX):
             return r
-        return replace(r, job=self.first.get((r.project, r.job), r.job))
+        return replace(r, job=self.first(r.project, r.job))
 
 
 def _evict(job: Job, why: Decision, names: _Names, now: float, known: set[str]) -> Decision:
@@ -470,12 +533,16 @@ def _notes(
     if not explain:
         return ()
     waiting, targets, news, stopping = pack.waiting, pack.targets, pack.news, pack.stopping
-    by_label = {(n.project, n.job): n for n in inner.notes}
-    out = [
-        replace(n, reason=names.text(n.reason)) if PREFIX in n.reason else n
-        for n in inner.notes
-        if not n.job.startswith(PREFIX)
-    ]
+    by_label: dict[JobKey, JobNote] = {}
+    kept: list[JobNote] = []  # the core's notes on whole jobs, in key order as it gives them
+    for n in inner.notes:
+        if n.job.startswith(PREFIX):
+            by_label[(n.project, n.job)] = n
+        elif "~gpu/" in n.reason or "~new/" in n.reason:
+            kept.append(replace(n, reason=names.text(n.reason)))
+        else:
+            kept.append(n)
+    out: list[JobNote] = []
     for job in waiting:
         if job.key in started:
             continue
@@ -502,7 +569,12 @@ def _notes(
             )
     for project, name in sorted(stopping):
         out.append(JobNote(project, name, "waiting for its stopping replicas to exit", None))
-    return tuple(sorted(out, key=lambda n: (n.project, n.job)))
+    out.sort(key=_note_key)
+    return tuple(heapq.merge(kept, out, key=_note_key))
+
+
+def _note_key(note: JobNote) -> JobKey:
+    return (note.project, note.job)
 
 
 def booked_per_gpu(jobs: Iterable[Job]) -> dict[GpuKey, Fraction]:
