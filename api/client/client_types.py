@@ -145,6 +145,7 @@ class NodeSlot:
     role: str
     gpu_ids: list[int]
     releasing: bool
+    share: float | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

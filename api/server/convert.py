@@ -335,15 +335,21 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
     """``live``: ``scheduler.store.queries.node_slots`` (each node's live replicas)."""
     slots = [
         schemas.NodeSlot.model_construct(  # trusted: straight from the store, many per read
-            project=project, job=job, index=index, role=role(index), gpu_ids=gpu_ids, releasing=releasing
+            project=project,
+            job=job,
+            index=index,
+            role=role(index),
+            gpu_ids=gpu_ids,
+            releasing=releasing,
+            share=None if share is None else float(Fraction(share)),
         )
-        for project, job, index, gpu_ids, releasing in live.get(row.name, ())
+        for project, job, index, gpu_ids, releasing, share in live.get(row.name, ())
     ]
     state = "draining" if row.state == "drained" and slots else row.state
     return schemas.NodePublic(
         name=row.name,
         gpus=row.gpus,
-        allocated_gpus=sum(len(s.gpu_ids) for s in slots),
+        allocated_gpus=len({g for s in slots for g in s.gpu_ids}),  # a shared GPU (R20) counts once
         schedulable=row.schedulable and row.state == "ready",
         slots=slots,
         state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining

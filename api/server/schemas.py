@@ -526,6 +526,9 @@ class NodeSlot(BaseModel):
     role: Literal["master", "worker"]
     gpu_ids: list[int]
     releasing: bool
+    share: float | None = (
+        None  # R20: a fractional replica's share of its one GPU (gpu_ids), shared with others
+    )
 
 
 NodeState = Literal["ready", "cordoned", "draining", "drained", "lost"]

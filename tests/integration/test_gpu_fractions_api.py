@@ -103,4 +103,5 @@ def test_metrics_count_shared_gpus_and_booked_shares(
     assert 'tide_project_shared_gpus{department="",project="a"} 2.0' in text  # 0.5 + 0.25 | 0.75
     assert 'tide_project_booked_gpu_fraction{department="",project="a"} 1.5' in text
     assert "tide_cluster_shared_gpus 2.0" in text
-    assert 'tide_project_allocated_gpus{department="",project="a"} 0.0' in text  # no whole GPU
+    assert 'tide_project_allocated_gpus{department="",project="a"} 2.0' in text  # a shared GPU counts as one
+    assert client.project("a").allocated_gpus == 2
