@@ -11,6 +11,8 @@ from fractions import Fraction
 from corebuild import Cluster, nodes
 
 from scheduler.core import Cause, Node
+from scheduler.core.estimate import Estimate, Source
+from scheduler.core.forecast import forecast
 
 HALF = Fraction(1, 2)
 
@@ -184,3 +186,21 @@ def test_priority_inside_a_project_preempts_a_shared_gpu() -> None:
     plan = c.cycle()
     assert c.decisions(plan) == [("evict", "a", "low", [0])]
     assert plan.decisions[0].cause == Cause.PREEMPT
+
+
+def test_the_forecast_sees_a_whole_gpu_job_start_when_the_lone_fraction_ends() -> None:
+    """The ETA counts fractional jobs too: the whole-GPU job starts when the half alone on its GPU ends."""
+    c = two_gpus().project("a", 2)
+    for name in ("n1", "n2", "n3"):
+        c.submit("a", name, gpu_fraction=HALF)
+    c.cycle()
+    c.submit("a", "whole")
+    left = {
+        ("a", "n1"): Estimate(500.0, 500.0, Source.DECLARED),
+        ("a", "n2"): Estimate(500.0, 500.0, Source.DECLARED),
+        ("a", "n3"): Estimate(60.0, 90.0, Source.DECLARED),
+        ("a", "whole"): Estimate(100.0, 100.0, Source.DECLARED),
+    }
+    eta = forecast(c.state, c.config, now=c.now, left=left)[("a", "whole")]
+    assert eta.after == ("a", "n3")
+    assert eta.start_p50 is not None and c.now + 60 <= eta.start_p50 <= c.now + 61
