@@ -13,6 +13,7 @@ from corebuild import Cluster, nodes
 from scheduler.core import Cause, Node
 from scheduler.core.estimate import Estimate, Source
 from scheduler.core.forecast import forecast
+from scheduler.core.usage import over_quota
 
 HALF = Fraction(1, 2)
 
@@ -204,3 +205,11 @@ def test_the_forecast_sees_a_whole_gpu_job_start_when_the_lone_fraction_ends() -
     eta = forecast(c.state, c.config, now=c.now, left=left)[("a", "whole")]
     assert eta.after == ("a", "n3")
     assert eta.start_p50 is not None and c.now + 60 <= eta.start_p50 <= c.now + 61
+
+
+def test_usage_above_quota_counts_a_shared_gpu_as_one() -> None:
+    """R14: a project's shared GPU is one GPU it holds above its quota of 0, however it is split."""
+    c = two_gpus().project("a", 0).project("b", 2)
+    c.submit("a", "n1", gpu_fraction=HALF).submit("a", "n2", gpu_fraction=Fraction(1, 4))
+    c.cycle()
+    assert over_quota(c.state) == {"a": 1, "b": 0}
