@@ -39,6 +39,10 @@ PlanWhole = Callable[[ClusterState, Config, float, bool], Plan]
 JobKey = tuple[str, str]
 GpuKey = tuple[str, int]  # (node, shared GPU number on it)
 PREFIX = "~"
+# Stand-ins of running shared GPUs by every figure they are made of: the same GPU with the same jobs is the
+# same (frozen) job from cycle to cycle, made once. A cache of values, so the core stays pure; bounded.
+_STAND_INS: dict[tuple[object, ...], Job] = {}
+_STAND_INS_KEPT = 100_000
 # the core's stand-in names in a reason, with the project before them when there is one
 _STAND_IN = re.compile(r"(?:([a-z0-9][a-z0-9.-]*)/)?(~(?:gpu|new)/[A-Za-z0-9.-]+/\d+)")
 
@@ -106,19 +110,34 @@ class SharedGpu:
             started = max(j.submitted_at if j.last_resized_at is None else j.last_resized_at for j in members)
             checkpoints = [j.checkpointed_at for j in members]
             checkpointed = None if None in checkpoints else min(c for c in checkpoints if c is not None)
-        return Job(
+        key = (
             self.project,
-            gpu_label(self.node, self.gpu),
-            1,
-            1,
-            1,
+            self.node,
+            self.gpu,
             self.interactive,
             priority,
             submitted,
-            (Replica(0, self.node, 1),),
             started,
             checkpointed,
         )
+        job = _STAND_INS.get(key)
+        if job is None:
+            if len(_STAND_INS) >= _STAND_INS_KEPT:
+                _STAND_INS.clear()
+            job = _STAND_INS[key] = Job(
+                self.project,
+                gpu_label(self.node, self.gpu),
+                1,
+                1,
+                1,
+                self.interactive,
+                priority,
+                submitted,
+                (Replica(0, self.node, 1),),
+                started,
+                checkpointed,
+            )
+        return job
 
 
 def shared_gpus(fractional: Iterable[Job], known: set[str], unit: int) -> dict[GpuKey, SharedGpu]:
