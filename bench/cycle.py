@@ -10,6 +10,7 @@ not fade away.
     python bench/cycle.py --gpus 10240 --json  # one JSON object
     python bench/cycle.py --gpus 10240 --all-rules   # R14, R15, R16 and R17 on (see --help)
     python bench/cycle.py --gpus 2048 --gpus 10240 --all-rules --cycles 12 --hash   # plans' fingerprint
+    python bench/cycle.py --gpus 10240 --fractions   # a quarter of the jobs fractional, beside whole-GPU jobs
 
 ``--hash`` prints, per size, a SHA-256 over every cycle's decisions and notes (their ``repr``): a refactor or
 a speed-up of the core that must not change what it decides is checked by running it before and after.
@@ -20,6 +21,10 @@ the first measured cycle, and every start or resize restarts the clock), ``--all
 jobs run only at powers of two between their minimum and maximum), ``--domain-size`` (R17: nodes in
 topology domains of that many; every fourth job requires one). ``--all-rules`` is ``--usage-half-life 3600
 --min-runtime 300 --allowed-sizes --domain-size 16``.
+
+``--fractions`` (R20) measures each size twice in one run, alternating the two from cycle to cycle: the
+workload as it is, and the same workload with every fourth job fractional (a rigid job whose replicas take
+0.25, 0.5 or 0.75 of a GPU), and prints both medians side by side with their ratio.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import sys
 import time
 import zlib
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -50,6 +56,7 @@ class Rules:
     min_runtime: float = 0.0
     allowed_sizes: bool = False
     domain_size: int = 0
+    fractional: bool = False  # R20: every fourth job takes a share of one GPU per replica
 
 
 def with_rules(state: ClusterState, rules: Rules, rng: random.Random) -> ClusterState:
@@ -67,7 +74,16 @@ def with_rules(state: ClusterState, rules: Rules, rng: random.Random) -> Cluster
 
 
 def shaped(job: Job, rules: Rules) -> Job:
-    """R16: powers of two between an elastic job's bounds (and the bounds); R17: every fourth job required."""
+    """R16: powers of two between an elastic job's bounds (and the bounds); R17: every fourth job required;
+    R20: every fourth job (another quarter, by name) fractional."""
+    if rules.fractional and job.gpu_fraction is None and not job.replicas:
+        h = zlib.crc32(job.name.encode(), 7)
+        if h % 4 == 0:
+            share = FRACTIONS[h // 4 % len(FRACTIONS)]
+            n = job.min_replicas
+            return replace(job, min_replicas=n, max_replicas=n, gpus_per_replica=1, gpu_fraction=share)
+    if job.gpu_fraction is not None:
+        return job
     if rules.allowed_sizes and job.elastic and not job.allowed_replicas:
         lo, hi = job.min_replicas, job.max_replicas
         counts = {lo, hi} | {1 << k for k in range(11) if lo < 1 << k < hi}
@@ -78,10 +94,11 @@ def shaped(job: Job, rules: Rules) -> Job:
 
 
 SIZES = (64, 1024, 10240, 51200)
+FRACTIONS = (Fraction(1, 4), Fraction(1, 2), Fraction(1, 2), Fraction(3, 4))
 SIZES_GPR = (1, 1, 1, 2, 2, 4, 8)
 
 
-def synthetic(gpus: int, seed: int = 1) -> ClusterState:
+def synthetic(gpus: int, seed: int = 1, rules: Rules | None = None) -> ClusterState:
     rng = random.Random(seed)
     nodes = tuple(Node(f"node-{i}", 8) for i in range(gpus // 8))
     n_projects = max(2, gpus // 100)
@@ -91,6 +108,8 @@ def synthetic(gpus: int, seed: int = 1) -> ClusterState:
         for i in range(n_projects)
     )
     jobs = [_job(rng, f"p{_skewed(rng, n_projects)}", f"j{i}", float(i)) for i in range(gpus // 2)]
+    if rules is not None and rules.fractional:
+        jobs = [shaped(j, Rules(fractional=True)) for j in jobs]
     return _place_greedy(ClusterState(nodes, projects, ()), jobs)
 
 
@@ -130,7 +149,7 @@ def churn(state: ClusterState, rng: random.Random, step: int, rules: Rules) -> C
 def measure(gpus: int, cycles: int, seed: int = 1, rules: Rules | None = None) -> dict[str, float | int]:
     rng = random.Random(seed)
     rules = rules or Rules()
-    state = with_rules(synthetic(gpus, seed), rules, rng)
+    state = with_rules(synthetic(gpus, seed, rules), rules, rng)
     config = Config(settle_seconds=0, usage_half_life=rules.usage_half_life)
     times: list[float] = []
     cpu: list[float] = []
@@ -185,6 +204,56 @@ def _key(job: Job) -> tuple[str, str]:
     return (job.project, job.name)
 
 
+def side_by_side(sizes: list[int], cycles: int, rules: Rules) -> int:
+    """R20: the whole-GPU workload and the same with a quarter of its jobs fractional, measured in turns."""
+    print(f"plan_cycle, whole-GPU jobs vs a quarter fractional, {cycles} cycles each, in turns; {rules}")
+    print(
+        f"{'GPUs':>7} {'jobs':>6} {'frac jobs':>9} {'whole p50':>9} {'frac p50':>9} {'ratio':>6} "
+        f"{'whole cpu':>9} {'frac cpu':>9} {'ratio':>6}"
+    )
+    for gpus in sizes:
+        whole, frac = _in_turns(gpus, cycles, rules)
+        print(
+            f"{gpus:>7} {whole['jobs']:>6} {frac['fractional']:>9} {whole['p50_ms']:>9} {frac['p50_ms']:>9} "
+            f"{frac['p50_ms'] / whole['p50_ms']:>6.2f} {whole['cpu_p50_ms']:>9} {frac['cpu_p50_ms']:>9} "
+            f"{frac['cpu_p50_ms'] / whole['cpu_p50_ms']:>6.2f}"
+        )
+    print(
+        "ratio: the fractional workload's median cycle over the whole-GPU one's, wall clock and CPU time of the "
+        "process (target: at most 1.2)"
+    )
+    return 0
+
+
+def _in_turns(gpus: int, cycles: int, rules: Rules) -> tuple[dict[str, float], dict[str, float]]:
+    runs: list[tuple[ClusterState, random.Random, Rules, list[float], list[float]]] = []
+    for fractional in (False, True):
+        mine = replace(rules, fractional=fractional)
+        rng = random.Random(1)
+        state = with_rules(synthetic(gpus, 1, mine), mine, rng)
+        runs.append((state, rng, mine, [], []))
+    config = Config(settle_seconds=0, usage_half_life=rules.usage_half_life)
+    for step in range(cycles):
+        for i, (state, rng, mine, times, cpu) in enumerate(runs):
+            t0, c0 = time.perf_counter(), time.process_time()
+            plan = plan_cycle(state, config, now=float(step))
+            times.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.process_time() - c0) * 1000)
+            after = churn(apply_plan(state, plan, now=float(step)), rng, step, mine)
+            runs[i] = (after, rng, mine, times, cpu)
+    out = []
+    for state, _, _, times, cpu in runs:
+        out.append(
+            {
+                "jobs": len(state.jobs),
+                "fractional": sum(1 for j in state.jobs if j.gpu_fraction is not None),
+                "p50_ms": round(statistics.median(times), 2),
+                "cpu_p50_ms": round(statistics.median(cpu), 2),
+            }
+        )
+    return out[0], out[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", type=int, action="append", help="cluster size (repeatable); default: all sizes")
@@ -198,12 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allowed-sizes", action="store_true", help="R16: elastic jobs at powers of two only")
     ap.add_argument("--domain-size", type=int, default=0, help="R17: nodes per topology domain (0: none)")
     ap.add_argument("--all-rules", action="store_true", help="all four on (module docstring)")
+    ap.add_argument(
+        "--fractions", action="store_true", help="R20: each size also with a quarter of the jobs fractional"
+    )
     args = ap.parse_args(argv)
     if args.cycles < 1 or any(g < 8 for g in args.gpus or ()):
         ap.error("--cycles must be >= 1 and --gpus >= 8")
     rules = Rules(args.usage_half_life, args.min_runtime, args.allowed_sizes, args.domain_size)
     if args.all_rules:
         rules = Rules(3600.0, 300.0, True, 16)
+    if args.fractions:
+        return side_by_side(args.gpus or [10240], args.cycles, rules)
     rows = [measure(g, args.cycles, rules=rules) for g in (args.gpus or SIZES)]
     if args.hash:
         for row in rows:

@@ -84,6 +84,8 @@ class ReplicaPublic:
     pid: int | None
     started_at: datetime | None
     exit_code: int | None
+    share: float | None = None
+    shared_gpu: int | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -131,6 +133,7 @@ class JobPublic:
     started_at: datetime | None = None
     eta: EtaPublic | None = None
     grow_at: EtaPublic | None = None
+    gpu_fraction: float | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -142,6 +145,7 @@ class NodeSlot:
     role: str
     gpu_ids: list[int]
     releasing: bool
+    share: float | None = None
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -168,11 +168,15 @@ class TideClient:
             warning_text(v) for v in response.headers.get_list("warning")
         ]
 
-    def submit_manifest(self, project: str, manifest: str | bytes) -> tuple[JobPublic, list[str]]:
-        """Submit a Kubeflow PyTorchJob manifest (YAML or JSON); the job and the server's warnings."""
+    def submit_manifest(
+        self, project: str, manifest: str | bytes, *, gpu_fraction: float | None = None
+    ) -> tuple[JobPublic, list[str]]:
+        """Submit a Kubeflow PyTorchJob manifest (YAML or JSON); the job and the server's warnings.
+        ``gpu_fraction``: each replica takes that share of one GPU instead of its ``nvidia.com/gpu`` limit."""
+        query = "" if gpu_fraction is None else f"?gpu_fraction={gpu_fraction!r}"
         response = self.request(
             "POST",
-            f"/projects/{project}/pytorchjobs",
+            f"/projects/{project}/pytorchjobs{query}",
             content=manifest.encode() if isinstance(manifest, str) else manifest,
             headers=self.headers | {"Content-Type": "application/yaml"},
         )

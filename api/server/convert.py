@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any, Literal, Protocol
 
 from fastapi import Response
@@ -180,6 +181,10 @@ class ReplicaFields(Protocol):
     def started_at(self) -> float | None: ...
     @property
     def exit_code(self) -> int | None: ...
+    @property
+    def share(self) -> str | None: ...
+    @property
+    def shared_gpu(self) -> int | None: ...
 
 
 class JobFields(Protocol):
@@ -238,6 +243,8 @@ class JobFields(Protocol):
     @property
     def eta(self) -> dict[str, Any] | None: ...
     @property
+    def gpu_fraction(self) -> str | None: ...
+    @property
     def replicas(self) -> Sequence[ReplicaFields]: ...
 
 
@@ -252,6 +259,8 @@ def replica_public(row: ReplicaFields) -> schemas.ReplicaPublic:
         pid=row.pid,
         started_at=when(row.started_at),
         exit_code=row.exit_code,
+        share=None if row.share is None else float(Fraction(row.share)),
+        shared_gpu=row.shared_gpu,
     )
 
 
@@ -298,6 +307,7 @@ def job_public(job: JobFields, project: str) -> schemas.JobPublic:
         started_at=when(job.started_at),
         eta=eta_public(job.eta) if job.status == "pending" and job.eta and not job.eta["grows"] else None,
         grow_at=_grow_at(job, replicas_now),
+        gpu_fraction=None if job.gpu_fraction is None else float(Fraction(job.gpu_fraction)),
     )
 
 
@@ -325,15 +335,21 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
     """``live``: ``scheduler.store.queries.node_slots`` (each node's live replicas)."""
     slots = [
         schemas.NodeSlot.model_construct(  # trusted: straight from the store, many per read
-            project=project, job=job, index=index, role=role(index), gpu_ids=gpu_ids, releasing=releasing
+            project=project,
+            job=job,
+            index=index,
+            role=role(index),
+            gpu_ids=gpu_ids,
+            releasing=releasing,
+            share=None if share is None else float(Fraction(share)),
         )
-        for project, job, index, gpu_ids, releasing in live.get(row.name, ())
+        for project, job, index, gpu_ids, releasing, share in live.get(row.name, ())
     ]
     state = "draining" if row.state == "drained" and slots else row.state
     return schemas.NodePublic(
         name=row.name,
         gpus=row.gpus,
-        allocated_gpus=sum(len(s.gpu_ids) for s in slots),
+        allocated_gpus=len({g for s in slots for g in s.gpu_ids}),  # a shared GPU (R20) counts once
         schedulable=row.schedulable and row.state == "ready",
         slots=slots,
         state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -32,9 +33,9 @@ from api.server.convert import Figures, Totals
 from api.server.engine.link import EngineHandle, EngineUnavailable
 from scheduler.core.fairshare import never_fits
 from scheduler.engine.metrics import EngineMetrics
-from scheduler.statuses import JobStatus
+from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired
 from scheduler.store.db import Database
-from scheduler.store.models import JobRow, NodeRow, ProjectRow
+from scheduler.store.models import JobRow, NodeRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import project_figures
 
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -153,9 +154,45 @@ def _state_families(session: Session) -> list[Metric]:
         *gauges.values(),
         usage,
         weight,
+        *_shared(session, {r.id: [r.name, r.department.name if r.department else ""] for r in projects}),
         _jobs(session, {r.id: r.name for r in projects}),
         _cluster(session),
     ]
+
+
+def _shared(session: Session, labels: dict[int, list[str]]) -> list[Metric]:
+    """R20: per project, the shared GPUs its fractional replicas run on and the shares booked on them (exact
+    sums, shown as floats); the cluster's shared GPUs. One query over the fractional replicas wanted running."""
+    rows = session.execute(
+        select(JobRow.project_id, ReplicaRow.node, ReplicaRow.shared_gpu, ReplicaRow.share)
+        .join(ReplicaRow, ReplicaRow.job_id == JobRow.id)
+        .where(
+            ReplicaRow.shared_gpu.is_not(None),
+            ReplicaRow.desired == ReplicaDesired.RUN,
+            JobRow.status.in_(ACTIVE),
+        )
+    )
+    gpus: dict[int, set[tuple[str, int]]] = {}
+    booked: dict[int, Fraction] = {}
+    for project_id, node, number, text in rows:
+        gpus.setdefault(project_id, set()).add((node, number or 0))
+        booked[project_id] = booked.get(project_id, Fraction(0)) + Fraction(text or "0")
+    shared = GaugeMetricFamily(
+        "tide_project_shared_gpus",
+        "GPUs the project's fractional replicas share (each counts as one GPU of its quota).",
+        labels=["project", "department"],
+    )
+    fraction = GaugeMetricFamily(
+        "tide_project_booked_gpu_fraction",
+        "The sum of the shares of one GPU booked by the project's fractional replicas.",
+        labels=["project", "department"],
+    )
+    for project_id, names in sorted(labels.items(), key=lambda item: item[1]):
+        shared.add_metric(names, len(gpus.get(project_id, ())))
+        fraction.add_metric(names, float(booked.get(project_id, 0)))
+    cluster = GaugeMetricFamily("tide_cluster_shared_gpus", "GPUs shared by fractional replicas.")
+    cluster.add_metric([], sum(len(g) for g in gpus.values()))
+    return [shared, fraction, cluster]
 
 
 def _jobs(session: Session, names: dict[int, str]) -> Metric:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -336,6 +337,24 @@ def _expected_duration(value: float) -> float:
     return value
 
 
+MIN_FRACTION, MAX_FRACTION = 0.05, 0.95
+
+
+def _gpu_fraction(value: float) -> float:
+    """R20: a share of one GPU, 0.05 to 0.95 (whole GPUs are asked with gpus_per_replica)."""
+    if not MIN_FRACTION <= value <= MAX_FRACTION:  # also refuses NaN and infinity
+        raise ValueError(
+            f"gpu_fraction is a share of one GPU from {MIN_FRACTION} to {MAX_FRACTION}; got {value} "
+            "(for one or more whole GPUs give gpus_per_replica instead)"
+        )
+    return value
+
+
+def exact_fraction(value: float) -> Fraction:
+    """The share as an exact fraction (0.5 -> 1/2, 0.333 -> 333/1000, 1/3 as a float -> 1/3)."""
+    return Fraction(repr(value)).limit_denominator(1000)
+
+
 class JobCreate(_In):
     """A job of 1 master + ``workers`` workers; elastic when ``min_replicas < max_replicas``."""
 
@@ -367,6 +386,12 @@ class JobCreate(_In):
     # seconds the job is expected to run: its start-time forecast, and everyone else's, use it
     expected_duration: Annotated[float, AfterValidator(_expected_duration)] | None = None
     pod_template: JsonObject | None = Field(None, description=POD_TEMPLATE_DOC)
+    gpu_fraction: Annotated[float, AfterValidator(_gpu_fraction)] | None = Field(
+        None,
+        description="R20: each replica takes this share of one GPU (0.05 to 0.95) instead of gpus_per_replica "
+        "whole GPUs; replicas of the project's fractional jobs of the same kind share a GPU",
+        json_schema_extra={"minimum": MIN_FRACTION, "maximum": MAX_FRACTION},
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> JobCreate:
@@ -385,9 +410,23 @@ class JobCreate(_In):
                 f"({low}..{high}): change workers or the bounds"
             )
         self.min_replicas, self.max_replicas = low, high
+        if self.gpu_fraction is not None:
+            self._fractional()
         if spec is not None:
             self.allowed_replicas = replica_sizes.expand(spec, low, high)  # type: ignore[arg-type]
         return self
+
+    def _fractional(self) -> None:
+        if "gpus_per_replica" in self.model_fields_set and self.gpus_per_replica != 1:
+            raise ValueError(
+                f"give gpu_fraction (a share of one GPU per replica) or gpus_per_replica "
+                f"({self.gpus_per_replica} whole GPUs), not both"
+            )
+        if self.min_replicas != self.max_replicas or self.allowed_replicas is not None:
+            raise ValueError(
+                "a job with gpu_fraction is not elastic: leave out min_replicas, max_replicas and "
+                "allowed_replicas (it runs workers + 1 replicas)"
+            )
 
 
 class JobCheckpointed(BaseModel):
@@ -408,6 +447,11 @@ class ReplicaPublic(BaseModel):
     pid: int | None
     started_at: datetime | None
     exit_code: int | None
+    share: float | None = Field(None, description="R20: a fractional replica's share of its shared GPU")
+    shared_gpu: int | None = Field(
+        None,
+        description="R20: the scheduler's number of the node's shared GPU it runs on (gpu_ids: its device)",
+    )
 
 
 EtaSource = Literal["declared", "project", "cluster", "default"]
@@ -468,6 +512,9 @@ class JobPublic(BaseModel):
     started_at: datetime | None = None
     eta: EtaPublic | None = None  # a pending job: when it starts
     grow_at: EtaPublic | None = None  # a running elastic job below max_replicas: when it grows
+    gpu_fraction: float | None = Field(
+        None, description="R20: each replica's share of one GPU (null: gpus_per_replica whole GPUs)"
+    )
 
 
 class NodeSlot(BaseModel):
@@ -479,6 +526,9 @@ class NodeSlot(BaseModel):
     role: Literal["master", "worker"]
     gpu_ids: list[int]
     releasing: bool
+    share: float | None = (
+        None  # R20: a fractional replica's share of its one GPU (gpu_ids), shared with others
+    )
 
 
 NodeState = Literal["ready", "cordoned", "draining", "drained", "lost"]

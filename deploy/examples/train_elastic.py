@@ -147,6 +147,9 @@ def init_distributed(pg_timeout: float) -> tuple[int, int, int, torch.device, st
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
+        share = os.environ.get("TIDE_GPU_FRACTION")  # a fractional job: keep to its share (gpu_share.py)
+        if share:
+            torch.cuda.set_per_process_memory_fraction(float(share), device)
         backend = "nccl"
     else:
         device, backend = torch.device("cpu"), "gloo"

@@ -24,6 +24,7 @@ from scheduler.core import explain
 from scheduler.core.allocate import serve_claims
 from scheduler.core.claims import Claims
 from scheduler.core.fairshare import fair_shares
+from scheduler.core.fractions import has_fractions, plan_fractions
 from scheduler.core.growth import grow_idle, restore_gangs
 from scheduler.core.ledger import Ledger
 from scheduler.core.model import ClusterState, Config, Job, Replica
@@ -42,6 +43,8 @@ def plan_cycle(state: ClusterState, config: Config, *, now: float, explain_waiti
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if has_fractions(state):  # R20: fractional jobs are planned through stand-ins for their GPUs
+            return plan_fractions(state, config, now, explain_waiting, _plan)
         return _plan(state, config, now, explain_waiting)
     finally:
         if was_enabled:
@@ -162,7 +165,7 @@ def _apply_job(job: Job, decisions: Sequence[Decision], now: float, instant: boo
             )
             replicas = kept + gone
         else:
-            replicas += [Replica(p.index, p.node, p.gpus) for p in d.replicas]
+            replicas += [Replica(p.index, p.node, p.gpus, share=p.share, gpu=p.gpu) for p in d.replicas]
     return replace(
         job,
         replicas=tuple(sorted(replicas, key=lambda r: (r.index, r.releasing))),

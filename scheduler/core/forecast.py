@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core import resize_cost
 from scheduler.core.cycle import apply_plan, finish_releases, plan_cycle
 from scheduler.core.estimate import Estimate, Source
-from scheduler.core.model import ClusterState, Config, Job
+from scheduler.core.model import ClusterState, Config, Job, Replica
 from scheduler.core.plan import Plan
 
 Key = tuple[str, str]
@@ -129,7 +129,7 @@ class _Forward:
     ) -> None:
         self.state, self.config, self.now, self.h = state, config, now, h
         self.left = dict(seconds)  # seconds left at the job's current size (pending: its whole run)
-        self.gpus = {j.key: sum(r.gpus for r in j.replicas if not r.releasing) for j in state.jobs}
+        self.gpus = {j.key: _gpus(r for r in j.replicas if not r.releasing) for j in state.jobs}
         self.since: dict[Key, float] = {}
         self.evicted_at: dict[Key, int] = {}  # GPUs an evicted job's time left was counted at
         self.end_at: dict[Key, float] = {}
@@ -217,7 +217,7 @@ class _Forward:
         jobs = {j.key: j for j in self.state.jobs if j.key in decided}
         for key in decided:
             job = jobs[key]
-            old, new = self.gpus.get(key, 0), sum(r.gpus for r in job.replicas)
+            old, new = self.gpus.get(key, 0), _gpus(job.replicas)
             when = stamp if new > old else t
             self._resize(key, old, new, when)
             if key in wanted and key not in self.seen and new > old:
@@ -239,6 +239,12 @@ class _Forward:
         self.left[key] = left
         if new > 0:
             self._schedule_end(key, t)
+
+
+def _gpus(replicas: Iterable[Replica]) -> int:
+    """What replicas hold for the run forward: their GPUs, a fractional replica (R20) counting as 1 (it holds
+    no whole GPU, yet it runs, ends and frees its share like any replica)."""
+    return sum(r.gpus or (1 if r.share is not None else 0) for r in replicas)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:

@@ -7,7 +7,7 @@ all hold). It judges the plan by the snapshot it was made from and by that snaps
 
 from __future__ import annotations
 
-from scheduler.core import goodput, minruntime, resize_cost, sizes, topology
+from scheduler.core import fractions, goodput, minruntime, resize_cost, sizes, topology
 from scheduler.core.cycle import apply_plan
 from scheduler.core.fairshare import Shares, Top, fair_shares
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Job, Project
@@ -15,6 +15,13 @@ from scheduler.core.plan import Action, Cause, Plan
 
 
 def check_invariants(state: ClusterState, plan: Plan, config: Config, *, now: float) -> list[str]:
+    if fractions.has_fractions(state):  # R20: its own invariants, then R1-R19 on the whole-GPU view
+        own = fractions.fraction_violations(apply_plan(state, plan, now=now, instant=False))
+        return own + _check(*fractions.whole_view(state, plan), config, now)
+    return _check(state, plan, config, now)
+
+
+def _check(state: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
     after = apply_plan(state, plan, now=now, instant=False)
     return [
         *_nodes_not_over_allocated(after),

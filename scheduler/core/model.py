@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from fractions import Fraction
 
 # a count or number of GPUs that no cap, step or memo reaches: no limit
 UNLIMITED = 1 << 30
@@ -79,12 +80,18 @@ class Project:
 
 @dataclass(frozen=True, slots=True)
 class Replica:
-    """One placed replica. ``releasing`` means it was told to stop and still holds its GPUs."""
+    """One placed replica. ``releasing`` means it was told to stop and still holds its GPUs.
+
+    A replica of a fractional job (R20) holds no whole GPU (``gpus`` 0): ``share`` of the shared GPU ``gpu`` of
+    its node (the core's number for that GPU on that node, not a device id; ``scheduler.core.fractions``).
+    """
 
     index: int
     node: str
     gpus: int
     releasing: bool = False
+    share: Fraction | None = None
+    gpu: int | None = None
 
     @property
     def is_master(self) -> bool:
@@ -118,6 +125,8 @@ class Job:
     ``throughput``: its fitted speed by size, if it reports progress (R19; ``None``: today's rule).
     ``resize_cost_seconds``: the seconds a resize pauses it, as measured (``None``: not yet; its project's
     default then applies): R18 weighs growth against it and lengthens its settle time.
+    ``gpu_fraction``: each replica takes this share of one GPU instead of ``gpus_per_replica`` whole GPUs
+    (R20; ``scheduler.core.fractions``): replicas of one project's jobs share a GPU; such a job is rigid.
     """
 
     project: str
@@ -139,6 +148,8 @@ class Job:
     throughput: Throughput | None = None
     # R18: measured seconds a resize pauses it (None: its project's, department's or the config's default)
     resize_cost_seconds: float | None = None
+    # R20: the share of one GPU each replica takes (None: whole GPUs, ``gpus_per_replica`` of them)
+    gpu_fraction: Fraction | None = None
     # ``(project, name)``, computed once: the core looks it up millions of times per replay
     key: tuple[str, str] = field(init=False, repr=False, compare=False)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 
 
 class Action(StrEnum):
@@ -35,11 +36,14 @@ class Cause(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Replica ``index`` of a job on ``node`` with ``gpus`` GPUs."""
+    """Replica ``index`` of a job on ``node`` with ``gpus`` GPUs; or, for a fractional job (R20), ``share`` of
+    the node's shared GPU ``gpu`` (``gpus`` 0)."""
 
     index: int
     node: str
     gpus: int
+    share: Fraction | None = None
+    gpu: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,11 +45,17 @@ def accrue(usage: float, over: int, seconds: float, half_life: float) -> float:
 
 
 def over_quota(state: ClusterState) -> dict[str, int]:
-    """GPUs each project holds above its deserved quota (replicas still stopping count: they hold GPUs)."""
+    """GPUs each project holds above its deserved quota (replicas still stopping count: they hold GPUs; a
+    shared GPU of its fractional replicas, R20, counts as one)."""
     held = {p.name: 0 for p in state.projects}
+    shared: set[tuple[str, str, int]] = set()
     for job in state.jobs:
         if job.project in held:
             held[job.project] += sum(r.gpus for r in job.replicas)
+            if job.gpu_fraction is not None:
+                shared.update((job.project, r.node, r.gpu) for r in job.replicas if r.gpu is not None)
+    for project, _node, _gpu in shared:
+        held[project] += 1
     return {p.name: max(held[p.name] - p.deserved_gpus, 0) for p in state.projects}
 
 

@@ -76,6 +76,7 @@ class ReplicaContext:
     generation: int
     job_env: Mapping[str, str] = field(default_factory=dict)
     allowed_replicas: tuple[int, ...] = ()  # R16: the only counts it runs at; empty: any in min..max
+    gpu_fraction: str | None = None  # R20: its share of its one GPU as a decimal ("0.5"); None: whole GPUs
 
     @property
     def role(self) -> Role:
@@ -86,6 +87,13 @@ EnvBuilder = Callable[[ReplicaContext], Mapping[str, str]]
 
 
 def identity_env(ctx: ReplicaContext) -> dict[str, str]:
+    env = _identity(ctx)
+    if ctx.gpu_fraction is not None:  # R20: the share of the GPU its process is to cap its memory at
+        env["TIDE_GPU_FRACTION"] = ctx.gpu_fraction
+    return env
+
+
+def _identity(ctx: ReplicaContext) -> dict[str, str]:
     return {
         "TIDE_PROJECT": ctx.project,
         "TIDE_JOB": ctx.job,

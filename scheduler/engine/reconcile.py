@@ -39,11 +39,13 @@ import logging
 import signal
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from scheduler.core.fractions import show
 from scheduler.elastic import coordinator, notice
 from scheduler.elastic.environment import EnvBuilder, ReplicaContext, replica_env
 from scheduler.executors.base import (
@@ -58,7 +60,7 @@ from scheduler.executors.kube import podtemplate
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
 from scheduler.store.models import JobRow, NodeRow, ReplicaRow
-from scheduler.store.queries import LIVE, held_gpu_ids
+from scheduler.store.queries import LIVE, held_gpu_ids, shared_gpu_devices
 
 log = logging.getLogger(__name__)
 WAITS = "waits to start"  # a deferred launch's words on its job's message
@@ -275,8 +277,9 @@ def launch_waiting(
         return 0
     sizes = {n.name: n.gpus for n in session.scalars(select(NodeRow)).all()}
     held = held_gpu_ids(session)
+    shared = shared_gpu_devices(session)  # R20: the device of each shared GPU that has a live replica
     launched = 0
-    whole = _whole_launches(waiting, executor, sizes, held)
+    whole = _whole_launches(waiting, executor, sizes, held, shared)
     for replica in waiting:
         if (
             replica.job.status not in ACTIVE
@@ -286,26 +289,42 @@ def launch_waiting(
             continue  # its job failed to launch an earlier replica this round, or its old process lingers
         if coordinator.launches_whole(executor, replica.job) and replica.job.id not in whole:
             continue
-        gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), held.get(replica.node, set()))
+        gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), held.get(replica.node, set()), shared)
         if gpu_ids is None:
             continue
         if _launch(session, executor, replica, gpu_ids=gpu_ids, now=now, knobs=knobs):
             held.setdefault(replica.node, set()).update(gpu_ids)
+            if replica.shared_gpu is not None:
+                shared[(replica.node, replica.shared_gpu)] = gpu_ids[0]
             launched += 1
     return launched
 
 
-def _gpus_for(replica: ReplicaRow, size: int, held: set[int]) -> tuple[int, ...] | None:
+def _gpus_for(
+    replica: ReplicaRow, size: int, held: set[int], shared: Mapping[tuple[str, int], int]
+) -> tuple[int, ...] | None:
     """Free GPU ids for ``replica``: the ones it had before (a restarted replica keeps its GPUs), else the
-    lowest free ones; None when too few are free."""
+    lowest free ones; None when too few are free. A fractional replica (R20) gets the device of its shared
+    GPU, the one its partners run on, or for a shared GPU none runs on yet a free one."""
     free = [g for g in range(size) if g not in held]
+    if replica.shared_gpu is not None:
+        device = shared.get((replica.node, replica.shared_gpu))
+        if device is not None:
+            return (device,)
+        if replica.gpu_ids and replica.gpu_ids[0] in free:
+            return (replica.gpu_ids[0],)
+        return (free[0],) if free else None
     if replica.gpu_ids and len(replica.gpu_ids) == replica.gpus and set(replica.gpu_ids) <= set(free):
         return tuple(replica.gpu_ids)
     return tuple(free[: replica.gpus]) if len(free) >= replica.gpus else None
 
 
 def _whole_launches(
-    waiting: Sequence[ReplicaRow], executor: Executor, sizes: Mapping[str, int], held: Mapping[str, set[int]]
+    waiting: Sequence[ReplicaRow],
+    executor: Executor,
+    sizes: Mapping[str, int],
+    held: Mapping[str, set[int]],
+    shared: Mapping[tuple[str, int], int],
 ) -> set[int]:
     """Ids of torchrun jobs whose wanted replicas can all start now: none of their processes is left and
     every one of them finds its GPUs free (a launch is one fixed-size rendezvous)."""
@@ -316,14 +335,17 @@ def _whole_launches(
         if not coordinator.launchable(job):
             continue
         trial = {node: set(ids) for node, ids in taken.items()}
+        devices = dict(shared)
         fits = True
         wanted = (r for r in job.replicas if r.desired == ReplicaDesired.RUN)
         for replica in sorted(wanted, key=lambda r: r.index):
-            gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), trial.get(replica.node, set()))
+            gpu_ids = _gpus_for(replica, sizes.get(replica.node, 0), trial.get(replica.node, set()), devices)
             if gpu_ids is None:
                 fits = False
                 break
             trial.setdefault(replica.node, set()).update(gpu_ids)
+            if replica.shared_gpu is not None:
+                devices[(replica.node, replica.shared_gpu)] = gpu_ids[0]
         if fits:
             ready.add(job_id)
             taken = trial
@@ -352,6 +374,7 @@ def _launch(
         image=job.image,
         grace=job.grace_period if job.grace_period is not None else knobs.grace_period,
         pod_template=pod_template(job),
+        gpu_share=None if job.gpu_fraction is None else show(Fraction(job.gpu_fraction)),
     )
     try:
         coordinator.prepare(executor, job)
@@ -399,4 +422,5 @@ def _context(job: JobRow, replica: ReplicaRow, gpu_ids: tuple[int, ...]) -> Repl
         generation=job.generation,
         job_env=dict(job.env),
         allowed_replicas=tuple(job.allowed_replicas or ()),
+        gpu_fraction=None if job.gpu_fraction is None else show(Fraction(job.gpu_fraction)),
     )

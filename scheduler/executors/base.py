@@ -55,6 +55,9 @@ class LaunchSpec:
     grace: float | None = None  # the job's grace period (None: the service's); pods carry it
     # the job's pod template merged over its project's and department's defaults (Kubernetes pods only)
     pod_template: Mapping[str, Any] | None = None
+    # R20: a fractional replica's share of its one GPU ("0.5"): ``gpu_ids`` names a device it shares with the
+    # other fractional replicas there (never with a whole-GPU replica); None: its GPUs are its own
+    gpu_share: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

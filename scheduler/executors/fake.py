@@ -38,6 +38,7 @@ class FakeExecutor:
         self._nodes = nodes
         self._sizes = {n.name: n.gpus for n in nodes}
         self._held: dict[str, set[int]] = {}  # node -> GPU ids of running replicas
+        self._sharing: dict[str, dict[int, set[int]]] = {}  # R20: node -> device -> fractional replicas on it
         self.stop_delay = stop_delay
         self.records: dict[int, _Record] = {}
         self.started: list[LaunchSpec] = []
@@ -73,7 +74,14 @@ class FakeExecutor:
         if size is None or any(g < 0 or g >= size for g in spec.gpu_ids):
             raise ExecutorError(f"no GPUs {spec.gpu_ids} on node {spec.node}")
         held = self._held.setdefault(spec.node, set())
-        if held & set(spec.gpu_ids):
+        sharing = self._sharing.setdefault(spec.node, {})
+        if spec.gpu_share is not None:  # R20: a fractional replica shares its device, with fractions only
+            device = spec.gpu_ids[0]
+            if device in held:
+                self.refused.append(f"replica {spec.replica_id}: GPU {device} on {spec.node} held whole")
+                raise OverAllocationError(f"GPU {device} on {spec.node} is held by a whole-GPU replica")
+            sharing.setdefault(device, set()).add(spec.replica_id)
+        elif held & (set(spec.gpu_ids) | {g for g, ids in sharing.items() if ids}):
             self.refused.append(
                 f"replica {spec.replica_id}: GPUs {sorted(held & set(spec.gpu_ids))} on {spec.node}"
             )
@@ -81,7 +89,8 @@ class FakeExecutor:
         self._next_pid += 1
         observation = Observation(replica_id=spec.replica_id, pid=self._next_pid, running=True)
         self.records[spec.replica_id] = _Record(spec, observation)
-        held.update(spec.gpu_ids)
+        if spec.gpu_share is None:
+            held.update(spec.gpu_ids)
         self.started.append(spec)
         return observation
 
@@ -100,11 +109,18 @@ class FakeExecutor:
     def forget(self, replica_id: int) -> None:
         record = self.records.pop(replica_id, None)
         if record is not None and record.observation.running:
-            self._held.get(record.spec.node, set()).difference_update(record.spec.gpu_ids)
+            self._release(record)
+
+    def _release(self, record: _Record) -> None:
+        spec = record.spec
+        if spec.gpu_share is None:
+            self._held.get(spec.node, set()).difference_update(spec.gpu_ids)
+        else:
+            self._sharing.get(spec.node, {}).get(spec.gpu_ids[0], set()).discard(spec.replica_id)
 
     def _end(self, record: _Record, exit_code: int) -> None:
         record.observation = replace(record.observation, running=False, exit_code=exit_code)
-        self._held.get(record.spec.node, set()).difference_update(record.spec.gpu_ids)
+        self._release(record)
 
     def finish(self, project: str, job: str, index: int, exit_code: int) -> None:
         """End a running replica of ``project/job`` as if its process exited with ``exit_code``."""

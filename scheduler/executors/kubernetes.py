@@ -371,6 +371,10 @@ class KubernetesExecutor:
             return {rid: record.observation() for rid, record in self._replicas.items()}
 
     def start(self, spec: LaunchSpec) -> Observation:
+        if spec.gpu_share is not None:  # R20: the API refuses such jobs here; one from another executor fails
+            raise ExecutorError(
+                "GPU fractions are not supported by the Kubernetes executor: its pods take whole GPUs"
+            )
         self._ensure_started()
         name = names.pod_name(spec.project, spec.job, spec.index, spec.replica_id)
         with self._lock:

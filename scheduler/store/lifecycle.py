@@ -69,6 +69,8 @@ def start(
                 index=placement.index,
                 node=placement.node,
                 gpus=placement.gpus,
+                share=None if placement.share is None else str(placement.share),  # R20
+                shared_gpu=placement.gpu,
                 desired=ReplicaDesired.RUN,
                 status=ReplicaStatus.STARTING,
                 created_at=now,

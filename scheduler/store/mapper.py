@@ -14,6 +14,7 @@ its own, ``desired == "done"``) is ending: it is planned at the replicas it stil
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from sqlalchemy import select
@@ -111,7 +112,15 @@ def _projects(session: Session) -> tuple[Project, ...]:
 def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
     replicas: dict[int, list[Replica]] = {}
     held = (
-        select(ReplicaRow.job_id, ReplicaRow.index, ReplicaRow.node, ReplicaRow.gpus, ReplicaRow.desired)
+        select(
+            ReplicaRow.job_id,
+            ReplicaRow.index,
+            ReplicaRow.node,
+            ReplicaRow.gpus,
+            ReplicaRow.desired,
+            ReplicaRow.share,
+            ReplicaRow.shared_gpu,
+        )
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
         .where(JobRow.status.in_(ACTIVE))
         .where(
@@ -124,12 +133,19 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
         )
     )
     completing: set[int] = set()  # jobs one of whose replicas finished its work
-    for job_id, index, node, gpus, desired in session.execute(held):
+    for job_id, index, node, gpus, desired, share, shared_gpu in session.execute(held):
         if desired == ReplicaDesired.DONE:
             completing.add(job_id)
         else:
             replicas.setdefault(job_id, []).append(
-                Replica(index, node, gpus, releasing=desired != ReplicaDesired.RUN)
+                Replica(
+                    index,
+                    node,
+                    gpus,
+                    releasing=desired != ReplicaDesired.RUN,
+                    share=None if share is None else Fraction(share),  # R20
+                    gpu=shared_gpu,
+                )
             )
     query = (
         select(
@@ -150,6 +166,7 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
             JobRow.topology,
             JobRow.pending_reason,
             JobRow.queue_position,
+            JobRow.gpu_fraction,
         )
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
         .where(JobRow.status.in_(ACTIVE))
@@ -192,6 +209,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         topology,
         _reason,
         _position,
+        fraction,
     ) = row
     return Job(
         project=project,
@@ -209,6 +227,7 @@ def _job(row: Any, replicas: dict[int, list[Replica]]) -> Job:
         topology=topology,
         throughput=_throughput(rates),  # R19
         resize_cost_seconds=resize_cost,
+        gpu_fraction=None if fraction is None else Fraction(fraction),  # R20
     )
 
 

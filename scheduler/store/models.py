@@ -127,6 +127,8 @@ class JobRow(Base):
     agent_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # in-place launches
     # its own pod template (Kubernetes pods), merged over its project's pod defaults at each launch
     pod_template: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # R20: the share of one GPU each replica takes, exact ("1/2"; NULL: whole GPUs, gpus_per_replica of them)
+    gpu_fraction: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
     project: Mapped[ProjectRow] = relationship(back_populates="jobs")
     replicas: Mapped[list[ReplicaRow]] = relationship(
@@ -157,6 +159,10 @@ class ReplicaRow(Base):
     # or preemption releases it (already cut to its grace), and when its SIGUSR1 was given
     notice_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     noticed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # R20: a fractional replica's share ("1/2") of its node's shared GPU number ``shared_gpu`` (the scheduler's
+    # number; ``gpu_ids`` holds the device it was given)
+    share: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    shared_gpu: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     job: Mapped[JobRow] = relationship(back_populates="replicas")
 

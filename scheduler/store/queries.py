@@ -72,11 +72,22 @@ def held_gpu_ids(session: Session) -> dict[str, set[int]]:
     return held
 
 
+def shared_gpu_devices(session: Session) -> dict[tuple[str, int], int]:
+    """R20: the device each shared GPU (node, the scheduler's number) was given, from its live replicas."""
+    rows = session.execute(
+        select(ReplicaRow.node, ReplicaRow.shared_gpu, ReplicaRow.gpu_ids).where(
+            *LIVE, ReplicaRow.shared_gpu.is_not(None)
+        )
+    )
+    return {(node, number): ids[0] for node, number, ids in rows if ids and number is not None}
+
+
 def project_figures(
     session: Session, project_id: int | None = None
 ) -> tuple[list[tuple[int, str, int, int]], list[tuple[int, int]]]:
     """Per project: ``(project_id, status, jobs, min GPUs)`` of active jobs, and ``(project_id, GPUs)``
-    of the replicas the scheduler wants running. Two aggregate queries, whatever the number of jobs."""
+    of the replicas the scheduler wants running (a project may have two such rows: its shared GPUs, R20,
+    count one GPU each). Three queries, whatever the number of jobs (the third reads fractional replicas)."""
     jobs = (
         select(
             JobRow.project_id,
@@ -96,11 +107,29 @@ def project_figures(
     if project_id is not None:
         jobs = jobs.where(JobRow.project_id == project_id)
         held = held.where(JobRow.project_id == project_id)
+    shared = (
+        select(JobRow.project_id, ReplicaRow.node, ReplicaRow.shared_gpu)
+        .join(ReplicaRow, ReplicaRow.job_id == JobRow.id)
+        .where(
+            JobRow.status.in_(ACTIVE),
+            ReplicaRow.desired == ReplicaDesired.RUN,
+            ReplicaRow.shared_gpu.is_not(None),
+        )
+        .distinct()
+    )
+    if project_id is not None:
+        shared = shared.where(JobRow.project_id == project_id)
     job_rows = [(p, status, int(n), int(gpus or 0)) for p, status, n, gpus in session.execute(jobs)]
-    return job_rows, [(p, int(gpus or 0)) for p, gpus in session.execute(held)]
+    held_rows = [(p, int(gpus or 0)) for p, gpus in session.execute(held)]
+    counts: dict[int, int] = defaultdict(int)
+    for p, _node, _number in session.execute(shared):
+        counts[p] += 1
+    return job_rows, held_rows + sorted(counts.items())
 
 
-Slot = tuple[str, str, int, list[int], bool]  # (project, job, index, gpu_ids, releasing)
+# (project, job, index, gpu_ids, releasing, share): ``share`` is a fractional replica's share of its one GPU
+# ("1/2", R20), None for whole GPUs
+Slot = tuple[str, str, int, list[int], bool, str | None]
 
 
 def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot]]:
@@ -113,6 +142,7 @@ def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot
             ReplicaRow.index,
             ReplicaRow.gpu_ids,
             ReplicaRow.desired,
+            ReplicaRow.share,
         )
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
@@ -122,8 +152,8 @@ def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot
     if node is not None:
         query = query.where(ReplicaRow.node == node)
     slots: dict[str, list[Slot]] = defaultdict(list)
-    for name, project, job, index, gpu_ids, desired in session.execute(query):
-        slots[name].append((project, job, index, list(gpu_ids or ()), desired != ReplicaDesired.RUN))
+    for name, project, job, index, gpu_ids, desired, share in session.execute(query):
+        slots[name].append((project, job, index, list(gpu_ids or ()), desired != ReplicaDesired.RUN, share))
     return slots
 
 
@@ -141,6 +171,8 @@ class ReplicaView:
     pid: int | None
     started_at: float | None
     exit_code: int | None
+    share: str | None = None  # R20: a fractional replica's share ("1/2") of its node's shared GPU
+    shared_gpu: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +206,7 @@ class JobView:
     progress_rates: dict[str, float] | None = None  # R19: samples per second by replica count, as reported
     resize_cost_seconds: float | None = None  # R18: measured
     resizes_measured: int = 0
+    gpu_fraction: str | None = None  # R20: each replica's share of one GPU ("1/2"); None: whole GPUs
     replicas: list[ReplicaView] = field(default_factory=list)
 
 

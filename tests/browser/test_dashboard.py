@@ -431,3 +431,32 @@ def test_the_seed_scenario_on_one_node_of_4_gpus_fits_a_phone(
     )
     release.touch()
     assert console.errors == []
+
+
+@pytest.mark.slow
+def test_a_shared_gpu_is_drawn_split_by_its_jobs(
+    serve: Callable[..., Any], page: tuple[Page, Any], shots: Path
+) -> None:
+    """GPU fractions (R20): three 0.5 jobs on a node of 2 GPUs: one GPU split between two jobs, the other
+    between one job and what is free; the node counts 2 GPUs in use."""
+    tab, console = page
+    tide = serve(nodes=1, gpus=2)
+    client = tide.client()
+    client.create_project({"name": "a", "deserved_gpus": 2})
+    for name in ("nb1", "nb2", "nb3"):
+        client.submit("a", {"name": name, "gpu_fraction": 0.5, "command": ["sleep", "600"]})
+    since = api_now(
+        lambda: all(replicas(client, "a", n) for n in ("nb1", "nb2", "nb3")), "the three halves to run"
+    )
+    sign_in(tab, tide)
+    shared = tab.locator('#node-list .gpu[data-state="shared"]')
+    Stages(tab, shots, first=40).seen(
+        "shared-gpus",
+        since,
+        lambda: expect(shared).to_have_count(2, **MS),
+        lambda: expect(tab.locator('#node-list .gpu[data-booked="1"] .gpu-part')).to_have_count(2),
+        lambda: expect(tab.locator('#node-list .gpu[data-booked="0.5"] .gpu-part-free')).to_have_count(1),
+        lambda: expect(tab.locator('#node-list .gpu-part[data-share="0.5"]')).to_have_count(3),
+        lambda: expect(tab.locator("#node-list header")).to_contain_text("2/2 in use"),
+    )
+    assert console.errors == []

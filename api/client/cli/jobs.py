@@ -86,6 +86,7 @@ def submit_pytorch(
         ),
     ] = None,
     gpu: Annotated[int, typer.Option("--gpu", "-g", help="GPUs per replica.")] = 1,
+    gpu_fraction: GpuFraction = None,
     image: Annotated[str | None, typer.Option("--image", "-i", help="Container image.")] = None,
     environment: Annotated[list[str] | None, typer.Option("--environment", "-e", help="KEY=VALUE.")] = None,
     interactive: Annotated[bool, typer.Option("--interactive", help="Never preempted; quota only.")] = False,
@@ -112,6 +113,8 @@ def submit_pytorch(
         context.fail("give the command after --, e.g. `-- python train.py`", target.EXIT_BAD_INPUT)
     chosen = context.default_project(project)
     body: dict[str, object] = {"name": name, "gpus_per_replica": gpu, "command": args}
+    if gpu_fraction is not None:
+        body["gpu_fraction"] = check_fraction(gpu_fraction)
     body |= {"env": _env(environment or []), "interactive": interactive, "priority": priority}
     given = (
         ("workers", workers),
@@ -153,6 +156,7 @@ _SUBMIT_FLAGS = {
     "image": "-i/--image",
     "priority": "--priority",
     "topology": "--topology",
+    "gpu_fraction": "--gpu-fraction",
 }
 
 
@@ -196,13 +200,48 @@ def _replicas_fit(workers: int | None, low: int | None, high: int | None) -> Non
         context.fail(f"{starts}, below --min-replicas {low}: raise --workers, or lower --min-replicas", 2)
 
 
+GpuFraction = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-fraction",
+        help="A share of one GPU per replica, 0.05 to 0.95, instead of -g whole GPUs (shares a GPU).",
+    ),
+]
+MIN_FRACTION, MAX_FRACTION = 0.05, 0.95  # as the API takes them
+
+
+def check_fraction(value: float) -> float:
+    """``--gpu-fraction``'s value; exits 2 with what to give for one outside 0.05..0.95."""
+    if not MIN_FRACTION <= value <= MAX_FRACTION:
+        context.fail(
+            f"--gpu-fraction {value:g}: give a share of one GPU from {MIN_FRACTION} to {MAX_FRACTION} "
+            "(for whole GPUs use -g/--gpu)",
+            target.EXIT_BAD_INPUT,
+        )
+    return value
+
+
+def gpus_text(job: JobPublic) -> str:
+    """A job's GPUs per replica in words: ``2 GPU(s)``, or a fractional job's ``0.5 of a GPU``."""
+    if job.gpu_fraction is not None:
+        return f"{job.gpu_fraction:g} of a GPU"
+    return f"{job.gpus_per_replica} GPU(s)"
+
+
+def gpus_now(job: JobPublic) -> str:
+    """The GPUs a job holds now as ``tide list`` shows them: whole ones, or a fractional job's shares (0.5)."""
+    if job.gpu_fraction is not None:
+        return f"{job.replicas_now * job.gpu_fraction:g}"
+    return str(job.allocated_gpus)
+
+
 def report_submitted(job: JobPublic, wait: float, url: str | None, token: str | None) -> None:
     """What every submit prints: the job, optionally its start (``--wait``), how to follow it."""
     out = context.console()
     only = f" (only {', '.join(str(n) for n in job.allowed_replicas)})" if job.allowed_replicas else ""
     out.print(
         f"Submitted job {job.name} to project {job.project}: {job.min_replicas}..{job.max_replicas}{only} "
-        f"replicas of {job.gpus_per_replica} GPU(s), status {job.status}."
+        f"replicas of {gpus_text(job)}, status {job.status}."
     )
     if wait > 0:
         job = _wait_running(job, wait, url, token)
@@ -221,7 +260,7 @@ def _wait_running(job: JobPublic, seconds: float, url: str | None, token: str | 
         out.print(f"Still pending after {seconds:g} s: {job.pending_reason or 'no reason given yet'}")
     else:
         out.print(
-            f"Job {job.name} is {job.status} with {job.replicas_now} replica(s), {job.allocated_gpus} GPU(s)."
+            f"Job {job.name} is {job.status} with {job.replicas_now} replica(s), {gpus_now(job)} GPU(s)."
         )
     return job
 
@@ -291,7 +330,7 @@ def list_jobs(
             job.name,
             job.status,
             f"{job.replicas_now}/{job.min_replicas}/{job.max_replicas}",
-            str(job.allocated_gpus),
+            gpus_now(job),
             age(job.created_at),
             eta_cell(job, now),
             reason,
@@ -385,8 +424,16 @@ def describe_job(
     out.print(f"Status:     {job.status}  (age {age(job.created_at)}, restarts {job.restarts})")
     out.print(
         f"Replicas:   {job.replicas_now} now, {job.min_replicas}..{job.max_replicas} wanted, "
-        f"{job.gpus_per_replica} GPU(s) each, {job.allocated_gpus} GPU(s) allocated"
+        f"{gpus_text(job)} each, {gpus_now(job)} GPU(s) allocated"
     )
+    shared = [r for r in job.replicas if r.shared_gpu is not None]
+    if shared:  # R20
+        where = ", ".join(
+            f"replica {r.index} on {r.node} (shared GPU {r.shared_gpu}"
+            + (f", device {r.gpu_ids[0]})" if r.gpu_ids else ")")
+            for r in shared
+        )
+        out.print(f"Shares:     {where}; its memory cap is TIDE_GPU_FRACTION={job.gpu_fraction:g}")
     if job.allowed_replicas:
         out.print(f"Sizes:      only {', '.join(str(n) for n in job.allowed_replicas)} replicas")
     if job.topology == "required":

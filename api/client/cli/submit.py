@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from api.client.cli import context, target
-from api.client.cli.jobs import Token, Url, report_submitted
+from api.client.cli.jobs import GpuFraction, Token, Url, check_fraction, report_submitted
 
 
 def submit(
@@ -32,6 +32,7 @@ def submit(
             "--project", "-p", help="Project (else the manifest's namespace, else the default one)."
         ),
     ] = None,
+    gpu_fraction: GpuFraction = None,
     wait: Annotated[float, typer.Option("--wait", help="Wait up to this many seconds for it to run.")] = 0,
     url: Url = None,
     token: Token = None,
@@ -40,10 +41,11 @@ def submit(
 
     Example: tide submit -f job.yaml -p team-a
     """
+    share = None if gpu_fraction is None else check_fraction(gpu_fraction)
     manifest = _read(filename)
     chosen = project or _namespace(manifest) or context.default_project(None)
     with context.session(url, token) as client:
-        job, warnings = client.submit_manifest(chosen, manifest)
+        job, warnings = client.submit_manifest(chosen, manifest, gpu_fraction=share)
     for warning in warnings:
         typer.echo(f"Warning: {warning}", err=True)
     report_submitted(job, wait, url, token)

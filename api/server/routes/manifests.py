@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -57,10 +57,18 @@ async def _manifest_bytes(request: Request) -> bytes:
 )
 def submit_pytorchjob(
     project: str,
+    *,
     manifest: Annotated[bytes, Depends(_manifest_bytes)],
     response: Response,
     svc: Svc,
     caller: Caller,
+    gpu_fraction: Annotated[
+        float | None,
+        Query(
+            description="R20: each replica takes this share of one GPU (0.05 to 0.95) instead of its "
+            "nvidia.com/gpu limit (which must then be 1 or absent); the job must not be elastic"
+        ),
+    ] = None,
 ) -> schemas.JobPublic:
     """Submit a Kubeflow PyTorchJob manifest (YAML or JSON) as a Tide job of this project."""
     try:
@@ -69,6 +77,9 @@ def submit_pytorchjob(
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(error)) from None
     except ManifestRefused as error:
         raise RequestValidationError([_error(p.path, p.message) for p in error.problems]) from None
+    if gpu_fraction is not None:
+        translation.body["gpu_fraction"] = gpu_fraction
+        translation.origin["gpu_fraction"] = "gpu_fraction (query)"
     body = _job_body(translation)
     where = translation.origin.get("pod_template", "pod_template")
     public, beyond = create_job(svc, caller, project=project, body=body, template_path=where)

@@ -62,8 +62,20 @@ def _fit_warning(session: Session, body: schemas.JobCreate) -> str | None:
     ).all()
     if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
+    if body.gpu_fraction is not None:
+        return None  # R20: a share of one GPU fits any node with a GPU
     g, k = body.gpus_per_replica, body.min_replicas or 1
     return beyond_cluster(g, k, max(size for size, _ in sizes), sum(n * (size // g) for size, n in sizes))
+
+
+def check_fractions(settings: Settings, body: schemas.JobCreate) -> None:
+    """R20: GPU fractions run on the local and in-memory executors; Kubernetes pods take whole GPUs only."""
+    if settings.executor == "kubernetes" and body.gpu_fraction is not None:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            "this Tide runs jobs as Kubernetes pods, which take whole GPUs only (GPU fractions run on the "
+            "local executor): leave out gpu_fraction (--gpu-fraction) and ask for gpus_per_replica",
+        )
 
 
 def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
@@ -90,6 +102,7 @@ def create_job(
         owner = row.id
         require_project_writer(caller, project)
         _check_image(svc.settings, body)
+        check_fractions(svc.settings, body)
         told = pods.check_job(row, body.pod_template, template_path, executor=svc.settings.executor)
         beyond = _fit_warning(session, body)
         taken = session.scalar(
@@ -152,6 +165,7 @@ def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
         grace_period=body.grace_period,
         expected_duration=body.expected_duration,
         pod_template=body.pod_template,
+        gpu_fraction=None if body.gpu_fraction is None else str(schemas.exact_fraction(body.gpu_fraction)),
         created_at=now,
         submitted_at=now,
         restarts=0,

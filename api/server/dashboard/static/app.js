@@ -72,7 +72,7 @@ function drawAll() {
 }
 
 function releasing(cluster) {
-  const gpus = cluster.nodes.reduce((n, node) => n + node.slots.filter((s) => s.releasing).reduce((k, s) => k + s.gpu_ids.length, 0), 0);
+  const gpus = cluster.nodes.reduce((n, node) => n + node.slots.filter((s) => s.releasing).reduce((k, s) => k + (s.share ?? s.gpu_ids.length), 0), 0);
   return gpus ? ` (${gpus} being released)` : "";
 }
 

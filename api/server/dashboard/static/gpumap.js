@@ -6,7 +6,9 @@
 // still hold the GPUs. Replicas placed that wait for their GPUs are listed under their node. Small clusters
 // get large labelled cells; from DENSE_ABOVE GPUs the cells shrink to the replica number (details in the
 // tooltip) with a legend of project colours, and from SWATCH_ABOVE to colour and pattern only. Above
-// nodemap.COMPACT_ABOVE nodes, one cell per node instead (nodemap.js).
+// nodemap.COMPACT_ABOVE nodes, one cell per node instead (nodemap.js). A shared GPU (fractional replicas, each
+// with its ``share`` of that one GPU) is one cell split across by its jobs, each part as wide as its share,
+// and what is left of it marked free.
 
 import { byId, h, replace } from "./dom.js";
 import * as nodemap from "./nodemap.js";
@@ -50,11 +52,18 @@ function waitingByNode(jobs) {
 
 function nodeCard(node, waiting, status, palette) {
   const owner = new Map();
-  for (const slot of node.slots) for (const id of slot.gpu_ids) owner.set(id, slot);
+  const shared = new Map(); // GPU id -> the fractional replicas on it
+  for (const slot of node.slots) {
+    for (const id of slot.gpu_ids) {
+      if (slot.share == null) owner.set(id, slot);
+      else shared.set(id, [...(shared.get(id) ?? []), slot]);
+    }
+  }
   const cells = [];
   for (let id = 0; id < node.gpus; id += 1) {
     const slot = owner.get(id);
-    if (!slot) cells.push(freeCell(node.name, id));
+    if (!slot && shared.has(id)) cells.push(sharedCell(node.name, id, shared.get(id), status, palette));
+    else if (!slot) cells.push(freeCell(node.name, id));
     else if (Math.min(...slot.gpu_ids) === id) cells.push(slotCell(node.name, slot, status, palette));
   }
   return h(
@@ -72,6 +81,39 @@ function freeCell(nodeName, id) {
     { class: "gpu gpu-free", dataset: { gpu: `${nodeName}/${id}`, state: "free" }, title: `${nodeName} GPU ${id}: free` },
     h("span", { class: "gpu-top" }, h("span", { class: "gpu-id" }, `GPU ${id}`)),
     h("span", { class: "gpu-label" }, "free"),
+  );
+}
+
+// One GPU shared by fractional replicas: a part per replica, as wide as its share, then what is free.
+function sharedCell(nodeName, id, slots, status, palette) {
+  const booked = slots.reduce((n, s) => n + s.share, 0);
+  const parts = slots.map((slot) => {
+    const who = `${slot.project}/${slot.job}`;
+    const stopping = slot.releasing ? releasingWords(status.get(who)) : null;
+    const paint = palette.paint(slot.project, `gpu-part${slot.releasing ? " gpu-releasing" : ""}`);
+    return h(
+      "span",
+      {
+        ...paint,
+        style: { ...paint.style, flex: `${slot.share} 1 0` },
+        dataset: { project: slot.project, job: slot.job, replica: String(slot.index), share: String(slot.share) },
+        title: `${nodeName} GPU ${id}: ${who} #${slot.index}, ${slot.share} of the GPU${stopping ? ` (${stopping.slice(2)})` : ""}`,
+      },
+      h("b", {}, who),
+      h("span", { class: "gpu-role" }, `${slot.share} GPU${slot.releasing ? " ⟲" : ""}`),
+    );
+  });
+  const free = Math.max(0, 1 - booked);
+  if (free > 1e-9) parts.push(h("span", { class: "gpu-part gpu-part-free", style: { flex: `${free} 1 0` } }, "free"));
+  return h(
+    "div",
+    {
+      class: "gpu gpu-shared",
+      dataset: { gpu: `${nodeName}/${id}`, state: "shared", booked: String(Math.round(booked * 1000) / 1000) },
+      title: `${nodeName} GPU ${id}: shared by ${slots.length} job(s), ${Math.round(booked * 100)} % booked`,
+    },
+    h("span", { class: "gpu-top" }, h("span", { class: "gpu-id" }, `GPU ${id} · shared`)),
+    h("span", { class: "gpu-parts" }, parts),
   );
 }
 

@@ -76,7 +76,9 @@ function row(job, palette, selected) {
       { class: "replicas", dataset: { role: "replicas" }, title: "running now / min / max" },
       `${job.replicas_now} / ${job.min_replicas} / ${job.max_replicas}`,
     ),
-    h("td", { class: "num", dataset: { role: "gpus" }, title: `${job.gpus_per_replica} GPU(s) per replica` }, String(job.allocated_gpus)),
+    job.gpu_fraction == null
+      ? h("td", { class: "num", dataset: { role: "gpus" }, title: `${job.gpus_per_replica} GPU(s) per replica` }, String(job.allocated_gpus))
+      : h("td", { class: "num", dataset: { role: "gpus" }, title: `${job.gpu_fraction} of a GPU per replica (shared)` }, String(job.replicas_now * job.gpu_fraction)),
     h("td", { class: "num", dataset: { role: "age", created: job.created_at } }, age(job.created_at)),
     h("td", { dataset: { role: "why" } }, why(job)),
   );

@@ -51,7 +51,7 @@ export function render(cluster, jobs, palette) {
 // The projects the map colours (view.shown: name -> GPUs held), the rest "other"; what the others hold.
 function shownProjects(cluster, palette) {
   const held = new Map();
-  for (const node of cluster.nodes) for (const s of node.slots) held.set(s.project, (held.get(s.project) ?? 0) + s.gpu_ids.length);
+  for (const node of cluster.nodes) for (const s of node.slots) held.set(s.project, (held.get(s.project) ?? 0) + (s.share ?? s.gpu_ids.length));
   const ranked = [...held].sort((a, b) => b[1] - a[1] || byName(a[0], b[0]));
   // A project shown stays shown while it ranks among the top 2 x MAP_COLOURS: a few GPUs changing hands
   // between polls neither repaints the map nor moves colours about.
@@ -142,8 +142,8 @@ function holders(node) {
   const gpus = new Map();
   let releasing = 0;
   for (const slot of node.slots) {
-    gpus.set(slot.project, (gpus.get(slot.project) ?? 0) + slot.gpu_ids.length);
-    if (slot.releasing) releasing += slot.gpu_ids.length;
+    gpus.set(slot.project, (gpus.get(slot.project) ?? 0) + (slot.share ?? slot.gpu_ids.length));
+    if (slot.releasing) releasing += slot.share ?? slot.gpu_ids.length;
   }
   const ranked = [...gpus].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
   return { ranked, releasing };

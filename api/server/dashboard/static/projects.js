@@ -93,7 +93,7 @@ function releasingByProject(cluster) {
   const byProject = new Map();
   for (const node of cluster.nodes) {
     for (const slot of node.slots) {
-      if (slot.releasing) byProject.set(slot.project, (byProject.get(slot.project) ?? 0) + slot.gpu_ids.length);
+      if (slot.releasing) byProject.set(slot.project, (byProject.get(slot.project) ?? 0) + (slot.share ?? slot.gpu_ids.length));
     }
   }
   return byProject;
