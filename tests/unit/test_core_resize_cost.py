@@ -240,3 +240,36 @@ def test_an_eviction_that_loses_less_than_a_shrinks_restart_goes_first() -> None
     assert [(d.action.value, d.job) for d in plan.decisions if d.project == "b"] == [("evict", "tiny")]
     evicted = next(d for d in plan.decisions if d.job == "tiny")
     assert evicted.lost_gpu_seconds == 60.0
+
+
+def test_a_job_with_allowed_sizes_steps_down_by_its_sizes_while_its_restart_costs_least() -> None:
+    """b's job may run at 1, 2 or 4 replicas (R16); a asks for 1 + 2 GPUs. The cheapest unit is the step from
+    4 down to 2 (restarting the 2 it keeps), then the step to 1 (the job already restarts: nothing more),
+    not an eviction of b's rigid job, which has not checkpointed for an hour."""
+    nodes_ = [f"node-{i}" for i in range(1, 6)]
+    sized = replace(_elastic("b", "sized", nodes_[:4], since=0.0, cost=60.0), allowed_replicas=(1, 2, 4))
+    rigid = replace(_elastic("b", "rigid", nodes_[4:], since=0.0, cost=60.0), checkpointed_at=3600.0)
+    c = _borrower(sized, rigid)
+    c.submit("a", "two", min=2)
+    plan = c.cycle()
+    assert [(d.action.value, d.job, len(d.replicas)) for d in plan.decisions if d.project == "b"] == [
+        ("shrink", "sized", 3)
+    ]
+    assert len(c.job("b", "rigid").active) == 1
+
+
+def test_a_victim_on_nodes_too_small_for_the_claim_is_passed_over_however_cheap() -> None:
+    """a asks for one replica of 2 GPUs. b's pair on 1-GPU nodes would cost least to shrink but frees no room
+    a 2-GPU replica fits in; b's wide job gives its two replicas on one 2-GPU node."""
+    big = nodes(2, gpus=2)
+    small = nodes(2, gpus=1, prefix="small")
+    c = Cluster((*big, *small), config=Config(settle_seconds=10)).project("a", 2).project("b", 1)
+    wide = _elastic("b", "wide", ["node-1", "node-1", "node-2", "node-2"], since=0.0, cost=60.0)
+    pair = _elastic("b", "pair", ["small-1", "small-2"], since=0.0, cost=60.0)
+    c.state = replace(c.state, jobs=(wide, pair))
+    c.now = 7200.0
+    c.submit("a", "two", gpus=2)
+    plan = c.cycle()
+    assert [(d.action.value, d.job, len(d.replicas)) for d in plan.decisions if d.project == "b"] == [
+        ("shrink", "wide", 2)
+    ]
