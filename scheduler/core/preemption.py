@@ -20,7 +20,7 @@ from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.memo import ReclaimPowers, fails, note_failure
 from scheduler.core.model import UNLIMITED, Job
 from scheduler.core.plan import Cause
-from scheduler.core.victims import Floor, Unit, VictimOrder
+from scheduler.core.victims import Floor, Unit, VictimOrder, unit_cost
 
 
 def _on(node: str, units: list[Unit]) -> int:
@@ -155,8 +155,8 @@ class Reclaimer:
         """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
         whole jobs; least work lost, then newest job first. ``local``: only whole jobs with every replica on
         ``node``."""
-        ledger, lost = self.ledger, self.order.lost
-        keyed: list[tuple[tuple[int, int, float, float, str, int], Unit]] = []
+        ledger, lost, costs = self.ledger, self.order.lost, self.order.costs
+        keyed: list[tuple[tuple[int, float, float, float, str, int], Unit]] = []
         for key in ledger.on_node(node):
             job, act = ledger.jobs[key], ledger.active[key]
             if (
@@ -171,21 +171,22 @@ class Reclaimer:
             # one replica each, highest index first; with allowed sizes only the step down to the next one
             # (R16: taking a later step without it would leave the job off its sizes)
             steps = sizes.extras(job, act)
+            # R18 (decision 48): with resize costs, what taking each costs its job ranks the units (a job's
+            # extras together, at the cost of the first), else extras before whole jobs
+            c = costs.get(key, 0.0) if costs else 0.0
+            rank = unit_cost(ledger, Unit(key, steps[0], False), lost[key], c) if c and steps else 0.0
             for tail in steps[:1] if job.allowed_replicas else steps:
                 if any(r.node == node for r in tail):
                     keyed.append(
                         (
-                            (job.priority, 0, lost[key], -job.submitted_at, job.name, -tail[0].index),
+                            (job.priority, rank, lost[key], -job.submitted_at, job.name, -tail[0].index),
                             Unit(key, tail, False),
                         )
                     )
             if not local or all(r.node == node for r in act):
-                keyed.append(
-                    (
-                        (job.priority, 1, lost[key], -job.submitted_at, job.name, 0),
-                        Unit(key, tuple(act), True),
-                    )
-                )
+                whole = Unit(key, tuple(act), True)
+                rank = unit_cost(ledger, whole, lost[key], c) if costs else 1.0
+                keyed.append(((job.priority, rank, lost[key], -job.submitted_at, job.name, 0), whole))
         keyed.sort(key=lambda ku: ku[0])
         return [u for _, u in keyed]
 

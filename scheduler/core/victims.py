@@ -8,7 +8,10 @@ Contract: pure ordering, no ledger mutation. Three pieces, each meant to be exte
 - ``VictimOrder`` lists each project's preemptible jobs once per cycle in R5 order: lowest priority first;
   inside a priority, elastic extras before whole jobs; the job that loses the least work first
   (``lost_work``: GPU-seconds since its last checkpoint or restart, with ``Config.least_work_lost``), then
-  the newest (then name); inside a job the highest replica index first. ``r5_sorted`` is that order over a
+  the newest (then name); inside a job the highest replica index first. With resize costs (R18, decision
+  48) a priority tier's units go by what taking each costs its job (``unit_cost``): a shrink restarts the
+  replicas the job keeps, an eviction loses the work since its checkpoint and restarts the whole job later,
+  so an eviction that costs less than a shrink goes first. ``r5_sorted`` is that order over a
   project's jobs: a tie-break added there changes reclaim, in-project preemption and elastic shrink at
   once, which all walk units through ``VictimOrder`` (node-targeted reclaim, ``Reclaimer.units_on``, reads
   the same ``VictimOrder.lost``).
@@ -118,6 +121,8 @@ class VictimOrder:
                     tiers.append([j.key])
             self._tiers[project] = tiers
         self.lowest = {p: ledger.jobs[tiers[0][0]].priority for p, tiers in self._tiers.items() if tiers}
+        # R18 (decision 48): with resize costs, a tier's units go cheapest restart first (``unit_cost``)
+        self.costs = ledger.resize_costs
 
     def next_unit(
         self,
@@ -136,6 +141,11 @@ class VictimOrder:
         ``within``: with ``fits``, count only nodes of that R17 domain (a claimant that must fit in it).
         """
         for tier in self._tiers.get(project, ()):
+            if self.costs:
+                unit = self._cheapest(ledger, tier, eligible, fits=fits, most=most, within=within)
+                if unit is not None:
+                    return unit
+                continue
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
@@ -149,6 +159,39 @@ class VictimOrder:
                 if whole and _helps(ledger, act, fits, within) and _gpus(act) <= most:
                     return Unit(key, tuple(act), True)
         return None
+
+    def _cheapest(
+        self,
+        ledger: Ledger,
+        tier: list[JobKey],
+        eligible: Callable[[Job], bool],
+        *,
+        fits: int,
+        most: int,
+        within: str | None,
+    ) -> Unit | None:
+        """R18 (decision 48): the tier's unit whose taking costs its job the least (``unit_cost``), an eviction
+        against a shrink; R5 order (the tier's) among equal costs."""
+        best: Unit | None = None
+        best_rank = 0.0
+        for key in tier:
+            job, act = ledger.jobs[key], ledger.active[key]
+            if not act or key in ledger.started or not eligible(job):
+                continue
+            unit: Unit | None = None
+            if len(act) > job.min_replicas:
+                if not job.allowed_replicas:
+                    unit = Unit(key, (act[-1],), False) if _helps(ledger, act[-1:], fits, within) else None
+                else:
+                    unit = _step_down(ledger, job, act, fits, within)
+            if unit is None and _helps(ledger, act, fits, within) and _gpus(act) <= most:
+                unit = Unit(key, tuple(act), True)  # (an extra costs less than its whole job, if it helps)
+            if unit is None:
+                continue
+            rank = unit_cost(ledger, unit, self.lost[key], self.costs.get(key, 0.0))
+            if best is None or rank < best_rank:
+                best, best_rank = unit, rank
+        return best
 
     def outranks(self, claim: Job, job: Job) -> bool:
         """R10: whether ``claim`` may preempt ``job`` of its own project: lower priority, or equal priority
@@ -170,6 +213,21 @@ class VictimOrder:
             for key in tier
             if key != claim.key and self.outranks(claim, ledger.jobs[key])
         )
+
+
+def unit_cost(ledger: Ledger, unit: Unit, lost: float, cost: float) -> float:
+    """R18 (decision 48): GPU-seconds that taking ``unit`` costs its job, whose resize costs ``cost`` seconds
+    and which would lose ``lost`` GPU-seconds of work since its last checkpoint (R5, decision 26).
+
+    A shrink restarts the replicas the job keeps: ``cost x`` the GPUs left after it, nothing more when the
+    job already shrinks this cycle (its restart is paid; one more replica makes it smaller). An eviction loses
+    the work since the checkpoint and restarts all the job's GPUs when it runs again."""
+    held = _gpus(ledger.active[unit.key])
+    if unit.whole:
+        return lost + cost * held
+    if unit.key in ledger.released:
+        return 0.0
+    return cost * (held - unit.gpus)
 
 
 class Floor(IntEnum):

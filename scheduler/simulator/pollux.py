@@ -16,10 +16,11 @@ The model is the Pollux artifact's, re-implemented here (``docs/simulator.md``, 
 Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job reports its samples per second at the
 sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``), ``tide-goodput-cost``
 (and R18 told that a resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14, fair share over time,
-with a one-hour half-life), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
+with a one-hour half-life), ``tide-one-project-goodput-cost`` (as ``tide-goodput-cost``, with the whole cluster
+one project instead of a project per job), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
 16 GPU-hour threshold and no starvation limit, first-fit in queue order, most-free node first, as the
-Pollux artifact's baseline). How Tide sees the jobs (a project each, 1 GPU to twice the given size) is in
-``TidePolicy``.
+Pollux artifact's baseline). How Tide sees the jobs (a project each, or all in one project; 1 GPU to twice the
+given size) is in ``TidePolicy``.
 """
 
 from __future__ import annotations
@@ -319,19 +320,34 @@ class Tiresias:
         return {k: tuple(v) for k, v in self.alloc.items()}
 
 
+JOB_PROJECTS, ONE_PROJECT = "job-projects", "one-project"
+MAPPINGS = (JOB_PROJECTS, ONE_PROJECT)
+CLUSTER_PROJECT = "cluster"  # the one project of ``ONE_PROJECT``
+
+
 class TidePolicy:
     """Tide's core on the Pollux cluster; ``config.goodput`` switches R19.
 
-    The Pollux cluster has no teams or quotas, so each job is a project of its own with no quota and equal
-    weight: R1 then divides the cluster equally among the jobs that want GPUs (up to what each can use), R2/R7
-    reclaim for a new job down to equal shares, and R19 decides where what a job cannot use goes. A job runs
-    from 1 replica of 1 GPU to ``max_factor x`` its given size (as the Philly replays let elastic jobs grow to
-    twice their request), at most what its batch can be split over (a local batch no smaller than the
-    smallest measured one) and 64. With ``usage_half_life`` set, R14 weighs each job's decayed GPU-seconds.
+    The Pollux cluster has no teams or quotas; ``mapping`` says how Tide sees that:
+
+    - ``job-projects`` (the default): each job is a project of its own with no quota and equal weight. R1
+      then divides the cluster equally among the jobs that want GPUs (up to what each can use), R2/R7 reclaim
+      for a new job down to equal shares, and R19 decides where what a job cannot use goes. With
+      ``usage_half_life`` set, R14 weighs each job's decayed GPU-seconds.
+    - ``one-project``: one project owns the cluster (quota = every GPU) and every job is one of its jobs, so
+      R19 decides which of them grows ("a project's share among its own jobs goes first to the jobs that turn
+      a GPU into the most progress"). A job of a project never takes a running job's extras at equal
+      priority (decision 47), so a new job starts only on GPUs that are idle or freed by an ending job.
+
+    A job runs from 1 replica of 1 GPU to ``max_factor x`` its given size (as the Philly replays let elastic
+    jobs grow to twice their request), at most what its batch can be split over (a local batch no smaller than
+    the smallest measured one) and 64.
     """
 
-    def __init__(self, config: Config, max_factor: float = 2.0) -> None:
-        self.config, self.max_factor = config, max_factor
+    def __init__(self, config: Config, max_factor: float = 2.0, mapping: str = JOB_PROJECTS) -> None:
+        if mapping not in MAPPINGS:
+            raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
+        self.config, self.max_factor, self.mapping = config, max_factor, mapping
         self.nodes = tuple(Node(f"node{i:02d}", GPUS_PER_NODE) for i in range(NODES))
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.jobs: dict[str, Job] = {}
@@ -344,7 +360,8 @@ class TidePolicy:
             row = sim.row
             top = max(1, min(NODES * GPUS_PER_NODE, row.batch // sim.app.lmin))
             top = min(top, max(row.replicas, math.floor(row.replicas * self.max_factor)))
-            job = Job(row.name, row.name, 1, top, submitted_at=row.submit)
+            project = CLUSTER_PROJECT if self.mapping == ONE_PROJECT else row.name
+            job = Job(project, row.name, 1, top, submitted_at=row.submit)
         if self.config.goodput:  # what it reported: samples per second at each size it ran
             job = replace(job, throughput=fit(sim.measured.items()))
         return job
@@ -356,9 +373,13 @@ class TidePolicy:
                 self.usage.get(j.row.name, 0.0), j.gpus, now - self.last, half_life
             )
         self.last = now
-        projects = tuple(
-            Project(j.row.name, 0, created_at=j.row.submit, usage_gpu_seconds=self.usage[j.row.name])
-            for j in jobs
+        projects = (
+            (Project(CLUSTER_PROJECT, NODES * GPUS_PER_NODE),)
+            if self.mapping == ONE_PROJECT
+            else tuple(
+                Project(j.row.name, 0, created_at=j.row.submit, usage_gpu_seconds=self.usage[j.row.name])
+                for j in jobs
+            )
         )
         state = ClusterState(self.nodes, projects, tuple(self._job(j) for j in jobs))
         plan = plan_cycle(state, self.config, now=float(now), explain_waiting=False)
@@ -425,6 +446,9 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "tide-goodput-cost": lambda: TidePolicy(tide_config(goodput=True, resize_cost=STALL_SECONDS)),
     "tide-goodput-cost-usage": lambda: TidePolicy(
         tide_config(goodput=True, resize_cost=STALL_SECONDS, usage_half_life=USAGE_HALF_LIFE)
+    ),
+    "tide-one-project-goodput-cost": lambda: TidePolicy(
+        tide_config(goodput=True, resize_cost=STALL_SECONDS), mapping=ONE_PROJECT
     ),
     "tide": lambda: TidePolicy(tide_config(goodput=False)),
     "tiresias": Tiresias,

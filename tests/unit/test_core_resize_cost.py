@@ -192,3 +192,84 @@ def test_a_guarantee_consolidates_jobs_settling_only_by_their_resize_cost() -> N
     plan = c.cycle()
     assert c.decisions(plan) == [("evict", "b", "b6", [0]), ("evict", "b", "b7", [0])]
     assert {d.cause for d in plan.decisions} == {Cause.CONSOLIDATE}
+
+
+def _elastic(project: str, name: str, where: list[str], *, since: float, cost: float | None = None) -> Job:
+    """An elastic job (min 1) running one 1-GPU replica on each node of ``where``, started and checkpointed at
+    ``since``."""
+    replicas = tuple(Replica(i, n, 1) for i, n in enumerate(where))
+    return Job(
+        project, name, 1, len(where), submitted_at=since, replicas=replicas, last_resized_at=since,
+        checkpointed_at=since, resize_cost_seconds=cost,
+    )  # fmt: skip
+
+
+def _borrower(wide: Job, other: Job) -> Cluster:
+    """b (quota 1) borrows every 1-GPU node with ``wide`` and ``other``; a (quota 2) then asks for 1 GPU: one
+    unit of b must go (R2)."""
+    count = len(wide.replicas) + len(other.replicas)
+    c = Cluster(nodes(count), config=Config(settle_seconds=10)).project("a", 2).project("b", 1)
+    c.state = replace(c.state, jobs=(wide, other))
+    c.now = 7200.0
+    return c.submit("a", "one")
+
+
+def test_a_reclaim_shrinks_the_job_whose_restart_costs_least() -> None:
+    """b's wide job (8 replicas) started later and so would lose less work since its checkpoint (R5's
+    tie-break alone takes its extra), but shrinking it restarts the 7 replicas it keeps; the pair's extra
+    restarts one. With a resize cost of 60 s the pair gives (decision 48)."""
+    nodes_ = [f"node-{i}" for i in range(1, 11)]
+    wide = _elastic("b", "wide", nodes_[:8], since=6000.0, cost=60.0)  # loses 8 x 1200 s
+    pair = _elastic("b", "pair", nodes_[8:], since=1000.0, cost=60.0)  # loses 2 x 6200 s
+    plan = _borrower(wide, pair).cycle()
+    assert [(d.action.value, d.job) for d in plan.decisions if d.project == "b"] == [("shrink", "pair")]
+    # without a resize cost, R5's order as before: the extra that loses the least work goes
+    free = _borrower(replace(wide, resize_cost_seconds=None), replace(pair, resize_cost_seconds=None))
+    assert [(d.action.value, d.job) for d in free.cycle().decisions if d.project == "b"] == [
+        ("shrink", "wide")
+    ]
+
+
+def test_an_eviction_that_loses_less_than_a_shrinks_restart_goes_first() -> None:
+    """Shrinking b's wide job by one replica restarts the 7 it keeps (7 x 300 s); its one-GPU job checkpointed a
+    minute ago and loses 60 s of work plus one restart (360 GPU-seconds): it goes, the wide job trains on."""
+    nodes_ = [f"node-{i}" for i in range(1, 11)]
+    wide = _elastic("b", "wide", nodes_[:8], since=0.0, cost=300.0)
+    tiny = replace(_elastic("b", "tiny", nodes_[8:9], since=0.0, cost=300.0), checkpointed_at=7140.0)
+    plan = _borrower(wide, tiny).cycle()
+    assert [(d.action.value, d.job) for d in plan.decisions if d.project == "b"] == [("evict", "tiny")]
+    evicted = next(d for d in plan.decisions if d.job == "tiny")
+    assert evicted.lost_gpu_seconds == 60.0
+
+
+def test_a_job_with_allowed_sizes_steps_down_by_its_sizes_while_its_restart_costs_least() -> None:
+    """b's job may run at 1, 2 or 4 replicas (R16); a asks for 1 + 2 GPUs. The cheapest unit is the step from
+    4 down to 2 (restarting the 2 it keeps), then the step to 1 (the job already restarts: nothing more),
+    not an eviction of b's rigid job, which has not checkpointed for an hour."""
+    nodes_ = [f"node-{i}" for i in range(1, 6)]
+    sized = replace(_elastic("b", "sized", nodes_[:4], since=0.0, cost=60.0), allowed_replicas=(1, 2, 4))
+    rigid = replace(_elastic("b", "rigid", nodes_[4:], since=0.0, cost=60.0), checkpointed_at=3600.0)
+    c = _borrower(sized, rigid)
+    c.submit("a", "two", min=2)
+    plan = c.cycle()
+    assert [(d.action.value, d.job, len(d.replicas)) for d in plan.decisions if d.project == "b"] == [
+        ("shrink", "sized", 3)
+    ]
+    assert len(c.job("b", "rigid").active) == 1
+
+
+def test_a_victim_on_nodes_too_small_for_the_claim_is_passed_over_however_cheap() -> None:
+    """a asks for one replica of 2 GPUs. b's pair on 1-GPU nodes would cost least to shrink but frees no room
+    a 2-GPU replica fits in; b's wide job gives its two replicas on one 2-GPU node."""
+    big = nodes(2, gpus=2)
+    small = nodes(2, gpus=1, prefix="small")
+    c = Cluster((*big, *small), config=Config(settle_seconds=10)).project("a", 2).project("b", 1)
+    wide = _elastic("b", "wide", ["node-1", "node-1", "node-2", "node-2"], since=0.0, cost=60.0)
+    pair = _elastic("b", "pair", ["small-1", "small-2"], since=0.0, cost=60.0)
+    c.state = replace(c.state, jobs=(wide, pair))
+    c.now = 7200.0
+    c.submit("a", "two", gpus=2)
+    plan = c.cycle()
+    assert [(d.action.value, d.job, len(d.replicas)) for d in plan.decisions if d.project == "b"] == [
+        ("shrink", "wide", 2)
+    ]

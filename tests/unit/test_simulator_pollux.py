@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.core import Config
 from scheduler.simulator.pollux import (
+    CLUSTER_PROJECT,
+    ONE_PROJECT,
     POLICIES,
     WORKLOADS,
     SimJob,
+    TidePolicy,
     Tiresias,
     load_app,
     load_workload,
@@ -58,6 +62,25 @@ def test_tide_keeps_every_job_running_to_completion_on_a_slice() -> None:
         assert len(result.jct) == 20 and all(v > 0 for v in result.jct.values())
 
 
+def test_one_project_owns_the_cluster_and_a_new_job_waits_for_a_free_gpu() -> None:
+    """``one-project``: every job is a job of one project that owns all 64 GPUs, so the first job takes what
+    it can use and a later one starts only on GPUs left idle (no reclaim inside a project, decision 47);
+    by default each job is a project of its own."""
+    rows = [r for r in load_workload(WORKLOADS / "workload-6.csv") if r.app == "imagenet"][:2]
+    jobs = [SimJob(r, load_app(r.app)) for r in rows]
+    one = TidePolicy(Config(), mapping=ONE_PROJECT)
+    first = one(jobs[:1], 60)
+    assert one.jobs[rows[0].name].project == CLUSTER_PROJECT
+    both = one(jobs, 120)
+    assert both[rows[0].name] == first[rows[0].name]  # nothing taken from the first job
+    assert len(both.get(rows[1].name, ())) == 64 - len(first[rows[0].name])
+    split = TidePolicy(Config())
+    split(jobs, 60)
+    assert {j.project for j in split.jobs.values()} == {r.name for r in rows}
+    with pytest.raises(ValueError, match="unknown mapping"):
+        TidePolicy(Config(), mapping="teams")
+
+
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(ROOT / "bench" / "pollux.py"), *args],
@@ -77,6 +100,7 @@ def test_bench_json_on_a_slice_has_avg_jct_per_policy() -> None:
         "tide-goodput",
         "tide-goodput-cost",
         "tide-goodput-cost-usage",
+        "tide-one-project-goodput-cost",
         "tide",
         "tiresias",
     }
