@@ -3,7 +3,8 @@
 Contract: ``EngineMetrics(registry)`` registers its collectors on the given ``CollectorRegistry`` (one per
 service, never the process-global one, so several services in one process do not clash). The engine calls
 ``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle raised, ``eta_done``/``eta_failed``
-after a start-time forecast, and ``executor_error`` when an executor call failed and was handled (a replica
+after a start-time forecast, ``state_read`` after each read of the snapshot (full checks of the one kept in
+memory and the drift they found), and ``executor_error`` when an executor call failed and was handled (a replica
 that could not start). Every label is bounded: ``kind`` is a
 decision (``start``, ``grow``, ``shrink``, ``evict``), ``cause`` a ``scheduler.core.plan.Cause`` value,
 ``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``; never free text.
@@ -85,6 +86,17 @@ class EngineMetrics:
             "Start-time forecasts that failed (the ETAs stored before stay).",
             registry=self.registry,
         )
+        self.state_checks = Counter(
+            "tide_state_checks",
+            "Full reads of the database that checked the scheduling snapshot the engine keeps in memory.",
+            registry=self.registry,
+        )
+        self.state_drift = Counter(
+            "tide_state_drift",
+            "Places (a job, its note, the projects, the departments, the nodes) where a check found the "
+            "snapshot kept in memory different from the database (0 unless a change went unseen).",
+            registry=self.registry,
+        )
         for action in Action:
             for cause in Cause:
                 self.decisions.labels(kind=action.value, cause=cause.value)
@@ -105,6 +117,10 @@ class EngineMetrics:
         self.cycle_errors.labels(error=kind).inc()
         if kind == "executor":
             self.executor_errors.labels(operation="cycle").inc()
+
+    def state_read(self, checks: int, drift: int) -> None:
+        self.state_checks.inc(checks)
+        self.state_drift.inc(drift)
 
     def eta_done(self, seconds: float) -> None:
         self.eta_seconds.observe(seconds)

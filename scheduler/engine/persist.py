@@ -38,6 +38,7 @@ from scheduler.core.usage import accrue
 from scheduler.elastic import notice
 from scheduler.statuses import ACTIVE
 from scheduler.store import lifecycle
+from scheduler.store.changes import accounted
 from scheduler.store.mapper import Notes
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import active_jobs
@@ -144,7 +145,8 @@ def _write_notes(session: Session, plan: Plan, notes: Notes) -> None:
         if (note := wanted.get(key, (None, None))) != notes.stored[job_id]
     ]
     if changed:
-        session.connection().execute(_NOTE_UPDATE, changed)
+        with accounted(session, jobs=(row["job_id"] for row in changed)):
+            session.connection().execute(_NOTE_UPDATE, changed)
 
 
 def _write_shares(session: Session, plan: Plan) -> None:
