@@ -221,12 +221,16 @@ class Engine:
             lingering = record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
             release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
         checks, drift = self.live.checks, self.live.drift
+        phase = time.perf_counter()
         with self.db.read() as session:
             snapshot = read_snapshot(self.live, session)
+        self.metrics.phase_done("read", time.perf_counter() - phase)
         self.metrics.state_read(self.live.checks - checks, self.live.drift - drift)
         state = snapshot.state
         now = self.clock()
+        phase = time.perf_counter()
         plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
+        self.metrics.phase_done("plan", time.perf_counter() - phase)
         if self.settings.check_invariants:
             self._check(state, plan, now)
         half_life = self.settings.core.usage_half_life

@@ -64,7 +64,9 @@ class Changes:
 
     def encode(self, writer: str) -> str:
         """``"<writer> <flags> <ids>"``: a ``NOTIFY`` payload once the schema is put in front."""
-        flags = "".join(f for f, on in (("*", self.everything), ("p", self.projects), ("n", self.nodes)) if on)
+        flags = "".join(
+            f for f, on in (("*", self.everything), ("p", self.projects), ("n", self.nodes)) if on
+        )
         text = f"{writer} {flags or '-'} {','.join(map(str, sorted(self.jobs)))}"
         return text if len(text.encode()) <= MAX_PAYLOAD else f"{writer} * "
 

@@ -79,7 +79,11 @@ def _set_wal(cursor: Any) -> None:
 def _sqlite_engine(url: URL, *, immediate: bool) -> Engine:
     # The writers' engine keeps one connection: writes run one at a time anyway (BEGIN IMMEDIATE), and
     # ``PRAGMA data_version`` on it then moves only for other processes' writes.
-    pool = {"pool_size": 1, "max_overflow": 0, "pool_timeout": SQLITE_BUSY_TIMEOUT_MS / 1000} if immediate else {}
+    pool = (
+        {"pool_size": 1, "max_overflow": 0, "pool_timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        if immediate
+        else {}
+    )
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **pool)
 
     @event.listens_for(engine, "connect")

@@ -253,9 +253,7 @@ class LiveSnapshot:
             )
 
 
-Parts = tuple[
-    tuple[Node, ...], tuple[Project, ...], tuple[Department, ...], dict[int, tuple[Job, Note]]
-]
+Parts = tuple[tuple[Node, ...], tuple[Project, ...], tuple[Department, ...], dict[int, tuple[Job, Note]]]
 
 
 def _differences(kept: Parts, full: Parts, late: Changes) -> list[str]:

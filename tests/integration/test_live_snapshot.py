@@ -202,7 +202,9 @@ def run(world: World, step: tuple[object, ...]) -> None:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=14))
-def test_the_kept_snapshot_equals_a_full_read_after_any_writes(world: World, steps: list[tuple[object, ...]]) -> None:
+def test_the_kept_snapshot_equals_a_full_read_after_any_writes(
+    world: World, steps: list[tuple[object, ...]]
+) -> None:
     cycle(world)  # the engine leads and knows the nodes
     for step in steps:
         run(world, step)
