@@ -140,13 +140,14 @@ def _write_notes(session: Session, plan: Plan, notes: Notes) -> None:
     """Store each active job's reason and place in line, writing only the ones that changed."""
     wanted = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
     changed = [
-        {"job_id": job_id, "reason": note[0], "position": note[1]}
+        (job_id, note)
         for key, job_id in notes.ids.items()
         if (note := wanted.get(key, (None, None))) != notes.stored[job_id]
     ]
     if changed:
-        with accounted(session, jobs=(row["job_id"] for row in changed)):
-            session.connection().execute(_NOTE_UPDATE, changed)
+        rows = [{"job_id": job_id, "reason": note[0], "position": note[1]} for job_id, note in changed]
+        with accounted(session, jobs=[job_id for job_id, _ in changed]):
+            session.connection().execute(_NOTE_UPDATE, rows)
 
 
 def _write_shares(session: Session, plan: Plan) -> None:

@@ -87,15 +87,9 @@ class Changes:
 def _touched(objects: Iterable[Any], changes: Changes, *, deleted: bool) -> None:
     for obj in objects:
         if isinstance(obj, JobRow):
-            if obj.id is not None:
-                changes.jobs.add(obj.id)
-            else:
-                changes.everything = True
+            changes.jobs.add(obj.id)  # set by the flush, for a new row too
         elif isinstance(obj, ReplicaRow):
-            if obj.job_id is not None:
-                changes.jobs.add(obj.job_id)
-            else:
-                changes.everything = True
+            changes.jobs.add(obj.job_id)
         elif isinstance(obj, ProjectRow | DepartmentRow):
             changes.projects = True
             changes.everything |= deleted  # their jobs went with them
@@ -173,9 +167,11 @@ class Tracker:
             return
         if isinstance(clause, TextClause):
             self.raw(clause.text)
-        elif isinstance(clause, Insert | Update | Delete):
-            if getattr(clause.table, "name", None) in SNAPSHOT_TABLES:
-                self.changes.everything = True
+        elif (
+            isinstance(clause, Insert | Update | Delete)
+            and getattr(clause.table, "name", None) in SNAPSHOT_TABLES
+        ):
+            self.changes.everything = True
 
     def raw(self, sql: str) -> None:
         """SQL text run as it is: anything but a read or a transaction's control means ``everything``."""

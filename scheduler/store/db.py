@@ -194,9 +194,9 @@ class Database:
         try:
             cursor = connection.cursor()
             cursor.execute("PRAGMA data_version")
-            (version,) = cursor.fetchone()
+            row: Any = cursor.fetchone()
             cursor.close()
-            return int(version)
+            return int(row[0])
         finally:
             connection.close()
 

@@ -156,12 +156,11 @@ class LiveSnapshot:
                 version = self.db.data_version()
                 foreign.everything = version != self._version
                 self._version = version
+            elif self._listener is None:
+                self._listener = _Listener(self.db)
+                foreign.everything = True  # what was written before it listened is unknown
             else:
-                if self._listener is None:
-                    self._listener = _Listener(self.db)
-                    foreign.everything = True  # what was written before it listened is unknown
-                else:
-                    foreign = self._listener.poll()
+                foreign = self._listener.poll()
         except Exception:
             self.close()
             raise

@@ -83,7 +83,7 @@ def _active_ids(db: Database) -> list[int]:
         return list(session.scalars(select(JobRow.id).where(JobRow.status.in_(("pending", "running")))))
 
 
-def submit(world: World, via: str, project: int, low: int, high: int, gpus: int) -> None:
+def submit(world: World, via: str, project: int, *, low: int, high: int, gpus: int) -> None:
     world.clock += 1
     world.submitted += 1
     with world.db(via).insert() as session:
@@ -189,7 +189,9 @@ def run(world: World, step: tuple[object, ...]) -> None:
     kind, *args = step
     if kind == "submit":
         via, project, low, extra, gpus = args
-        submit(world, str(via), int(project), int(low), int(low) + int(extra) - 1, int(gpus))  # type: ignore[call-overload]
+        low_ = int(low)  # type: ignore[call-overload]
+        high = low_ + int(extra) - 1  # type: ignore[call-overload]
+        submit(world, str(via), int(project), low=low_, high=high, gpus=int(gpus))  # type: ignore[call-overload]
     elif kind == "job":
         touch_job(world, str(args[0]), int(args[1]), str(args[2]))  # type: ignore[call-overload]
     elif kind == "project":
@@ -220,7 +222,7 @@ def test_this_process_s_writes_are_read_again_job_by_job(world: World) -> None:
     """A submit and a cycle in the engine's own process re-read only their jobs, never everything."""
     world.agrees()
     reads = world.watcher.full_reads
-    submit(world, "here", 0, 1, 2, 1)
+    submit(world, "here", 0, low=1, high=2, gpus=1)
     world.agrees()
     cycle(world)
     world.agrees()
@@ -243,7 +245,7 @@ def test_another_process_s_writes_arrive_with_their_commit_on_postgresql(pg_url:
     try:
         world.agrees()
         reads = watcher.full_reads
-        submit(world, "there", 1, 1, 1, 2)
+        submit(world, "there", 1, low=1, high=1, gpus=2)
         world.agrees()
         touch_job(world, "there", 0, "cancel")
         world.agrees()
