@@ -146,7 +146,7 @@ def _write_notes(session: Session, plan: Plan, notes: Notes) -> None:
     ]
     if changed:
         rows = [{"job_id": job_id, "reason": note[0], "position": note[1]} for job_id, note in changed]
-        with accounted(session, jobs=[job_id for job_id, _ in changed]):
+        with accounted(session, notes=dict(changed)):
             session.connection().execute(_NOTE_UPDATE, rows)
 
 

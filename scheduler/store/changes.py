@@ -8,6 +8,8 @@ write touched of the five tables the snapshot is read from (``scheduler.store.ma
 * a project or a department added or changed: ``projects`` (both small tables are read again); one deleted:
   ``everything``;
 * a node: ``nodes``;
+* jobs' stored notes written by the engine (``accounted(session, notes=...)``): the notes themselves, told in
+  process only (the engine that writes them keeps the snapshot), so nobody reads those jobs again;
 * anything else written to those tables (an UPDATE or DELETE with a WHERE clause, a statement outside the
   ORM, a textual statement that is not a SELECT): ``everything``, so nothing written can go unseen.
 
@@ -16,7 +18,8 @@ engine's ``scheduler.store.live.LiveSnapshot``), and on PostgreSQL a ``NOTIFY`` 
 delivered with the commit (never for a rollback), to the other processes: an API process, a second
 ``tide serve`` replica, the CLI. Its payload is ``"<schema> <writer> <flags> <ids>"``; a listener skips its
 own writer's (it saw them in process) and other schemas'. A payload that would be too long says
-``everything``. Other tables (events, tokens, agent reports) never signal anything.
+``everything``; one with notes only is not sent. Other tables (events, tokens, agent reports) never signal
+anything.
 """
 
 from __future__ import annotations
@@ -40,26 +43,30 @@ _TRACKER_KEY = "tide_change_tracker"
 
 @dataclass(slots=True)
 class Changes:
-    """What changed since the snapshot was read: jobs by id, the project tables, the nodes, or anything."""
+    """What changed since the snapshot was read: jobs by id, the project tables, the nodes, or anything; and
+    ``notes``, jobs whose stored note (reason, place in line) and nothing else was written, with the note
+    (told in process only: the engine that writes them is the one that keeps the snapshot)."""
 
     jobs: set[int] = field(default_factory=set)
     projects: bool = False
     nodes: bool = False
     everything: bool = False
+    notes: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.jobs) or self.projects or self.nodes or self.everything
+        return bool(self.jobs) or self.projects or self.nodes or self.everything or bool(self.notes)
 
     def add(self, other: Changes) -> None:
         self.jobs |= other.jobs
         self.projects |= other.projects
         self.nodes |= other.nodes
         self.everything |= other.everything
+        self.notes |= other.notes
 
     def take(self) -> Changes:
         """A copy of what was gathered; this one starts empty again."""
-        taken = Changes(self.jobs, self.projects, self.nodes, self.everything)
-        self.jobs, self.projects, self.nodes, self.everything = set(), False, False, False
+        taken = Changes(self.jobs, self.projects, self.nodes, self.everything, self.notes)
+        self.jobs, self.projects, self.nodes, self.everything, self.notes = set(), False, False, False, {}
         return taken
 
     def encode(self, writer: str) -> str:
@@ -186,13 +193,20 @@ _READS = frozenset({"SELECT", "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEA
 
 
 @contextmanager
-def accounted(session: Session, jobs: Iterable[int]) -> Iterator[None]:
-    """Statements run in this block outside the ORM change exactly these jobs (no others, no other table)."""
+def accounted(
+    session: Session,
+    *,
+    jobs: Iterable[int] = (),
+    notes: dict[int, tuple[str | None, int | None]] | None = None,
+) -> Iterator[None]:
+    """Statements run in this block outside the ORM change exactly these jobs (no others, no other table),
+    or, for ``notes``, only these jobs' stored notes, to these values (where the job is still active)."""
     tracker = _tracker_of(session)
     if tracker is None:
         yield
         return
     tracker.changes.jobs.update(jobs)
+    tracker.changes.notes.update(notes or {})
     tracker.accounted += 1
     try:
         yield

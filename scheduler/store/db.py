@@ -169,10 +169,10 @@ class Database:
                     yield session
                     if not self.is_sqlite:
                         session.flush()  # the payload must name what the commit's own flush writes
-                        if tracker.changes:
+                        if payload := tracker.changes.encode(self.writer):
                             session.execute(
                                 text("SELECT pg_notify(:channel, current_schema() || ' ' || :payload)"),
-                                {"channel": CHANNEL, "payload": tracker.changes.encode(self.writer)},
+                                {"channel": CHANNEL, "payload": payload},
                             )
             finally:
                 tracker.release(session)

@@ -11,7 +11,8 @@ database state:
   before the read collects every signal of a commit that ended before, so the read sees those commits and
   knows them; on SQLite ``Database.data_version()``: when another connection wrote, everything is read
   again;
-* jobs changed: those jobs are read again (one dropped when it is no longer pending or running); projects
+* jobs changed: those jobs are read again (one dropped when it is no longer pending or running; more than a
+  quarter of them: all jobs, in one pass); notes the engine wrote: taken as written; projects
   or departments: both tables; nodes: the nodes; anything else, a lost or new listening connection, the
   first read and one after ``invalidate()`` (the engine calls it when it takes the lead): everything.
 
@@ -40,6 +41,7 @@ from scheduler.core.model import ClusterState, Department, Job, Node, Project
 from scheduler.store.changes import CHANNEL, Changes
 from scheduler.store.db import CONNECT_TIMEOUT_S, Database
 from scheduler.store.mapper import (
+    IDS_A_QUERY,
     JobKey,
     Note,
     Notes,
@@ -55,28 +57,27 @@ CHECK_EVERY = 60.0  # seconds between two full reads that check the kept snapsho
 
 
 class _Listener:
-    """A PostgreSQL connection of its own that ``LISTEN``s to the change signals of its schema."""
+    """A PostgreSQL connection of its own that ``LISTEN``s to the change signals of its schema (through
+    SQLAlchemy, so that its failures are ``DBAPIError``s like any other database error)."""
 
     def __init__(self, db: Database) -> None:
         timeout = {} if "connect_timeout" in db.url.query else {"connect_timeout": CONNECT_TIMEOUT_S}
         self._engine = create_engine(db.url, poolclass=NullPool, connect_args=timeout)
-        self._raw = self._engine.raw_connection()
         self._writer = db.writer
         self._heard: list[str] = []
         try:
-            conn: Any = self._raw.driver_connection
-            conn.autocommit = True
-            self._conn = conn
-            self.schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
-            conn.add_notify_handler(lambda note: self._heard.append(note.payload))
-            conn.execute(f"LISTEN {CHANNEL}")
+            self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            driver: Any = self._conn.connection.driver_connection
+            driver.add_notify_handler(lambda note: self._heard.append(note.payload))
+            self.schema = str(self._conn.exec_driver_sql("SELECT current_schema()").scalar())
+            self._conn.exec_driver_sql(f"LISTEN {CHANNEL}")
         except Exception:
-            self.close()
+            self._engine.dispose()
             raise
 
     def poll(self) -> Changes:
         """What other writers' commits that ended before this call changed (a round trip collects them)."""
-        self._conn.execute("SELECT 1")
+        self._conn.exec_driver_sql("SELECT 1")
         heard, self._heard = self._heard, []
         changes = Changes()
         for payload in heard:
@@ -87,7 +88,7 @@ class _Listener:
 
     def close(self) -> None:
         try:
-            self._raw.close()
+            self._conn.close()
         finally:
             self._engine.dispose()
 
@@ -189,7 +190,14 @@ class LiveSnapshot:
         if changes.projects:
             self._projects = load_projects(session)
             self._departments = load_departments(session)
-        if changes.jobs:
+        for job_id, note in changes.notes.items():  # the engine wrote them: nothing to read
+            kept = self._jobs.get(job_id)
+            if kept is not None and job_id not in changes.jobs:
+                self._jobs[job_id] = (kept[0], note)
+                self._stored[job_id] = note
+        if len(changes.jobs) > max(IDS_A_QUERY, len(self._jobs) // 4):
+            self._update_jobs(changes.jobs | self._jobs.keys(), load_jobs(session))  # cheaper in one pass
+        elif changes.jobs:
             self._update_jobs(changes.jobs, load_jobs(session, changes.jobs))
 
     def _full(self, session: Session) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -292,3 +293,27 @@ def test_a_change_signal_that_cannot_be_read_means_everything() -> None:
     schema, writer, changes = Changes.decode("s w pn 3,1")
     assert (schema, writer, changes.jobs, changes.projects, changes.nodes) == ("s", "w", {1, 3}, True, True)
     assert Changes(jobs=set(range(5000))).encode("w") == "w * "
+
+
+def test_on_sqlite_another_process_s_write_means_reading_everything(tmp_path: Path) -> None:
+    """SQLite cannot say what another process changed; that the file changed is enough to read all again."""
+    url = f"sqlite+pysqlite:///{tmp_path / 'tide.db'}"
+    here, there = Database(url), Database(url)
+    upgrade(here)
+    watcher = LiveSnapshot(here, check_every=math.inf)
+    world = World(here, there, engine=None, watcher=watcher)  # type: ignore[arg-type]
+    with here.write() as session:
+        session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
+    try:
+        world.agrees()
+        reads = watcher.full_reads
+        submit(world, "here", 0, low=1, high=1, gpus=1)
+        world.agrees()
+        assert watcher.full_reads == reads  # its own write: that job only
+        submit(world, "there", 0, low=1, high=2, gpus=1)
+        world.agrees()
+        assert watcher.full_reads == reads + 1
+    finally:
+        watcher.detach()
+        here.dispose()
+        there.dispose()
