@@ -8,7 +8,8 @@ each timed whole and by phase (``sync_nodes``, ``observe``, ``record_observation
 ``plan_cycle``, ``persist_plan``, ``stop_unwanted``,
 ``launch_waiting``). After the first cycle the heap is settled as in ``tide serve``'s engine process
 (``api.server.engine.host.tune_engine_process``). The first cycle starts everything that fits; the last ones are a settled, full
-cluster with thousands of jobs waiting. ``--profile`` adds cProfile's top functions over the last 3 cycles.
+cluster with thousands of jobs waiting; the last line gives their medians (cycle, cycle over ``plan_cycle``,
+the snapshot's read as a share of the cycle). ``--profile`` adds cProfile's top functions over the last 3 cycles.
 No HTTP and no second process: what ``bench/live_scale.py``'s cycle figures are made of.
 
     .venv/bin/python bench/live_cycle.py                    # 1,280 nodes, 5,120 jobs, 10 cycles
@@ -22,6 +23,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -59,6 +61,8 @@ PHASES = (
     "launch_waiting",
 )
 PROJECTS = 101
+SETTLED_FROM = 3  # the first cycles start everything and write every job's note: not settled yet
+READ = ("load_snapshot", "read_snapshot")
 
 
 def seeded(url: str, nodes: int, jobs: int) -> tuple[Database, Engine]:
@@ -123,6 +127,7 @@ def main() -> None:
             url = f"sqlite+pysqlite:///{Path(directory) / 'tide.db'}"
         db, engine = seeded(url, args.nodes, args.jobs)
         profile = cProfile.Profile()
+        settled: list[tuple[float, ...]] = []
         print(
             f"{args.nodes} x 8 GPUs, {args.jobs} jobs, {args.db}; ms per cycle, then its 4 costliest phases"
             f" (load average {os.getloadavg()[0]:.2f})"
@@ -139,10 +144,19 @@ def main() -> None:
                 tune_engine_process()  # as tide serve's engine process does after its first cycle
             if profiling:
                 profile.disable()
+            if cycle >= SETTLED_FROM:
+                settled.append((took, *(spent.get(n, 0.0) * 1e3 for n in ("plan_cycle", READ[0], READ[1]))))
             top = sorted(spent.items(), key=lambda kv: -kv[1])[:4]
             print(f"cycle {cycle:2d} {took:8.0f}  " + "  ".join(f"{k} {v * 1e3:.0f}" for k, v in top))
         engine.close()
         db.dispose()
+    if settled:
+        ratio = statistics.median(c / p for c, p, *_ in settled)
+        share = statistics.median((a + b) / c for c, _, a, b in settled)
+        print(
+            f"settled cycles {SETTLED_FROM}-{args.cycles - 1}: median cycle {statistics.median(c[0] for c in settled):.0f} ms,"
+            f" cycle / plan_cycle {ratio:.2f}, snapshot read / cycle {share:.1%}"
+        )
     if args.profile:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
 

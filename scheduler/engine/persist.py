@@ -160,7 +160,8 @@ def _write_shares(session: Session, plan: Plan) -> None:
             if wanted.get(name, 0) != share
         ]
         if changed:
-            session.execute(update(table), changed)
+            with accounted(session):  # fair shares: nothing the scheduling snapshot reads
+                session.execute(update(table), changed)
 
 
 def _write_usage(session: Session, plan: Plan, now: float, half_life: float, over: dict[str, int]) -> None:

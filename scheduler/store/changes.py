@@ -109,13 +109,15 @@ class Tracker:
 
     def __init__(self, session: Session) -> None:
         self.changes = Changes()
-        self.accounted = 0  # > 0 while statements run whose changes were recorded (a flush, ``accounted``)
+        self.accounted = 0  # > 0 inside ``accounted``: what its statements change was told
+        self._flushing = 0  # > 0 during a flush, whose objects ``_after_flush`` records
         self._infos: list[dict[Any, Any]] = []  # the ``info`` of each connection it is attached to
         self._listeners = (
             ("before_flush", self._before_flush),
             ("after_flush", self._after_flush),
             ("do_orm_execute", self._orm_execute),
             ("after_begin", self._begun),
+            ("after_soft_rollback", self._rolled_back),
         )
         for name, fn in self._listeners:
             event.listen(session, name, fn)
@@ -135,10 +137,13 @@ class Tracker:
         self._infos.clear()
 
     def _before_flush(self, _session: Session, _context: Any, _instances: Any) -> None:
-        self.accounted += 1
+        self._flushing += 1
+
+    def _rolled_back(self, _session: Session, _transaction: Any) -> None:
+        self._flushing = 0  # a flush that failed never reached ``_after_flush``
 
     def _after_flush(self, session: Session, _context: Any) -> None:
-        self.accounted = max(0, self.accounted - 1)
+        self._flushing = max(0, self._flushing - 1)
         _touched(session.new, self.changes, deleted=False)
         _touched(session.dirty, self.changes, deleted=False)
         _touched(session.deleted, self.changes, deleted=True)
@@ -146,7 +151,7 @@ class Tracker:
     def _orm_execute(self, state: ORMExecuteState) -> None:
         """An ORM INSERT, UPDATE or DELETE statement (its SQL then runs annotated with the ORM entity)."""
         statement = state.statement
-        if state.is_select or not isinstance(statement, Insert | Update | Delete):
+        if self.accounted or state.is_select or not isinstance(statement, Insert | Update | Delete):
             return
         table = getattr(statement.table, "name", None)
         if table not in SNAPSHOT_TABLES:
@@ -170,7 +175,7 @@ class Tracker:
     def statement(self, clause: Any) -> None:
         """A statement about to run in this transaction: one not accounted for that may write a snapshot
         table means ``everything``."""
-        if self.accounted or getattr(clause, "_annotations", None):  # a flush's, or the ORM's (recorded)
+        if self.accounted or self._flushing or getattr(clause, "_annotations", None):  # recorded already
             return
         if isinstance(clause, TextClause):
             self.raw(clause.text)
@@ -182,7 +187,7 @@ class Tracker:
 
     def raw(self, sql: str) -> None:
         """SQL text run as it is: anything but a read or a transaction's control means ``everything``."""
-        if self.accounted:
+        if self.accounted or self._flushing:
             return
         words = sql.lstrip().split(None, 1)
         if words and words[0].upper() not in _READS:
@@ -199,8 +204,9 @@ def accounted(
     jobs: Iterable[int] = (),
     notes: dict[int, tuple[str | None, int | None]] | None = None,
 ) -> Iterator[None]:
-    """Statements run in this block outside the ORM change exactly these jobs (no others, no other table),
-    or, for ``notes``, only these jobs' stored notes, to these values (where the job is still active)."""
+    """Statements run in this block change exactly these jobs (no others, nothing else the snapshot reads;
+    none: only columns it does not read), or, for ``notes``, only these jobs' stored notes, to these values
+    (where the job is still active)."""
     tracker = _tracker_of(session)
     if tracker is None:
         yield
