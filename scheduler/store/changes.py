@@ -112,15 +112,9 @@ class Tracker:
         self.accounted = 0  # > 0 inside ``accounted``: what its statements change was told
         self._flushing = 0  # > 0 during a flush, whose objects ``_after_flush`` records
         self._infos: list[dict[Any, Any]] = []  # the ``info`` of each connection it is attached to
-        self._listeners = (
-            ("before_flush", self._before_flush),
-            ("after_flush", self._after_flush),
-            ("do_orm_execute", self._orm_execute),
-            ("after_begin", self._begun),
-            ("after_soft_rollback", self._rolled_back),
+        session.info[_TRACKER_KEY] = (
+            self  # the session factory's listeners find it there (``track_sessions``)
         )
-        for name, fn in self._listeners:
-            event.listen(session, name, fn)
 
     def _begun(self, _session: Session, _transaction: Any, connection: Connection) -> None:
         connection.info[_TRACKER_KEY] = self
@@ -128,9 +122,8 @@ class Tracker:
 
     def release(self, session: Session) -> None:
         """Stop tracking: the session's connection goes back to its pool (and to other sessions)."""
-        for name, fn in self._listeners:
-            if event.contains(session, name, fn):
-                event.remove(session, name, fn)
+        if session.info.get(_TRACKER_KEY) is self:
+            del session.info[_TRACKER_KEY]
         for info in self._infos:
             if info.get(_TRACKER_KEY) is self:
                 del info[_TRACKER_KEY]
@@ -223,6 +216,39 @@ def accounted(
 def _tracker_of(session: Session) -> Tracker | None:
     tracker = session.connection().info.get(_TRACKER_KEY)
     return tracker if isinstance(tracker, Tracker) else None
+
+
+def track_sessions(factory: Any) -> None:
+    """Have the sessions ``factory`` makes tell their ``Tracker`` (if one is attached) what they do."""
+
+    def tracker(session: Session) -> Tracker | None:
+        found = session.info.get(_TRACKER_KEY)
+        return found if isinstance(found, Tracker) else None
+
+    @event.listens_for(factory, "before_flush")
+    def _before_flush(session: Session, context: Any, instances: Any) -> None:
+        if (t := tracker(session)) is not None:
+            t._before_flush(session, context, instances)
+
+    @event.listens_for(factory, "after_flush")
+    def _after_flush(session: Session, context: Any) -> None:
+        if (t := tracker(session)) is not None:
+            t._after_flush(session, context)
+
+    @event.listens_for(factory, "do_orm_execute")
+    def _orm_execute(state: ORMExecuteState) -> None:
+        if (t := tracker(state.session)) is not None:
+            t._orm_execute(state)
+
+    @event.listens_for(factory, "after_begin")
+    def _begun(session: Session, transaction: Any, connection: Connection) -> None:
+        if (t := tracker(session)) is not None:
+            t._begun(session, transaction, connection)
+
+    @event.listens_for(factory, "after_soft_rollback")
+    def _rolled_back(session: Session, transaction: Any) -> None:
+        if (t := tracker(session)) is not None:
+            t._rolled_back(session, transaction)
 
 
 def watch_statements(engine: Any) -> None:

@@ -34,7 +34,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
-from scheduler.store.changes import CHANNEL, Changes, Tracker, watch_statements
+from scheduler.store.changes import CHANNEL, Changes, Tracker, track_sessions, watch_statements
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 5
@@ -130,6 +130,7 @@ class Database:
         )
         self._read = sessionmaker(reader, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+        track_sessions(self._write)
 
     @property
     def is_sqlite(self) -> bool:
