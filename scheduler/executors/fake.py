@@ -4,7 +4,8 @@ which runs the scheduling loop at cluster scale without starting anything).
 Contract: behaves like the local executor as the engine sees it. ``start`` refuses a GPU already held by a
 live replica on the same node (``OverAllocationError``): tests that drive the engine hard rely on this to
 prove nothing is ever over-allocated. ``notify`` records the preemption notice (``notified``, replica ids
-in order; the observation says nothing of it). ``stop`` ends a replica at once (exit -15) unless ``stop_delay`` calls
+in order; the observation says nothing of it); ``started`` keeps the last ``history`` launches, so a service
+on this executor runs for days in bounded memory. ``stop`` ends a replica at once (exit -15) unless ``stop_delay`` calls
 to ``observe`` must pass first. ``finish`` lets a test end a replica with an exit code. Every call costs
 the same whatever the number of replicas (GPUs held are indexed by node), except ``observe``, which reports
 them all.
@@ -12,6 +13,7 @@ them all.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
 
 from scheduler.core.model import Node
@@ -34,14 +36,15 @@ class FakeExecutor:
 
     capabilities = Capabilities(preemption_notices=True)
 
-    def __init__(self, nodes: tuple[Node, ...], *, stop_delay: int = 0) -> None:
+    def __init__(self, nodes: tuple[Node, ...], *, stop_delay: int = 0, history: int = 10_000) -> None:
         self._nodes = nodes
         self._sizes = {n.name: n.gpus for n in nodes}
         self._held: dict[str, set[int]] = {}  # node -> GPU ids of running replicas
         self._sharing: dict[str, dict[int, set[int]]] = {}  # R20: node -> device -> fractional replicas on it
         self.stop_delay = stop_delay
         self.records: dict[int, _Record] = {}
-        self.started: list[LaunchSpec] = []
+        # the last ``history`` starts, oldest first: a service that runs for days keeps a bounded memory
+        self.started: deque[LaunchSpec] = deque(maxlen=history)
         self.refused: list[str] = []
         self.notified: list[int] = []
         self._next_pid = 1000
@@ -132,7 +135,10 @@ class FakeExecutor:
         raise KeyError(f"no running replica {index} of {project}/{job}")
 
     def read_log(self, project: str, job: str, index: int, tail: int | None = None) -> str | None:
-        found = any((s.project, s.job, s.index) == (project, job, index) for s in self.started)
+        wanted = (project, job, index)
+        found = any(
+            (r.spec.project, r.spec.job, r.spec.index) == wanted for r in self.records.values()
+        ) or any((s.project, s.job, s.index) == wanted for s in self.started)
         return f"fake replica {index} of {project}/{job}\n" if found else None
 
     def put_agent_token(self, project: str, job: str, token: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.core import Node
 from scheduler.elastic.launch import Launch, Role, endpoint, role_of, run_id_for
-from scheduler.executors.base import Capabilities
+from scheduler.executors.base import Capabilities, LaunchSpec
 from scheduler.executors.fake import FakeExecutor
 from scheduler.executors.kube import names
 from scheduler.executors.kube.config import KubeSettings
@@ -52,3 +52,13 @@ def test_each_executor_declares_what_it_can_do(tmp_path: Path) -> None:
     with_agent = KubernetesExecutor(KubeSettings(agent_url="http://tide:8000"))
     assert with_agent.capabilities == Capabilities(inplace_restarts=True, announcements=True)
     local.close()
+
+
+def test_the_memory_executor_keeps_a_bounded_history_of_starts_for_a_service_that_runs_for_days() -> None:
+    executor = FakeExecutor((Node("n0", 1),), history=3)
+    for replica in range(1, 11):  # ten replicas, one after another, on the one GPU
+        executor.start(LaunchSpec(replica, "a", f"job-{replica}", 0, "n0", (0,), ("sleep", "1")))
+        executor.forget(replica)
+    assert [spec.job for spec in executor.started] == ["job-8", "job-9", "job-10"]
+    assert not executor.records
+    assert executor.read_log("a", "job-10", 0) is not None and executor.read_log("a", "job-1", 0) is None
