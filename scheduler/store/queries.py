@@ -181,56 +181,111 @@ _JOB_VIEW_COLUMNS = [f.name for f in fields(JobView) if f.name not in ("project_
 _REPLICA_VIEW_COLUMNS = [f.name for f in fields(ReplicaView)]
 
 
-def _job_filter(query: Select[Any], project: str | None, status: str | None) -> Select[Any]:
+def _job_filter(
+    query: Select[Any],
+    project: str | None,
+    status: str | Sequence[str] | None,
+    waiting: bool = False,
+) -> Select[Any]:
     if project is not None:
         query = query.where(ProjectRow.name == project)
-    if status is not None:
-        query = query.where(JobRow.status == status)
+    statuses = [status] if isinstance(status, str) else list(status or ())
+    if len(statuses) == 1:
+        query = query.where(JobRow.status == statuses[0])
+    elif statuses:
+        query = query.where(JobRow.status.in_(statuses))
+    if waiting:  # they wait, or run short of their wanted size: the scheduler says why
+        query = query.where(JobRow.status.in_(list(ACTIVE)), JobRow.pending_reason.is_not(None))
     return query
 
 
-def count_jobs(session: Session, *, project: str | None = None, status: str | None = None) -> int:
+def count_jobs(
+    session: Session,
+    *,
+    project: str | None = None,
+    status: str | Sequence[str] | None = None,
+    waiting: bool = False,
+) -> int:
     """How many jobs ``job_views`` lists with these filters and no page."""
     query = select(func.count(JobRow.id)).join(ProjectRow, JobRow.project_id == ProjectRow.id)
-    return int(session.scalar(_job_filter(query, project, status)) or 0)
+    return int(session.scalar(_job_filter(query, project, status, waiting)) or 0)
+
+
+# How a listing is ordered: "project" (by project name, then age), "line" (by place in line, R13, then the
+# jobs without one, each by age). The last key is the job's id, so a key names one row: a page starts after
+# the key of the previous page's last row (keyset paging: no row is skipped or repeated however the rows
+# before it change, and a page costs the same wherever it starts).
+JOB_ORDERS = ("project", "line")
+LAST_IN_LINE = 2**31 - 1
+PageKey = tuple[str | int | float, ...]
+
+
+def _order_key(order: str) -> tuple[Any, ...]:
+    if order == "line":
+        return (func.coalesce(JobRow.queue_position, LAST_IN_LINE), JobRow.created_at, JobRow.id)
+    return (ProjectRow.name, JobRow.created_at, JobRow.id)
 
 
 def job_views(
     session: Session,
     *,
     project: str | None = None,
-    status: str | None = None,
+    status: str | Sequence[str] | None = None,
     limit: int | None = None,
     offset: int = 0,
 ) -> list[JobView]:
     """Jobs (all, or of a project, or in a status) ordered by project, age, at most ``limit`` of them from
-    ``offset`` on; two queries, no ORM objects.
+    ``offset`` on; two queries, no ORM objects."""
+    return job_page(session, project=project, status=status, limit=limit, offset=offset)[0]
+
+
+def job_page(
+    session: Session,
+    *,
+    project: str | None = None,
+    status: str | Sequence[str] | None = None,
+    waiting: bool = False,
+    order: str = "project",
+    after: PageKey | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> tuple[list[JobView], list[PageKey]]:
+    """Jobs that pass the filters (a project; a status, or any of several; ``waiting``: active with a
+    reason) in ``order``, those after the key ``after`` (else from ``offset`` on), at most ``limit``; and the
+    key of each. Two queries, no ORM objects.
 
     A listing of 1,000 jobs built from ORM objects spent most of its time creating them.
     """
-    query = (
-        select(JobRow.id, ProjectRow.name, *(getattr(JobRow, c) for c in _JOB_VIEW_COLUMNS))
+    key = _order_key(order)
+    query: Select[Any] = (
+        select(*key, JobRow.id, ProjectRow.name, *(getattr(JobRow, c) for c in _JOB_VIEW_COLUMNS))
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
-        .order_by(ProjectRow.name, JobRow.created_at, JobRow.id)
+        .order_by(*key)
     )
-    query = _job_filter(query, project, status).offset(offset)
+    query = _job_filter(query, project, status, waiting)
+    if after is not None:
+        query = query.where(tuple_(*key) > tuple_(*after))
+    if offset:
+        query = query.offset(offset)
     if limit is not None:
         query = query.limit(limit)
     rows = session.execute(query).all()
+    width = len(key)
     replicas: dict[int, list[ReplicaView]] = defaultdict(list)
-    ids = [row[0] for row in rows]
+    ids = [row[width] for row in rows]
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
         wanted = select(ReplicaRow.job_id, *(getattr(ReplicaRow, c) for c in _REPLICA_VIEW_COLUMNS))
         for job_id, *values in session.execute(wanted.where(ReplicaRow.job_id.in_(chunk))):
             replicas[job_id].append(ReplicaView(*values))
-    return [
+    views = [
         JobView(
-            project_name=row[1],
-            replicas=replicas[row[0]],
-            **dict(zip(_JOB_VIEW_COLUMNS, row[2:], strict=True)),
+            project_name=row[width + 1],
+            replicas=replicas[row[width]],
+            **dict(zip(_JOB_VIEW_COLUMNS, row[width + 2 :], strict=True)),
         )
         for row in rows
     ]
+    return views, [tuple(row[:width]) for row in rows]
 
 
 def add_event(
