@@ -142,6 +142,15 @@ class NodeSlot:
     role: str
     gpu_ids: list[int]
     releasing: bool
+    job_status: str | None = None
+    raw: Raw = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingSlot:
+    project: str
+    job: str
+    index: int
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -155,6 +164,7 @@ class NodePublic:
     state: str = "ready"
     state_since: datetime | None = None
     domain: str | None = None
+    waiting: list[WaitingSlot] = field(default_factory=list)
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -241,6 +251,7 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "list[ReplicaPublic]": _nested(ReplicaPublic),
     "EtaPublic | None": _optional(EtaPublic),
     "list[NodeSlot]": _nested(NodeSlot),
+    "list[WaitingSlot]": _nested(WaitingSlot),
     "list[NodePublic]": _nested(NodePublic),
     "list[ProjectPublic]": _nested(ProjectPublic),
     "list[DepartmentPublic]": _nested(DepartmentPublic),

@@ -322,12 +322,25 @@ def eta_public(eta: dict[str, Any]) -> schemas.EtaPublic:
 
 
 def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.NodePublic:
-    """``live``: ``scheduler.store.queries.node_slots`` (each node's live replicas)."""
+    """``live``: ``scheduler.store.queries.node_slots`` (each node's live replicas, and those that wait)."""
+    here = live.get(row.name, ())
     slots = [
         schemas.NodeSlot.model_construct(  # trusted: straight from the store, many per read
-            project=project, job=job, index=index, role=role(index), gpu_ids=gpu_ids, releasing=releasing
+            project=project,
+            job=job,
+            index=index,
+            role=role(index),
+            gpu_ids=gpu_ids,
+            releasing=releasing,
+            job_status=status,
         )
-        for project, job, index, gpu_ids, releasing in live.get(row.name, ())
+        for project, job, index, gpu_ids, releasing, status, waiting in here
+        if not waiting
+    ]
+    waiting = [
+        schemas.WaitingSlot.model_construct(project=slot[0], job=slot[1], index=slot[2])
+        for slot in here
+        if slot[6]
     ]
     state = "draining" if row.state == "drained" and slots else row.state
     return schemas.NodePublic(
@@ -336,6 +349,7 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
         allocated_gpus=sum(len(s.gpu_ids) for s in slots),
         schedulable=row.schedulable and row.state == "ready",
         slots=slots,
+        waiting=waiting,
         state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining
         state_since=when(row.state_since),
         domain=row.domain,

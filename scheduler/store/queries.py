@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sqlalchemy import Select, func, select, tuple_
+from sqlalchemy import Select, and_, func, or_, select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
-from scheduler.statuses import ACTIVE, ReplicaDesired
+from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
 
 # A replica whose process was launched and has not been seen exiting.
@@ -100,11 +100,14 @@ def project_figures(
     return job_rows, [(p, int(gpus or 0)) for p, gpus in session.execute(held)]
 
 
-Slot = tuple[str, str, int, list[int], bool]  # (project, job, index, gpu_ids, releasing)
+# (project, job, index, gpu_ids, releasing, job status, waiting): waiting, a replica placed that waits for
+# its GPUs (starting, not launched, of an active job); else a live replica holding its GPUs
+Slot = tuple[str, str, int, list[int], bool, str, bool]
+_WAITING = (ReplicaRow.status == ReplicaStatus.STARTING, ReplicaRow.pid.is_(None))
 
 
 def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot]]:
-    """Per node (only ``node`` if given): ``(project, job, index, gpu_ids, releasing)`` of its live replicas."""
+    """Per node (only ``node`` if given): its live replicas and those placed there that wait (one read)."""
     query = (
         select(
             ReplicaRow.node,
@@ -113,17 +116,20 @@ def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot
             ReplicaRow.index,
             ReplicaRow.gpu_ids,
             ReplicaRow.desired,
+            JobRow.status,
+            ReplicaRow.pid,
         )
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
-        .where(*LIVE)
+        .where(or_(and_(*LIVE), and_(*_WAITING, JobRow.status.in_(list(ACTIVE)))))
         .order_by(ReplicaRow.node, ProjectRow.name, JobRow.name, ReplicaRow.index)
     )
     if node is not None:
         query = query.where(ReplicaRow.node == node)
     slots: dict[str, list[Slot]] = defaultdict(list)
-    for name, project, job, index, gpu_ids, desired in session.execute(query):
-        slots[name].append((project, job, index, list(gpu_ids or ()), desired != ReplicaDesired.RUN))
+    for name, project, job, index, gpu_ids, desired, status, pid in session.execute(query):
+        slot = (project, job, index, list(gpu_ids or ()), desired != ReplicaDesired.RUN, status, pid is None)
+        slots[name].append(slot)
     return slots
 
 

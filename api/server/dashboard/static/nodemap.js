@@ -1,5 +1,5 @@
-// The compact GPU map, for clusters of more than COMPACT_ABOVE nodes. Contract: render(cluster, jobs,
-// palette) draws one small cell per node, in racks of RACK nodes (in natural name order, node-2 before
+// The compact GPU map, for clusters of more than COMPACT_ABOVE nodes. Contract: render(cluster, palette)
+// draws one small cell per node, in racks of RACK nodes (in natural name order, node-2 before
 // node-10), each cell a mini bar: one segment per project holding GPUs there, as tall as its share of the
 // node's GPUs, in the project's colour and pattern, free GPUs grey; replicas told to stop outline the cell
 // dashed red, a cordoned node is hatched grey. The title says the node's figures and who holds what;
@@ -22,10 +22,10 @@ const RACK = 64;
 const byName = new Intl.Collator(undefined, { numeric: true }).compare;
 const MAP_COLOURS = 8;
 const OTHER = { c: "#8c959f", pattern: "other" };
-const view = { cluster: null, jobs: [], palette: null, selected: null, wired: false, names: "", cells: new Map(), shown: new Map() };
+const view = { cluster: null, palette: null, selected: null, wired: false, names: "", cells: new Map(), shown: new Map() };
 
-export function render(cluster, jobs, palette) {
-  Object.assign(view, { cluster, jobs, palette });
+export function render(cluster, palette) {
+  Object.assign(view, { cluster, palette });
   wire();
   byId("map-tools").hidden = false;
   updateHighlight(cluster);
@@ -235,7 +235,7 @@ function drawPanel() {
 
 function nodePanel(node) {
   const slots = [...node.slots].sort((a, b) => Math.min(...a.gpu_ids) - Math.min(...b.gpu_ids));
-  const waiting = waitingOn(node.name);
+  const waiting = waitingOn(node);
   return [
     h(
       "header",
@@ -268,13 +268,9 @@ function slotRow(slot) {
   );
 }
 
-function waitingOn(nodeName) {
-  const found = [];
-  for (const job of view.jobs) {
-    if (job.status !== "running" && job.status !== "pending") continue;
-    for (const r of job.replicas) if (r.node === nodeName && r.status === "starting" && r.pid === null) found.push(`${job.project}/${job.name} #${r.index}`);
-  }
-  return found;
+// The replicas placed on a node that wait for their GPUs, in words (/cluster lists them with the node).
+export function waitingOn(node) {
+  return (node.waiting ?? []).map((w) => `${w.project}/${w.job} #${w.index}`);
 }
 
 // The compact map's legend: each project shown in its colour (a button: highlight its nodes), the others
