@@ -264,7 +264,11 @@ def _plan(cls: type[Any]) -> list[tuple[str, bool, Callable[[Any], Any]]]:
     plan = _PLAN.get(cls)
     if plan is None:
         plan = [
-            (f.name, f.default is dataclasses.MISSING, _CONVERTERS.get(str(f.type), _keep))
+            (
+                f.name,
+                f.default is f.default_factory is dataclasses.MISSING,
+                _CONVERTERS.get(str(f.type), _keep),
+            )
             for f in dataclasses.fields(cls)
             if f.name != "raw"
         ]
