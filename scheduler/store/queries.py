@@ -213,8 +213,12 @@ def count_jobs(
     waiting: bool = False,
 ) -> int:
     """How many jobs ``job_views`` lists with these filters and no page."""
-    query = select(func.count(JobRow.id)).join(ProjectRow, JobRow.project_id == ProjectRow.id)
-    return int(session.scalar(_job_filter(query, project, status, waiting)) or 0)
+    query = select(func.count(JobRow.id))  # no join: the project's id, when given, from its name
+    if project is not None:
+        query = query.where(
+            JobRow.project_id == select(ProjectRow.id).where(ProjectRow.name == project).scalar_subquery()
+        )
+    return int(session.scalar(_job_filter(query, None, status, waiting)) or 0)
 
 
 # How a listing is ordered: "project" (by project name, then age), "line" (by place in line, R13, then the
@@ -271,6 +275,8 @@ def job_page(
     query = _job_filter(query, project, status, waiting)
     if after is not None:
         query = query.where(tuple_(*key) > tuple_(*after))
+        if order == "project":  # lets the database start its scan of projects by name at the cursor's
+            query = query.where(ProjectRow.name >= after[0])
     if offset:
         query = query.offset(offset)
     if limit is not None:
