@@ -343,14 +343,14 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
         if slot[6]
     ]
     state = "draining" if row.state == "drained" and slots else row.state
-    return schemas.NodePublic(
+    return schemas.NodePublic.model_construct(  # trusted, as its slots: 10,240 nodes a read of /cluster
         name=row.name,
         gpus=row.gpus,
         allocated_gpus=sum(len(s.gpu_ids) for s in slots),
         schedulable=row.schedulable and row.state == "ready",
         slots=slots,
         waiting=waiting,
-        state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining
+        state=state,  # one of NODE_STATES, or draining
         state_since=when(row.state_since),
         domain=row.domain,
     )
