@@ -263,7 +263,7 @@ def poll_updates(tab: Page, client: TideClient) -> list[float]:
     for i, job in enumerate(running[:4]):
         client.delete_job(job.project, job.name)
         client.submit(*job_body(JOBS + 50 + i))  # in p50..p53
-        wait_for_renders(tab, before + i + 1, 20)
+        wait_for_renders(tab, before + i + 1, 90)  # a poll waits for /cluster, rebuilt after each change
     after = renders(tab)
     fresh = after["count"] - before
     return after["all"][-fresh:]
