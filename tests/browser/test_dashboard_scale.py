@@ -143,6 +143,9 @@ def test_the_dashboard_at_10240_nodes_and_40960_jobs(
     height = readable_at_scale(tab, shots)
 
     updates = poll_updates(tab, client)
+    print(
+        f"poll updates {updates} ms, the last {renders(tab)['sections']}; load {Path('/proc/loadavg').read_text()}"
+    )
     node_panel_and_highlight(tab, shots)
     jobs_pages(tab, shots)
 

@@ -154,7 +154,7 @@ function wire() {
     view.selected = cell.dataset.node;
     drawPanel();
   });
-  byId("map-filter").addEventListener("change", applyHighlight);
+  byId("map-filter").addEventListener("change", () => applyHighlight());
   byId("gpu-legend").addEventListener("click", (event) => {
     const entry = event.target.closest("[data-highlight]");
     if (!entry || byId("map-tools").hidden) return;
