@@ -319,7 +319,7 @@ def jobs_pages(tab: Page, shots: Path) -> None:
     where = f"rows 101 to 200 · page 2 of {pages(JOBS + 4)}"  # 4 jobs more now (poll_updates)
     expect(tab.locator("#page-where")).to_have_text(where)
     expect(tab.locator("#job-rows tr[data-job]")).to_have_count(100)
-    assert tab.locator("#job-rows tr[data-job]").first.get_attribute("data-job") != first
+    expect(tab.locator("#job-rows tr[data-job]").first).not_to_have_attribute("data-job", first or "")
     tab.click("#page-prev")
     expect(tab.locator("#job-rows tr[data-job]").first).to_have_attribute("data-job", first or "")
     tab.select_option("#filter-project", "p3")

@@ -86,6 +86,7 @@ function setConn(ok, text) {
 async function tick() {
   state.timer = null;
   try {
+    const index = jobsView.pageIndex(); // the page asked for: a click may move on while the answers come
     const [cluster, page, waiting, events] = await Promise.all([
       api.get("/cluster"),
       api.get(jobsView.path(filter())),
@@ -97,7 +98,7 @@ async function tick() {
       jobsView.updateProjectFilter(cluster.data.projects);
     }
     state.cluster = cluster.data;
-    state.page = page;
+    state.page = { ...page, index };
     state.waiting = { jobs: waiting.data, total: waiting.total ?? waiting.data.length };
     state.events = events.data;
     if (cluster.changed || page.changed || waiting.changed || events.changed) {

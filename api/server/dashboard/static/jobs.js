@@ -21,6 +21,11 @@ export function turn(delta) {
   else if (delta > 0 && paging.next) paging.cursors.push(paging.next);
 }
 
+// The index of the page the table shows (the answer polled for it says which page it was asked for).
+export function pageIndex() {
+  return paging.cursors.length - 1;
+}
+
 export function path(filter) {
   const query = new URLSearchParams({ limit: String(PAGE) });
   if (filter.project) query.set("project", filter.project);
@@ -37,8 +42,9 @@ export function render(answer, palette, filter, selected) {
   const total = answer.total ?? jobs.length;
   const filtered = filter.project || filter.status;
   replace(byId("job-count"), `${total.toLocaleString("en")} ${total === 1 ? "job" : "jobs"}${filtered ? " match the filter" : ""}`);
-  paging.next = answer.next;
-  pager(total, jobs.length);
+  const current = answer.index === pageIndex(); // not an answer for the page before a click on Next/Prev
+  if (current) paging.next = answer.next;
+  pager(total, jobs.length, answer.index ?? pageIndex(), current);
   if (jobs.length === 0) {
     replace(byId("job-rows"), h("tr", {}, h("td", { colspan: 6, class: "muted" }, filtered ? "No job matches the filter." : "No jobs yet.")));
     return;
@@ -47,12 +53,11 @@ export function render(answer, palette, filter, selected) {
 }
 
 // Shows the pager when the jobs fill more than a page.
-function pager(total, shown) {
-  const page = paging.cursors.length - 1;
+function pager(total, shown, page, current) {
   const pages = Math.max(1, Math.ceil(total / PAGE));
   byId("job-pager").hidden = pages === 1 && page === 0;
   byId("page-prev").disabled = page === 0;
-  byId("page-next").disabled = !paging.next;
+  byId("page-next").disabled = !current || !paging.next;
   const first = page * PAGE;
   const where = shown ? `rows ${(first + 1).toLocaleString("en")} to ${(first + shown).toLocaleString("en")}` : "no rows";
   replace(byId("page-where"), `${where} · page ${page + 1} of ${Math.max(pages, page + 1)}`);
