@@ -317,14 +317,14 @@ def jobs_pages(tab: Page, shots: Path) -> None:
     first = tab.locator("#job-rows tr[data-job]").first.get_attribute("data-job")
     tab.click("#page-next")
     where = f"rows 101 to 200 · page 2 of {pages(JOBS + 4)}"  # 4 jobs more now (poll_updates)
-    expect(tab.locator("#page-where")).to_have_text(where)
+    expect(tab.locator("#page-where")).to_have_text(where, **LONG)  # the next poll: /cluster may be rebuilt
     expect(tab.locator("#job-rows tr[data-job]")).to_have_count(100)
     expect(tab.locator("#job-rows tr[data-job]").first).not_to_have_attribute("data-job", first or "")
     tab.click("#page-prev")
-    expect(tab.locator("#job-rows tr[data-job]").first).to_have_attribute("data-job", first or "")
+    expect(tab.locator("#job-rows tr[data-job]").first).to_have_attribute("data-job", first or "", **LONG)
     tab.select_option("#filter-project", "p3")
     in_p3 = len(range(3, JOBS, 100))
-    expect(tab.locator("#job-count")).to_have_text(f"{in_p3} jobs match the filter")
+    expect(tab.locator("#job-count")).to_have_text(f"{in_p3} jobs match the filter", **LONG)
     expect(tab.locator("#page-where")).to_have_text(
         f"rows 1 to 100 · page 1 of {pages(in_p3)}"
     )  # back at its start
@@ -335,7 +335,7 @@ def jobs_pages(tab: Page, shots: Path) -> None:
     assert set(projects) == {"p3"}, projects
     tab.select_option("#filter-project", "")
     tab.select_option("#filter-status", "pending")
-    expect(tab.locator("#page-where")).to_have_text(re.compile(r"^rows 1 to 100 · page 1 of \d+$"))
+    expect(tab.locator("#page-where")).to_have_text(re.compile(r"^rows 1 to 100 · page 1 of \d+$"), **LONG)
     expect(tab.locator("#job-rows tr[data-job]").first.locator('[data-role="line"]')).to_have_text(
         re.compile(r"^#\d+ in line$")
     )
