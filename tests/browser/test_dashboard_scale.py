@@ -335,6 +335,8 @@ def jobs_pages(tab: Page, shots: Path) -> None:
     assert set(projects) == {"p3"}, projects
     tab.select_option("#filter-project", "")
     tab.select_option("#filter-status", "pending")
+    expect(tab.locator("#job-count")).to_have_text(re.compile(r"jobs? match the filter$"), **LONG)
+    expect(tab.locator("#job-rows tr[data-job]").first).to_have_attribute("data-status", "pending", **LONG)
     expect(tab.locator("#page-where")).to_have_text(re.compile(r"^rows 1 to 100 · page 1 of \d+$"), **LONG)
     expect(tab.locator("#job-rows tr[data-job]").first.locator('[data-role="line"]')).to_have_text(
         re.compile(r"^#\d+ in line$")
