@@ -146,6 +146,15 @@ class NodeSlot:
     gpu_ids: list[int]
     releasing: bool
     share: float | None = None
+    job_status: str | None = None
+    raw: Raw = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingSlot:
+    project: str
+    job: str
+    index: int
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -159,6 +168,7 @@ class NodePublic:
     state: str = "ready"
     state_since: datetime | None = None
     domain: str | None = None
+    waiting: list[WaitingSlot] = field(default_factory=list)
     raw: Raw = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -245,6 +255,7 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "list[ReplicaPublic]": _nested(ReplicaPublic),
     "EtaPublic | None": _optional(EtaPublic),
     "list[NodeSlot]": _nested(NodeSlot),
+    "list[WaitingSlot]": _nested(WaitingSlot),
     "list[NodePublic]": _nested(NodePublic),
     "list[ProjectPublic]": _nested(ProjectPublic),
     "list[DepartmentPublic]": _nested(DepartmentPublic),
@@ -257,7 +268,11 @@ def _plan(cls: type[Any]) -> list[tuple[str, bool, Callable[[Any], Any]]]:
     plan = _PLAN.get(cls)
     if plan is None:
         plan = [
-            (f.name, f.default is dataclasses.MISSING, _CONVERTERS.get(str(f.type), _keep))
+            (
+                f.name,
+                f.default is f.default_factory is dataclasses.MISSING,
+                _CONVERTERS.get(str(f.type), _keep),
+            )
             for f in dataclasses.fields(cls)
             if f.name != "raw"
         ]

@@ -16,7 +16,8 @@ holds it to that).
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -38,6 +39,16 @@ from api.shared.paths import API_PREFIX, api_root
 
 Answer = TypeVar("Answer")
 Body = Mapping[str, Any]
+WALK_PAGE = 5_000  # jobs a page when walking every page (the server takes at most 10,000)
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of jobs; how many match the filters in all; where the next page starts (None: this is the last)."""
+
+    jobs: list[JobPublic]
+    total: int
+    next_cursor: str | None
 
 
 class TideAPIError(Exception):
@@ -187,18 +198,48 @@ class TideClient:
     def job(self, project: str, name: str) -> JobPublic:
         return self._get(JobPublic, f"/projects/{project}/jobs/{name}")
 
-    def jobs(self, project: str | None = None, status: str | None = None) -> list[JobPublic]:
-        params = {k: v for k, v in (("project", project), ("status", status)) if v is not None}
-        return self._list(JobPublic, "/jobs", params=params)
+    def jobs(self, project: str | None = None, status: str | Sequence[str] | None = None) -> list[JobPublic]:
+        """Every job that passes the filters (by project, then age), walking the server's pages."""
+        return self.jobs_page(project, status, limit=None)[0]
 
     def jobs_page(
-        self, project: str | None = None, status: str | None = None, *, limit: int | None, offset: int = 0
+        self,
+        project: str | None = None,
+        status: str | Sequence[str] | None = None,
+        *,
+        limit: int | None,
+        offset: int = 0,
     ) -> tuple[list[JobPublic], int]:
-        """At most ``limit`` jobs from ``offset`` on (None: all) and how many match the filters in all."""
-        given = (("project", project), ("status", status), ("limit", limit), ("offset", offset or None))
-        response = self.request("GET", "/jobs", params={k: v for k, v in given if v is not None})
+        """At most ``limit`` jobs from ``offset`` on (None: all of them, walking the server's pages from
+        there) and how many match the filters in all."""
+        page = self.job_page(project, status, limit=limit or WALK_PAGE, offset=offset)
+        jobs = page.jobs
+        while limit is None and page.next_cursor is not None:
+            page = self.job_page(project, status, limit=WALK_PAGE, cursor=page.next_cursor)
+            jobs += page.jobs
+        return jobs, page.total
+
+    def job_page(
+        self,
+        project: str | None = None,
+        status: str | Sequence[str] | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        offset: int = 0,
+        waiting: bool = False,
+        order: str | None = None,
+    ) -> JobPage:
+        """One page of ``GET /jobs``: ``cursor`` is the ``next_cursor`` of the page before (with the same
+        filters); ``limit`` None: the server's default page."""
+        statuses = [status] if isinstance(status, str) else list(status or ())
+        given: list[tuple[str, object]] = [("status", s) for s in statuses]
+        given += [("project", project), ("limit", limit), ("cursor", cursor), ("offset", offset or None)]
+        given += [("waiting", "true" if waiting else None), ("order", order)]
+        response = self.request("GET", "/jobs", params=[(k, v) for k, v in given if v is not None])
         jobs = parse_list(JobPublic, response.json())
-        return jobs, int(response.headers.get("x-total-count", len(jobs)))
+        total = int(response.headers.get("x-total-count", len(jobs)))
+        return JobPage(jobs, total, response.headers.get("x-next-cursor"))
 
     def delete_job(self, project: str, name: str) -> JobPublic:
         return self.request_model(JobPublic, "DELETE", f"/projects/{project}/jobs/{name}")

@@ -332,7 +332,8 @@ def eta_public(eta: dict[str, Any]) -> schemas.EtaPublic:
 
 
 def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.NodePublic:
-    """``live``: ``scheduler.store.queries.node_slots`` (each node's live replicas)."""
+    """``live``: ``scheduler.store.queries.node_slots`` (each node's live replicas, and those that wait)."""
+    here = live.get(row.name, ())
     slots = [
         schemas.NodeSlot.model_construct(  # trusted: straight from the store, many per read
             project=project,
@@ -341,18 +342,26 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
             role=role(index),
             gpu_ids=gpu_ids,
             releasing=releasing,
+            job_status=status,
             share=None if share is None else float(Fraction(share)),
         )
-        for project, job, index, gpu_ids, releasing, share in live.get(row.name, ())
+        for project, job, index, gpu_ids, releasing, status, waiting, share in here
+        if not waiting
+    ]
+    waiting = [
+        schemas.WaitingSlot.model_construct(project=slot[0], job=slot[1], index=slot[2])
+        for slot in here
+        if slot[6]
     ]
     state = "draining" if row.state == "drained" and slots else row.state
-    return schemas.NodePublic(
+    return schemas.NodePublic.model_construct(  # trusted, as its slots: 10,240 nodes a read of /cluster
         name=row.name,
         gpus=row.gpus,
         allocated_gpus=len({g for s in slots for g in s.gpu_ids}),  # a shared GPU (R20) counts once
         schedulable=row.schedulable and row.state == "ready",
         slots=slots,
-        state=state,  # type: ignore[arg-type]  # one of NODE_STATES, or draining
+        waiting=waiting,
+        state=state,  # one of NODE_STATES, or draining
         state_since=when(row.state_since),
         domain=row.domain,
     )

@@ -82,7 +82,7 @@ def _twin_problems(name: str, model: type[BaseModel]) -> list[str]:
         expected = plain(info.annotation)
         if twin_field.type != expected:
             found.append(f"{where} is `{twin_field.type}`; the API's model says `{expected}`")
-        has_default = twin_field.default is not dataclasses.MISSING
+        has_default = (twin_field.default, twin_field.default_factory) != (dataclasses.MISSING,) * 2
         if has_default == info.is_required():
             found.append(f"{where} must {'not ' if info.is_required() else ''}have a default, as in the API")
         elif has_default and info.default is not PydanticUndefined and twin_field.default != info.default:

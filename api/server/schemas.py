@@ -529,6 +529,17 @@ class NodeSlot(BaseModel):
     share: float | None = (
         None  # R20: a fractional replica's share of its one GPU (gpu_ids), shared with others
     )
+    job_status: JobStatus | None = Field(
+        default=None, description="its job's status: a releasing replica of a finished job is stopping"
+    )
+
+
+class WaitingSlot(BaseModel):
+    """A replica placed on a node that waits for its GPUs to be freed (they are being released)."""
+
+    project: str
+    job: str
+    index: int
 
 
 NodeState = Literal["ready", "cordoned", "draining", "drained", "lost"]
@@ -547,6 +558,9 @@ class NodePublic(BaseModel):
     state_since: datetime | None = None
     domain: str | None = (
         None  # R17: its topology domain (a rack, an NVLink domain), when the cluster names them
+    )
+    waiting: list[WaitingSlot] = Field(
+        default_factory=list, description="replicas placed here that wait for their GPUs to be freed"
     )
 
 

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sqlalchemy import Select, func, select, tuple_
+from sqlalchemy import Select, and_, func, or_, select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
-from scheduler.statuses import ACTIVE, ReplicaDesired
+from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
 from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
 
 # A replica whose process was launched and has not been seen exiting.
@@ -127,13 +127,15 @@ def project_figures(
     return job_rows, held_rows + sorted(counts.items())
 
 
-# (project, job, index, gpu_ids, releasing, share): ``share`` is a fractional replica's share of its one GPU
-# ("1/2", R20), None for whole GPUs
-Slot = tuple[str, str, int, list[int], bool, str | None]
+# (project, job, index, gpu_ids, releasing, job status, waiting, share): waiting, a replica placed that waits
+# for its GPUs (starting, not launched, of an active job); else a live replica holding its GPUs; ``share`` is a
+# fractional replica's share of its one GPU ("1/2", R20), None for whole GPUs
+Slot = tuple[str, str, int, list[int], bool, str, bool, str | None]
+_WAITING = (ReplicaRow.status == ReplicaStatus.STARTING, ReplicaRow.pid.is_(None))
 
 
 def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot]]:
-    """Per node (only ``node`` if given): ``(project, job, index, gpu_ids, releasing)`` of its live replicas."""
+    """Per node (only ``node`` if given): its live replicas and those placed there that wait (one read)."""
     query = (
         select(
             ReplicaRow.node,
@@ -142,18 +144,21 @@ def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot
             ReplicaRow.index,
             ReplicaRow.gpu_ids,
             ReplicaRow.desired,
+            JobRow.status,
+            ReplicaRow.pid,
             ReplicaRow.share,
         )
         .join(JobRow, ReplicaRow.job_id == JobRow.id)
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
-        .where(*LIVE)
+        .where(or_(and_(*LIVE), and_(*_WAITING, JobRow.status.in_(list(ACTIVE)))))
         .order_by(ReplicaRow.node, ProjectRow.name, JobRow.name, ReplicaRow.index)
     )
     if node is not None:
         query = query.where(ReplicaRow.node == node)
     slots: dict[str, list[Slot]] = defaultdict(list)
-    for name, project, job, index, gpu_ids, desired, share in session.execute(query):
-        slots[name].append((project, job, index, list(gpu_ids or ()), desired != ReplicaDesired.RUN, share))
+    for name, project, job, index, gpu_ids, desired, status, pid, share in session.execute(query):
+        releasing = desired != ReplicaDesired.RUN
+        slots[name].append((project, job, index, list(gpu_ids or ()), releasing, status, pid is None, share))
     return slots
 
 
@@ -214,56 +219,117 @@ _JOB_VIEW_COLUMNS = [f.name for f in fields(JobView) if f.name not in ("project_
 _REPLICA_VIEW_COLUMNS = [f.name for f in fields(ReplicaView)]
 
 
-def _job_filter(query: Select[Any], project: str | None, status: str | None) -> Select[Any]:
+def _job_filter(
+    query: Select[Any],
+    project: str | None,
+    status: str | Sequence[str] | None,
+    waiting: bool = False,
+) -> Select[Any]:
     if project is not None:
         query = query.where(ProjectRow.name == project)
-    if status is not None:
-        query = query.where(JobRow.status == status)
+    statuses = [status] if isinstance(status, str) else list(status or ())
+    if len(statuses) == 1:
+        query = query.where(JobRow.status == statuses[0])
+    elif statuses:
+        query = query.where(JobRow.status.in_(statuses))
+    if waiting:  # they wait, or run short of their wanted size: the scheduler says why
+        query = query.where(JobRow.status.in_(list(ACTIVE)), JobRow.pending_reason.is_not(None))
     return query
 
 
-def count_jobs(session: Session, *, project: str | None = None, status: str | None = None) -> int:
+def count_jobs(
+    session: Session,
+    *,
+    project: str | None = None,
+    status: str | Sequence[str] | None = None,
+    waiting: bool = False,
+) -> int:
     """How many jobs ``job_views`` lists with these filters and no page."""
-    query = select(func.count(JobRow.id)).join(ProjectRow, JobRow.project_id == ProjectRow.id)
-    return int(session.scalar(_job_filter(query, project, status)) or 0)
+    query = select(func.count(JobRow.id))  # no join: the project's id, when given, from its name
+    if project is not None:
+        query = query.where(
+            JobRow.project_id == select(ProjectRow.id).where(ProjectRow.name == project).scalar_subquery()
+        )
+    return int(session.scalar(_job_filter(query, None, status, waiting)) or 0)
+
+
+# How a listing is ordered: "project" (by project name, then age), "line" (by place in line, R13, then the
+# jobs without one, each by age). The last key is the job's id, so a key names one row: a page starts after
+# the key of the previous page's last row (keyset paging: no row is skipped or repeated however the rows
+# before it change, and a page costs the same wherever it starts).
+JOB_ORDERS = ("project", "line")
+LAST_IN_LINE = 2**31 - 1
+PageKey = tuple[str | int | float, ...]
+
+
+def _order_key(order: str) -> tuple[Any, ...]:
+    if order == "line":
+        return (func.coalesce(JobRow.queue_position, LAST_IN_LINE), JobRow.created_at, JobRow.id)
+    return (ProjectRow.name, JobRow.created_at, JobRow.id)
 
 
 def job_views(
     session: Session,
     *,
     project: str | None = None,
-    status: str | None = None,
+    status: str | Sequence[str] | None = None,
     limit: int | None = None,
     offset: int = 0,
 ) -> list[JobView]:
     """Jobs (all, or of a project, or in a status) ordered by project, age, at most ``limit`` of them from
-    ``offset`` on; two queries, no ORM objects.
+    ``offset`` on; two queries, no ORM objects."""
+    return job_page(session, project=project, status=status, limit=limit, offset=offset)[0]
+
+
+def job_page(
+    session: Session,
+    *,
+    project: str | None = None,
+    status: str | Sequence[str] | None = None,
+    waiting: bool = False,
+    order: str = "project",
+    after: PageKey | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> tuple[list[JobView], list[PageKey]]:
+    """Jobs that pass the filters (a project; a status, or any of several; ``waiting``: active with a
+    reason) in ``order``, those after the key ``after`` (else from ``offset`` on), at most ``limit``; and the
+    key of each. Two queries, no ORM objects.
 
     A listing of 1,000 jobs built from ORM objects spent most of its time creating them.
     """
-    query = (
-        select(JobRow.id, ProjectRow.name, *(getattr(JobRow, c) for c in _JOB_VIEW_COLUMNS))
+    key = _order_key(order)
+    query: Select[Any] = (
+        select(*key, JobRow.id, ProjectRow.name, *(getattr(JobRow, c) for c in _JOB_VIEW_COLUMNS))
         .join(ProjectRow, JobRow.project_id == ProjectRow.id)
-        .order_by(ProjectRow.name, JobRow.created_at, JobRow.id)
+        .order_by(*key)
     )
-    query = _job_filter(query, project, status).offset(offset)
+    query = _job_filter(query, project, status, waiting)
+    if after is not None:
+        query = query.where(tuple_(*key) > tuple_(*after))
+        if order == "project":  # lets the database start its scan of projects by name at the cursor's
+            query = query.where(ProjectRow.name >= after[0])
+    if offset:
+        query = query.offset(offset)
     if limit is not None:
         query = query.limit(limit)
     rows = session.execute(query).all()
+    width = len(key)
     replicas: dict[int, list[ReplicaView]] = defaultdict(list)
-    ids = [row[0] for row in rows]
+    ids = [row[width] for row in rows]
     for chunk in (ids[i : i + 500] for i in range(0, len(ids), 500)):
         wanted = select(ReplicaRow.job_id, *(getattr(ReplicaRow, c) for c in _REPLICA_VIEW_COLUMNS))
         for job_id, *values in session.execute(wanted.where(ReplicaRow.job_id.in_(chunk))):
             replicas[job_id].append(ReplicaView(*values))
-    return [
+    views = [
         JobView(
-            project_name=row[1],
-            replicas=replicas[row[0]],
-            **dict(zip(_JOB_VIEW_COLUMNS, row[2:], strict=True)),
+            project_name=row[width + 1],
+            replicas=replicas[row[width]],
+            **dict(zip(_JOB_VIEW_COLUMNS, row[width + 2 :], strict=True)),
         )
         for row in rows
     ]
+    return views, [tuple(row[:width]) for row in rows]
 
 
 def add_event(

@@ -97,7 +97,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Tide]]:
             process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
         server = Tide(url=f"http://127.0.0.1:{port}", data_dir=data_dir, process=process)
         started.append(server)
-        wait_for(lambda: answers(server.url) or process.poll() is not None, timeout=60, what="tide serve")
+        wait_for(lambda: answers(server.url) or process.poll() is not None, timeout=300, what="tide serve")
         assert process.poll() is None, log.read_text()
         return server
 

@@ -19,6 +19,7 @@ from servicekit import ADMIN, RunningService, settings_for, wait_for
 from test_cli_light import _probe
 from typer.testing import CliRunner
 
+from api.client import rest
 from api.client.cli import quick
 from api.client.cli.main import build
 from api.client.client_types import JobPublic, ReplicaPublic
@@ -100,6 +101,24 @@ def test_the_jobs_it_prints_are_the_servers(env: RunningService, capsys: pytest.
         ("team-a", "two"),
     ]
     assert err == "showing 2 of 4 jobs; --limit 0 for all, --offset 2 for the next\n"
+
+
+@pytest.mark.parametrize(
+    "args", [["list", "--json"], ["list", "--json", "--offset", "1"], ["list", "--json", "-p", "team-b"]]
+)
+def test_both_paths_walk_the_servers_pages_for_every_job(
+    env: RunningService, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """Pages of 1 job: 4 requests (from --offset 1: the offset, then the cursor), every job once, in order."""
+    monkeypatch.setattr(quick, "WALK_PAGE", 1)
+    monkeypatch.setattr(rest, "WALK_PAGE", 1)
+    quick_outcome = quick_path(capsys, *args)
+    assert quick_outcome is not None and quick_outcome == full_path(*args)
+    code, out, err = quick_outcome
+    every = [(j.project, j.name) for j in env.client().jobs(None if "-p" not in args else "team-b")]
+    skipped = 1 if "--offset" in args else 0
+    assert (code, err) == (0, "showing 3 of 4 jobs (from 2); --limit 0 for all\n" if skipped else "")
+    assert [(job["project"], job["name"]) for job in json.loads(out)] == every[skipped:]
 
 
 @pytest.mark.parametrize(

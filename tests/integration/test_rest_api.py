@@ -247,6 +247,51 @@ def test_jobs_come_in_pages_with_the_total(admin: TideClient, svc: RunningServic
     assert (again.status_code, again.headers["x-total-count"]) == (200, "6")
 
 
+def test_jobs_page_on_the_server_with_a_cursor(admin: TideClient, svc: RunningService) -> None:
+    """A script walks the jobs a page at a time: no job is skipped or repeated when jobs are submitted and
+    deleted between pages, a filter by project and statuses pages too, and a cursor used with other
+    filters, a made-up cursor or a cursor with an offset get a 422 that says what to do."""
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    admin.create_project({"name": "b", "deserved_gpus": 2})
+    for i in range(7):
+        admin.submit("a" if i < 4 else "b", {"name": f"j{i}", **JOB})
+    first = admin.job_page(limit=3)
+    assert ([j.name for j in first.jobs], first.total) == (["j0", "j1", "j2"], 7)
+    assert first.next_cursor is not None
+    admin.submit("a", {"name": "late", **JOB})  # after the page that ended in a: listed on a later page
+    admin.delete_job("a", "j0")  # cancelled, still listed (already read)
+    second = admin.job_page(limit=3, cursor=first.next_cursor)
+    assert [j.name for j in second.jobs] == ["j3", "late", "j4"]
+    third = admin.job_page(limit=3, cursor=second.next_cursor)
+    assert ([j.name for j in third.jobs], third.next_cursor) == (["j5", "j6"], None)
+    assert [j.name for j in admin.jobs()] == ["j0", "j1", "j2", "j3", "late", "j4", "j5", "j6"]  # walks
+
+    active = admin.job_page("a", ["pending", "running"], limit=2)
+    assert (len(active.jobs), active.total) == (2, 4)  # a's j0 is cancelled
+    rest = admin.job_page("a", ["running", "pending"], limit=2, cursor=active.next_cursor)  # same set
+    assert [j.name for j in active.jobs + rest.jobs] == ["j1", "j2", "j3", "late"]
+    assert rest.next_cursor is None
+    everything, total = admin.jobs_page(limit=None, offset=6)  # offset, then the cursor
+    assert ([j.name for j in everything], total) == (["j5", "j6"], 8)
+    assert admin.job_page("a", "cancelled").total == 1
+
+    headers = {"Authorization": "Bearer test-admin-token"}
+    jobs = f"{svc.url}/api/v1/jobs"
+    refused = {
+        f"project=b&limit=1&cursor={first.next_cursor}": "other filters",
+        f"order=line&limit=1&cursor={first.next_cursor}": "other filters or another order",
+        "cursor=not-a-cursor": "not a cursor this service gave out",
+        f"cursor={first.next_cursor}&offset=2": "cannot be given with cursor",
+        f"cursor={'x' * 3000}": "at most 2048 characters",
+        "status=lost": "status",
+        "order=newest": "order",
+        "limit=10001": "limit",
+    }
+    for query, words in refused.items():
+        answer = httpx.get(f"{jobs}?{query}", headers=headers)
+        assert answer.status_code == 422 and words in answer.json()["detail"], (query, answer.text)
+
+
 def test_docs_and_placeholder(svc: RunningService) -> None:
     assert httpx.get(f"{svc.url}/docs").status_code == 200
     schema = httpx.get(f"{svc.url}/openapi.json").json()

@@ -68,7 +68,7 @@ def test_a_field_a_newer_server_adds_is_kept_for_json_only() -> None:
 
 def test_defaults_of_the_api_models_apply_to_older_answers() -> None:
     node = parse(NodePublic, {"name": "n", "gpus": 4, "allocated_gpus": 0, "schedulable": True, "slots": []})
-    assert node.state == "ready" and node.state_since is None
+    assert node.state == "ready" and node.state_since is None and node.waiting == []
 
 
 @pytest.mark.parametrize(

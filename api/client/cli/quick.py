@@ -12,7 +12,8 @@ that cannot be reached gets the full CLI's message and exit code (``target.unrea
 
 Why: these are the commands scripts call in loops and people type all day, and importing typer and httpx
 costs more than Python's own start (bench/cli_start.py measures both paths). Standard library only (an
-import-linter contract in pyproject.toml holds it to that): ``http.client`` for the one request.
+import-linter contract in pyproject.toml holds it to that): ``http.client`` for the requests (one a page of
+the server's: ``--limit 0`` walks them all, as the full CLI's client does).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from api.client.cli import target
 from api.shared.paths import API_PREFIX
 
 LIST_MAX = 10_000  # the most ``--limit`` takes
+WALK_PAGE = 5_000  # jobs a page when listing them all (as the full CLI's client)
 TIMEOUT_S = 30  # as the full CLI's client
 PROXY_VARIABLES = (
     "http_proxy",
@@ -127,19 +129,28 @@ def _list_json(options: dict[str, object]) -> int | None:
         return None  # httpx would go through the proxy
     limit, offset = options.get("limit", 0), options.get("offset", 0)
     query: list[tuple[str, object]] = [(k, options[k]) for k in ("project", "status") if k in options]
-    query += [("limit", limit)] if limit else []
-    query += [("offset", offset)] if offset else []
-    path = url.path.rstrip("/") + API_PREFIX + "/jobs" + (f"?{urlencode(query)}" if query else "")
+    query += [("limit", limit or WALK_PAGE)]  # --limit 0: every job, a page at a time
+    first = query + ([("offset", offset)] if offset else [])
+    path = url.path.rstrip("/") + API_PREFIX + "/jobs"
     headers = {"Accept": "*/*", "User-Agent": "tide-cli"}
     if server.token:
         headers["Authorization"] = f"Bearer {server.token}"
+    jobs: list[object] = []
     try:
-        port = url.port
-        connection = HTTPConnection(url.hostname, port, timeout=TIMEOUT_S)
+        connection = HTTPConnection(url.hostname, url.port, timeout=TIMEOUT_S)
         try:
-            connection.request("GET", path, headers=headers)
-            response = connection.getresponse()
-            status, total, body = response.status, response.getheader("x-total-count"), response.read()
+            while True:
+                connection.request("GET", f"{path}?{urlencode(first)}", headers=headers)
+                response = connection.getresponse()
+                status, total, body = response.status, response.getheader("x-total-count"), response.read()
+                page = _jobs(body) if status == 200 else None
+                if page is None:
+                    return None  # an error or an answer that is not Tide's: the full CLI says which
+                jobs += page
+                after = response.getheader("x-next-cursor")
+                if limit or after is None:
+                    break
+                first = [*query, ("cursor", after)]  # the next page, where this one ended
         finally:
             connection.close()
     except ValueError:
@@ -149,9 +160,6 @@ def _list_json(options: dict[str, object]) -> int | None:
         return target.EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return 130
-    jobs = _jobs(body) if status == 200 else None
-    if jobs is None:
-        return None  # an error or an answer that is not Tide's: the full CLI says which
     try:
         count = int(total) if total is not None else len(jobs)
     except ValueError:

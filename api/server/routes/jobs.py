@@ -23,19 +23,21 @@ and a checkpoint report change is ``api.server.services.jobs``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NoReturn
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 
-from api.server import convert, schemas
+from api.server import convert, cursor, schemas
 from api.server.auth import require_project_writer
 from api.server.cache import Payload, cached_response
 from api.server.deps import Caller, Services, Svc
 from api.server.engine.link import EngineUnavailable
 from api.server.headers import header_warning
 from api.server.services import jobs, projects
-from scheduler.store.queries import count_jobs, job_views
+from scheduler.store.queries import PageKey, count_jobs, job_page
 
 router = APIRouter(tags=["jobs"])
 
@@ -60,14 +62,48 @@ def submit_job(
     return public
 
 
-PAGE_LIMIT = 10_000
+PAGE_LIMIT = 10_000  # the most one page holds
+PAGE_DEFAULT = 1_000  # a page without ``limit``
 TOTAL: dict[str, Any] = {
     "description": "How many jobs match the filters, whatever the page",
     "schema": {"type": "integer"},
 }
-PAGED: dict[int | str, dict[str, Any]] = {
-    200: {"description": "The jobs, by project then age", "headers": {"X-Total-Count": TOTAL}}
+NEXT: dict[str, Any] = {
+    "description": "Present when more jobs follow this page: pass it back as ``cursor`` (with the same "
+    "filters and order) for the next page. Opaque.",
+    "schema": {"type": "string"},
 }
+PAGED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A page of the jobs, in the order asked for",
+        "headers": {"X-Total-Count": TOTAL, "X-Next-Cursor": NEXT},
+    }
+}
+Statuses = Annotated[
+    list[schemas.JobStatus] | None,
+    Query(alias="status", description="Only jobs in this status; give it several times for any of them."),
+]
+Waiting = Annotated[
+    bool,
+    Query(description="Only active jobs that wait or run short of their wanted size (they have a reason)."),
+]
+Order = Annotated[
+    Literal["project", "line"],
+    Query(description="project: by project, then age. line: by place in line, then the rest by age."),
+]
+Limit = Annotated[
+    int, Query(ge=1, le=PAGE_LIMIT, description=f"At most this many jobs (default {PAGE_DEFAULT}).")
+]
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=cursor.MAX_LENGTH, description="Where to go on: the X-Next-Cursor of the previous page."
+    ),
+]
+Offset = Annotated[
+    int,
+    Query(ge=0, le=2**31, description="Deprecated (use cursor): skip this many jobs first. Not with cursor."),
+]
 
 
 @router.get("/projects/{project}/jobs", response_model=list[schemas.JobPublic], responses=PAGED)
@@ -76,12 +112,24 @@ async def list_project_jobs(
     project: str,
     svc: Svc,
     caller: Caller,
-    status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
-    limit: Annotated[int | None, Query(ge=1, le=PAGE_LIMIT)] = None,
-    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    status_: Statuses = None,
+    waiting: Waiting = False,
+    order: Order = "project",
+    limit: Limit = PAGE_DEFAULT,
+    cursor_: Annotated[Cursor, Query(alias="cursor")] = None,
+    offset: Offset = 0,
 ) -> Response:
+    """A project's jobs, a page at a time: as ``GET /jobs?project=...``."""
     return await list_jobs(
-        svc=svc, caller=caller, project=project, status_=status_, limit=limit, offset=offset
+        svc=svc,
+        caller=caller,
+        project=project,
+        status_=status_,
+        waiting=waiting,
+        order=order,
+        limit=limit,
+        cursor_=cursor_,
+        offset=offset,
     )
 
 
@@ -91,24 +139,68 @@ async def list_jobs(
     svc: Svc,
     caller: Caller,
     project: Annotated[str | None, Query(max_length=63)] = None,
-    status_: Annotated[schemas.JobStatus | None, Query(alias="status")] = None,
-    limit: Annotated[int | None, Query(ge=1, le=PAGE_LIMIT)] = None,
-    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    status_: Statuses = None,
+    waiting: Waiting = False,
+    order: Order = "project",
+    limit: Limit = PAGE_DEFAULT,
+    cursor_: Annotated[Cursor, Query(alias="cursor")] = None,
+    offset: Offset = 0,
 ) -> Response:
-    """Jobs by project then age; ``limit``/``offset`` page them, ``X-Total-Count`` says how many match."""
-    key = f"jobs?project={project}&status={status_}&limit={limit}&offset={offset}"
-    return cached_response(await svc.views.get(key, lambda: _jobs(svc, project, status_, limit, offset)))
+    """Jobs a page at a time (``limit``, default 1,000, at most 10,000): ``X-Total-Count`` says how many
+    match the filters, ``X-Next-Cursor`` (absent on the last page) where the next page starts."""
+    statuses: list[str] = sorted(set(status_ or ()))
+    listing = [order, project, statuses, waiting]
+    after = None
+    if cursor_ is not None:
+        if offset:
+            _refuse("offset", "cannot be given with cursor: the cursor already says where the page starts")
+        try:
+            after = cursor.decode(cursor_, listing, KEY_SHAPES[order])
+        except cursor.BadCursor as error:
+            _refuse("cursor", str(error))
+    key = f"jobs?{listing}&limit={limit}&cursor={cursor_}&offset={offset}"
+    page = Page(listing, statuses, after, limit, offset)
+    return cached_response(await svc.views.get(key, lambda: _jobs(svc, project, page)))
 
 
-def _jobs(svc: Services, project: str | None, status_: str | None, limit: int | None, offset: int) -> Payload:
+KEY_SHAPES: dict[str, tuple[type, ...]] = {"project": (str, float, int), "line": (int, float, int)}
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    listing: list[Any]  # order, project, statuses, waiting: what a cursor was given out for
+    statuses: list[str]
+    after: PageKey | None
+    limit: int
+    offset: int
+
+
+def _refuse(field: str, message: str) -> NoReturn:
+    raise RequestValidationError([{"loc": ("query", field), "msg": message, "type": "value_error"}])
+
+
+def _jobs(svc: Services, project: str | None, page: Page) -> Payload:
+    order, _, _, waiting = page.listing
     with svc.db.read() as session:
         if project is not None:
             projects.get_project(session, project)
-        views = job_views(session, project=project, status=status_, limit=limit, offset=offset)
-        paged = limit is not None or offset > 0
-        total = count_jobs(session, project=project, status=status_) if paged else len(views)
+        views, keys = job_page(
+            session,
+            project=project,
+            status=page.statuses,
+            waiting=waiting,
+            order=order,
+            after=page.after,
+            limit=page.limit + 1,  # one more: is there a next page?
+            offset=page.offset,
+        )
+        total = count_jobs(session, project=project, status=page.statuses, waiting=waiting)
+    headers = {"X-Total-Count": str(total)}
+    if len(views) > page.limit:
+        views = views[: page.limit]
+        headers["X-Next-Cursor"] = cursor.encode(page.listing, keys[page.limit - 1])
     body = convert.jobs_json([convert.job_public(view, view.project_name) for view in views])
-    return Payload(body, {"X-Total-Count": str(total)})
+    return Payload(body, headers)
 
 
 @router.get("/projects/{project}/jobs/{name}", response_model=schemas.JobPublic)

@@ -1,7 +1,10 @@
 // The dashboard's view of the REST API. Contract: get(path) sends the token as a bearer header and the
 // ETag of its last answer for that path as If-None-Match, so an unchanged state costs a 304 with no body;
-// it resolves to {changed, data} (data: the last answer, parsed). A 401 rejects with Unauthorized (the
+// it resolves to {changed, data, total, next} (data: the last answer, parsed; a paged listing's total, from
+// X-Total-Count, and the cursor of its next page, from X-Next-Cursor, else null). A 401 rejects with Unauthorized (the
 // caller asks for a token again); any other failure rejects with ApiError carrying the server's detail.
+
+const CACHED = 64;
 
 export class Unauthorized extends Error {}
 
@@ -16,7 +19,7 @@ export class Api {
   constructor(base = "/api/v1") {
     this.base = base;
     this.token = null;
-    this.cache = new Map(); // path -> {etag, data}
+    this.cache = new Map(); // path -> {etag, data, total, next}; the last CACHED paths (pages come and go)
   }
 
   setToken(token) {
@@ -35,13 +38,19 @@ export class Api {
     } catch (error) {
       throw new ApiError(`cannot reach Tide (${error.message})`, 0);
     }
-    if (response.status === 304 && cached) return { changed: false, data: cached.data };
+    if (response.status === 304 && cached) return { ...cached, changed: false };
     if (response.status === 401) throw new Unauthorized(await detail(response));
     if (!response.ok) throw new ApiError(await detail(response), response.status);
     const data = text ? await response.text() : await response.json();
     const etag = response.headers.get("ETag");
-    if (etag) this.cache.set(path, { etag, data });
-    return { changed: true, data };
+    const total = response.headers.get("X-Total-Count");
+    const answer = { data, total: total === null ? null : Number(total), next: response.headers.get("X-Next-Cursor") };
+    if (etag) {
+      this.cache.delete(path);
+      this.cache.set(path, { ...answer, etag });
+      if (this.cache.size > CACHED) this.cache.delete(this.cache.keys().next().value);
+    }
+    return { ...answer, changed: true };
   }
 }
 

@@ -1,6 +1,7 @@
 // The dashboard's entry point. Contract: asks for an API token once (kept in this browser's localStorage;
-// a 401 asks again), then polls /cluster, /jobs and /events every 2 s, each revalidated with its ETag so an
-// unchanged state costs three 304s and no redraw. Sections redraw only when an answer changed; ages tick
+// a 401 asks again), then polls every 2 s /cluster, the page of /jobs the Jobs table shows (the server pages
+// it: never the whole list), the first waiting jobs in line (/jobs?waiting=true&order=line) and /events,
+// each revalidated with its ETag so an unchanged state costs four 304s and no redraw. Sections redraw only when an answer changed; ages tick
 // on every poll. The job detail follows the URL's #fragment. "Large type" (or ?large=1) is for wall displays.
 
 import { Api, ApiError, Unauthorized } from "./api.js";
@@ -10,7 +11,7 @@ import * as gpumap from "./gpumap.js";
 import * as jobsView from "./jobs.js";
 import { Palette } from "./palette.js";
 import * as projects from "./projects.js";
-import { renderNow, renderTimeline, tickAgo } from "./timeline.js";
+import { onMoreWaiting, renderNow, renderTimeline, tickAgo, waitingWanted } from "./timeline.js";
 
 const POLL_MS = 2000;
 const EVENTS = 60;
@@ -19,14 +20,14 @@ const LARGE_KEY = "tide.large";
 
 const api = new Api();
 const palette = new Palette();
-const state = { cluster: null, jobs: [], events: [], view: detail.route(location.hash), timer: null, polling: false };
+const state = { cluster: null, page: null, waiting: null, events: [], view: detail.route(location.hash), timer: null, polling: false };
 
 function filter() {
   return { project: byId("filter-project").value, status: byId("filter-status").value };
 }
 
 function drawJobs() {
-  jobsView.render(state.jobs, palette, filter(), detail.selectedJob(state.view));
+  jobsView.render(state.page, palette, filter(), detail.selectedJob(state.view));
 }
 
 // What the last redraws cost, for people and the browser tests: milliseconds from the answers being in
@@ -57,18 +58,18 @@ function section(name, draw) {
 function drawAll() {
   const c = state.cluster;
   renders.sections = {};
-  const running = state.jobs.filter((j) => j.status === "running").length;
-  const pending = state.jobs.filter((j) => j.status === "pending").length;
+  const running = c.projects.reduce((n, p) => n + p.running_jobs, 0);
+  const pending = c.projects.reduce((n, p) => n + p.pending_jobs, 0);
   replace(
     byId("summary"),
     `${plural(c.total_gpus, "GPU")} on ${plural(c.nodes.length, "node")}: ${c.allocated_gpus} in use${releasing(c)}, ${c.free_gpus} free · ` +
       `${plural(c.projects.length, "project")} · ${running} running, ${pending} pending ${pending === 1 && running === 0 ? "job" : "jobs"}`,
   );
   section("projects", () => projects.render(c, palette));
-  section("gpumap", () => gpumap.render(c, state.jobs, palette));
+  section("gpumap", () => gpumap.render(c, palette));
   section("jobs", drawJobs);
   section("timeline", () => renderTimeline(state.events, palette));
-  section("now", () => renderNow(state.events, state.jobs, palette));
+  section("now", () => renderNow(state.events, state.waiting, palette));
 }
 
 function releasing(cluster) {
@@ -85,15 +86,22 @@ function setConn(ok, text) {
 async function tick() {
   state.timer = null;
   try {
-    const [cluster, jobs, events] = await Promise.all([api.get("/cluster"), api.get("/jobs"), api.get(`/events?limit=${EVENTS}`)]);
+    const index = jobsView.pageIndex(); // the page asked for: a click may move on while the answers come
+    const [cluster, page, waiting, events] = await Promise.all([
+      api.get("/cluster"),
+      api.get(jobsView.path(filter())),
+      api.get(`/jobs?waiting=true&order=line&limit=${waitingWanted()}`),
+      api.get(`/events?limit=${EVENTS}`),
+    ]);
     if (cluster.changed) {
       palette.update(cluster.data.projects);
       jobsView.updateProjectFilter(cluster.data.projects);
     }
     state.cluster = cluster.data;
-    state.jobs = jobs.data;
+    state.page = { ...page, index };
+    state.waiting = { jobs: waiting.data, total: waiting.total ?? waiting.data.length };
     state.events = events.data;
-    if (cluster.changed || jobs.changed || events.changed) {
+    if (cluster.changed || page.changed || waiting.changed || events.changed) {
       timed(drawAll);
       detail.forget(); // the palette or the job may have changed: redraw the drawer too
     }
@@ -174,20 +182,20 @@ function boot() {
   for (const id of ["filter-project", "filter-status"]) {
     byId(id).addEventListener("change", () => {
       jobsView.turn(0);
-      drawJobs();
+      if (state.polling) schedule(0); // the server pages the filtered jobs: ask it now
     });
   }
   for (const [id, delta] of [["page-prev", -1], ["page-next", 1]]) {
     byId(id).addEventListener("click", () => {
       jobsView.turn(delta);
-      drawJobs();
+      if (state.polling) schedule(0);
     });
   }
   byId("job-filters").addEventListener("submit", (event) => event.preventDefault());
   window.addEventListener("hashchange", () => {
     state.view = detail.route(location.hash);
     detail.forget();
-    if (state.cluster) drawJobs();
+    if (state.page) drawJobs();
     if (state.polling) schedule(0);
   });
   byId("detail-close").addEventListener("click", (event) => {
@@ -195,6 +203,7 @@ function boot() {
     history.pushState(null, "", location.pathname + location.search);
     window.dispatchEvent(new HashChangeEvent("hashchange"));
   });
+  onMoreWaiting(() => state.polling && schedule(0)); // "Show more" waiting jobs: fetch them now
   const token = localStorage.getItem(TOKEN_KEY);
   if (token) start(token);
   else askToken();

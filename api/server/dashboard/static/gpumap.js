@@ -1,9 +1,9 @@
-// The GPU map. Contract: render(cluster, jobs, palette) draws every node and each of its GPUs. A replica's
+// The GPU map. Contract: render(cluster, palette) draws every node and each of its GPUs. A replica's
 // GPUs form one block (spanning as many GPU columns as it holds), painted in its project's colour and
 // pattern and labelled project/job and replica; the master (replica 0, which hosts the rendezvous) is
 // marked ★; a block whose replica was told to stop is outlined dashed red and flagged "being reclaimed"
 // (or "stopping" when its job ended); a free GPU says "free". These are physical figures: processes that
-// still hold the GPUs. Replicas placed that wait for their GPUs are listed under their node. Small clusters
+// still hold the GPUs. Replicas placed that wait for their GPUs are listed under their node (node.waiting). Small clusters
 // get large labelled cells; from DENSE_ABOVE GPUs the cells shrink to the replica number (details in the
 // tooltip) with a legend of project colours, and from SWATCH_ABOVE to colour and pattern only. Above
 // nodemap.COMPACT_ABOVE nodes, one cell per node instead (nodemap.js). A shared GPU (fractional replicas, each
@@ -16,9 +16,9 @@ import * as nodemap from "./nodemap.js";
 const DENSE_ABOVE = 16;
 const SWATCH_ABOVE = 512;
 
-export function render(cluster, jobs, palette) {
+export function render(cluster, palette) {
   if (cluster.nodes.length > nodemap.COMPACT_ABOVE) {
-    nodemap.render(cluster, jobs, palette); // and its legend
+    nodemap.render(cluster, palette); // and its legend
     return;
   }
   nodemap.hide();
@@ -32,25 +32,11 @@ export function render(cluster, jobs, palette) {
     replace(list, h("p", { class: "muted" }, "No nodes reported yet."));
     return;
   }
-  const waiting = waitingByNode(jobs);
-  const status = new Map(jobs.map((j) => [`${j.project}/${j.name}`, j.status]));
-  replace(list, cluster.nodes.map((node) => nodeCard(node, waiting.get(node.name) ?? [], status, palette)));
+  replace(list, cluster.nodes.map((node) => nodeCard(node, palette)));
 }
 
-function waitingByNode(jobs) {
-  const byNode = new Map();
-  for (const job of jobs) {
-    if (job.status !== "running" && job.status !== "pending") continue;
-    for (const r of job.replicas) {
-      if (r.status !== "starting" || r.pid !== null) continue;
-      if (!byNode.has(r.node)) byNode.set(r.node, []);
-      byNode.get(r.node).push(`${job.project}/${job.name} #${r.index}`);
-    }
-  }
-  return byNode;
-}
-
-function nodeCard(node, waiting, status, palette) {
+function nodeCard(node, palette) {
+  const waiting = nodemap.waitingOn(node);
   const owner = new Map();
   const shared = new Map(); // GPU id -> the fractional replicas on it
   for (const slot of node.slots) {
@@ -62,9 +48,9 @@ function nodeCard(node, waiting, status, palette) {
   const cells = [];
   for (let id = 0; id < node.gpus; id += 1) {
     const slot = owner.get(id);
-    if (!slot && shared.has(id)) cells.push(sharedCell(node.name, id, shared.get(id), status, palette));
+    if (!slot && shared.has(id)) cells.push(sharedCell(node.name, id, shared.get(id), palette));
     else if (!slot) cells.push(freeCell(node.name, id));
-    else if (Math.min(...slot.gpu_ids) === id) cells.push(slotCell(node.name, slot, status, palette));
+    else if (Math.min(...slot.gpu_ids) === id) cells.push(slotCell(node.name, slot, palette));
   }
   return h(
     "section",
@@ -85,11 +71,11 @@ function freeCell(nodeName, id) {
 }
 
 // One GPU shared by fractional replicas: a part per replica, as wide as its share, then what is free.
-function sharedCell(nodeName, id, slots, status, palette) {
+function sharedCell(nodeName, id, slots, palette) {
   const booked = slots.reduce((n, s) => n + s.share, 0);
   const parts = slots.map((slot) => {
     const who = `${slot.project}/${slot.job}`;
-    const stopping = slot.releasing ? releasingWords(status.get(who)) : null;
+    const stopping = slot.releasing ? releasingWords(slot.job_status ?? undefined) : null;
     const paint = palette.paint(slot.project, `gpu-part${slot.releasing ? " gpu-releasing" : ""}`);
     return h(
       "span",
@@ -130,11 +116,11 @@ function gpuRange(ids) {
   return contiguous ? `GPUs ${sorted[0]}–${sorted[sorted.length - 1]}` : `GPUs ${sorted.join(",")}`;
 }
 
-function slotCell(nodeName, slot, status, palette) {
+function slotCell(nodeName, slot, palette) {
   const master = slot.role === "master";
   const who = `${slot.project}/${slot.job}`;
   const role = master ? "master #0" : `worker #${slot.index}`;
-  const stopping = slot.releasing ? releasingWords(status.get(who)) : null;
+  const stopping = slot.releasing ? releasingWords(slot.job_status ?? undefined) : null;
   const paint = palette.paint(slot.project, `gpu${slot.releasing ? " gpu-releasing" : ""}${master ? " gpu-master" : ""}`);
   return h(
     "div",

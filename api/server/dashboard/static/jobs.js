@@ -1,9 +1,10 @@
-// The Jobs table. Contract: render(jobs, palette, filter) lists the jobs that pass the project and status
-// filter: running first, then pending in their place in line, then finished ones newest first. Each row:
-// the job (a link to its detail), its status in words, replicas now / min / max, GPUs held, age, and for a
-// job not at its wanted size the scheduler's reason, its place in line (R13) and when it should start or
-// grow (eta.js). At most PAGE rows are drawn: above that the table pages (‹ Prev / Next ›, the page kept
-// while polls redraw it, back to the first when the filter changes). tickAges() refreshes ages.
+// The Jobs table. Contract: the server pages it: path(filter) is the page to poll (PAGE rows of the jobs that
+// pass the project and status filter, by project then age; pending or active ones by their place in line,
+// R13, then the rest by age), render(answer, palette, selected) draws that page: each row the job (a link
+// to its detail), its status in words, replicas now / min / max, GPUs held, age, and for a job not at its
+// wanted size the scheduler's reason, its place in line and when it should start or grow (eta.js). Above a
+// page, ‹ Prev / Next › walk the pages (each page's cursor kept, so polls redraw the page shown; back to
+// the first when the filter changes). tickAges() refreshes ages.
 
 import { byId, duration, h, replace } from "./dom.js";
 import { etaBadge } from "./eta.js";
@@ -11,50 +12,55 @@ import { reason, STATUS } from "./words.js";
 
 const ORDER = { running: 0, pending: 1 };
 export const PAGE = 100;
-const paging = { page: 0, pages: 1 };
+const paging = { cursors: [null], next: null }; // the cursor of each page up to the one shown
 
-// Move by delta pages (clamped when the table is drawn); 0 goes back to the first page.
+// Move by delta pages (1: on to the next, if there is one; -1: back one); 0 goes back to the first page.
 export function turn(delta) {
-  paging.page = delta === 0 ? 0 : Math.max(0, Math.min(paging.pages - 1, paging.page + delta));
+  if (delta === 0) paging.cursors = [null];
+  else if (delta < 0 && paging.cursors.length > 1) paging.cursors.pop();
+  else if (delta > 0 && paging.next) paging.cursors.push(paging.next);
 }
 
-export function matches(job, filter) {
-  if (filter.project && job.project !== filter.project) return false;
-  if (filter.status === "active") return job.status === "running" || job.status === "pending";
-  return !filter.status || job.status === filter.status;
+// The index of the page the table shows (the answer polled for it says which page it was asked for).
+export function pageIndex() {
+  return paging.cursors.length - 1;
 }
 
-function sortKey(a, b) {
-  const ra = ORDER[a.status] ?? 2;
-  const rb = ORDER[b.status] ?? 2;
-  if (ra !== rb) return ra - rb;
-  if (a.status === "pending") return (a.queue_position ?? 1e9) - (b.queue_position ?? 1e9);
-  if (ra === 2) return (b.finished_at ?? "").localeCompare(a.finished_at ?? "");
-  return a.created_at.localeCompare(b.created_at);
+export function path(filter) {
+  const query = new URLSearchParams({ limit: String(PAGE) });
+  if (filter.project) query.set("project", filter.project);
+  if (filter.status === "active") ["pending", "running"].forEach((s) => query.append("status", s));
+  else if (filter.status) query.set("status", filter.status);
+  if (filter.status === "active" || filter.status === "pending") query.set("order", "line");
+  const cursor = paging.cursors[paging.cursors.length - 1];
+  if (cursor) query.set("cursor", cursor);
+  return `/jobs?${query}`;
 }
 
-export function render(jobs, palette, filter, selected) {
-  const shown = jobs.filter((job) => matches(job, filter)).sort(sortKey);
-  replace(byId("job-count"), `${shown.length.toLocaleString("en")} of ${jobs.length.toLocaleString("en")} jobs`);
-  const first = pager(shown.length);
-  if (shown.length === 0) {
-    replace(byId("job-rows"), h("tr", {}, h("td", { colspan: 6, class: "muted" }, jobs.length ? "No job matches the filter." : "No jobs yet.")));
+export function render(answer, palette, filter, selected) {
+  const jobs = answer.data;
+  const total = answer.total ?? jobs.length;
+  const filtered = filter.project || filter.status;
+  replace(byId("job-count"), `${total.toLocaleString("en")} ${total === 1 ? "job" : "jobs"}${filtered ? " match the filter" : ""}`);
+  const current = answer.index === pageIndex(); // not an answer for the page before a click on Next/Prev
+  if (current) paging.next = answer.next;
+  pager(total, jobs.length, answer.index ?? pageIndex(), current);
+  if (jobs.length === 0) {
+    replace(byId("job-rows"), h("tr", {}, h("td", { colspan: 6, class: "muted" }, filtered ? "No job matches the filter." : "No jobs yet.")));
     return;
   }
-  replace(byId("job-rows"), shown.slice(first, first + PAGE).map((job) => row(job, palette, selected)));
+  replace(byId("job-rows"), jobs.map((job) => row(job, palette, selected)));
 }
 
-// Shows the pager when the rows fill more than a page; the index of the page's first row.
-function pager(count) {
-  paging.pages = Math.max(1, Math.ceil(count / PAGE));
-  paging.page = Math.min(paging.page, paging.pages - 1);
-  const first = paging.page * PAGE;
-  byId("job-pager").hidden = paging.pages === 1;
-  byId("page-prev").disabled = paging.page === 0;
-  byId("page-next").disabled = paging.page === paging.pages - 1;
-  const last = Math.min(count, first + PAGE);
-  replace(byId("page-where"), `rows ${(first + 1).toLocaleString("en")} to ${last.toLocaleString("en")} · page ${paging.page + 1} of ${paging.pages}`);
-  return first;
+// Shows the pager when the jobs fill more than a page.
+function pager(total, shown, page, current) {
+  const pages = Math.max(1, Math.ceil(total / PAGE));
+  byId("job-pager").hidden = pages === 1 && page === 0;
+  byId("page-prev").disabled = page === 0;
+  byId("page-next").disabled = !current || !paging.next;
+  const first = page * PAGE;
+  const where = shown ? `rows ${(first + 1).toLocaleString("en")} to ${(first + shown).toLocaleString("en")}` : "no rows";
+  replace(byId("page-where"), `${where} · page ${page + 1} of ${Math.max(pages, page + 1)}`);
 }
 
 function row(job, palette, selected) {

@@ -1,12 +1,14 @@
-// The compact GPU map, for clusters of more than COMPACT_ABOVE nodes. Contract: render(cluster, jobs,
-// palette) draws one small cell per node, in racks of RACK nodes (in natural name order, node-2 before
+// The compact GPU map, for clusters of more than COMPACT_ABOVE nodes. Contract: render(cluster, palette)
+// draws one small cell per node, in racks of RACK nodes (in natural name order, node-2 before
 // node-10), each cell a mini bar: one segment per project holding GPUs there, as tall as its share of the
 // node's GPUs, in the project's colour and pattern, free GPUs grey; replicas told to stop outline the cell
 // dashed red, a cordoned node is hatched grey. The title says the node's figures and who holds what;
 // clicking a cell opens the node panel (its replicas with links to their jobs, and what waits to start
 // there). The "Highlight" select keeps the nodes of a project or department bright and dims the others,
 // without redrawing. A poll that changed /cluster redraws only the cells of nodes whose figures changed
-// (all of them when the set of nodes changed); filtering only toggles classes.
+// (all of them when the set of nodes changed); filtering only toggles classes. A rack's cells are built
+// when it is in view (the racks in view at once, the others as the map scrolls to them: at 10,240 nodes
+// the first render builds a few racks, not 160); the counts the page shows come from the data.
 //
 // Colours: a cell is about 14 px, too small for patterns, so the map shows at most MAP_COLOURS projects in
 // their own colour (the page's colour for that project, see palette.js), each a distinct one: those holding
@@ -22,10 +24,15 @@ const RACK = 64;
 const byName = new Intl.Collator(undefined, { numeric: true }).compare;
 const MAP_COLOURS = 8;
 const OTHER = { c: "#8c959f", pattern: "other" };
-const view = { cluster: null, jobs: [], palette: null, selected: null, wired: false, names: "", cells: new Map(), shown: new Map() };
+const view = {
+  cluster: null, palette: null, selected: null, wired: false, names: "", cells: new Map(), shown: new Map(),
+  nodes: new Map(), // name -> the node as the last poll said
+  racks: [], // {el, grid, names, built}
+  observer: null,
+};
 
-export function render(cluster, jobs, palette) {
-  Object.assign(view, { cluster, jobs, palette });
+export function render(cluster, palette) {
+  Object.assign(view, { cluster, palette });
   wire();
   byId("map-tools").hidden = false;
   updateHighlight(cluster);
@@ -33,19 +40,48 @@ export function render(cluster, jobs, palette) {
   replace(byId("gpu-legend"), legend(held, palette));
   const list = byId("node-list");
   const nodes = [...cluster.nodes].sort((a, b) => byName(a.name, b.name));
+  view.nodes = new Map(nodes.map((n) => [n.name, n]));
   const names = nodes.map((n) => n.name).join(" ");
   if (list.className !== "nodes nodes-compact" || names !== view.names) {
     list.className = "nodes nodes-compact";
     view.names = names;
     view.cells = new Map();
-    const racks = [];
-    for (let i = 0; i < nodes.length; i += RACK) racks.push(rack(nodes.slice(i, i + RACK), palette));
-    replace(list, racks);
+    view.observer?.disconnect();
+    view.racks = [];
+    for (let i = 0; i < nodes.length; i += RACK) view.racks.push(rack(nodes.slice(i, i + RACK)));
+    replace(list, view.racks.map((r) => r.el));
+    buildInView(list);
   } else {
-    for (const node of nodes) update(node, palette); // the same nodes: redraw only the cells that changed
+    for (const node of nodes) if (view.cells.has(node.name)) update(node, palette); // built cells that changed
   }
   applyHighlight();
   drawPanel();
+}
+
+// Builds the racks in view now (one layout to find them); the others when they scroll into view.
+function buildInView(list) {
+  const box = list.getBoundingClientRect();
+  const bottom = Math.min(box.bottom, window.innerHeight) + 200;
+  view.observer = new IntersectionObserver(
+    (entries) => {
+      for (const entry of entries) if (entry.isIntersecting) build(view.racks.find((r) => r.el === entry.target));
+    },
+    { root: list, rootMargin: "200px" },
+  );
+  for (const r of view.racks) {
+    if (r.el.getBoundingClientRect().top < bottom) build(r);
+    else view.observer.observe(r.el);
+  }
+}
+
+function build(r) {
+  if (!r || r.built) return;
+  r.built = true;
+  view.observer?.unobserve(r.el);
+  replace(r.grid, r.names.map((name) => cell(view.nodes.get(name), view.palette)));
+  r.el.classList.add("built");
+  applyHighlight(r.grid);
+  if (view.selected && r.names.includes(view.selected)) drawPanel();
 }
 
 // The projects the map colours (view.shown: name -> GPUs held), the rest "other"; what the others hold.
@@ -94,15 +130,16 @@ function signature(node, palette) {
 
 function update(node, palette) {
   const known = view.cells.get(node.name);
-  const sig = signature(node, palette);
-  if (known && known.sig === sig) return;
+  if (known && known.sig === signature(node, palette)) return;
   const el = cell(node, palette);
+  if (known?.el.classList.contains("selected")) el.classList.add("selected");
   known?.el.replaceWith(el);
 }
 
 // Back to the small views: the compact view's tools and panel go away.
 export function hide() {
   view.names = "";
+  view.observer?.disconnect();
   byId("map-tools").hidden = true;
   byId("node-panel").hidden = true;
   view.selected = null;
@@ -117,7 +154,7 @@ function wire() {
     view.selected = cell.dataset.node;
     drawPanel();
   });
-  byId("map-filter").addEventListener("change", applyHighlight);
+  byId("map-filter").addEventListener("change", () => applyHighlight());
   byId("gpu-legend").addEventListener("click", (event) => {
     const entry = event.target.closest("[data-highlight]");
     if (!entry || byId("map-tools").hidden) return;
@@ -133,9 +170,12 @@ function wire() {
   });
 }
 
-function rack(nodes, palette) {
+// A rack's frame: its label and an empty grid of its size (cells built by build()).
+function rack(nodes) {
   const label = nodes.length > 1 ? `${nodes[0].name} – ${nodes[nodes.length - 1].name}` : nodes[0].name;
-  return h("div", { class: "rack" }, h("div", { class: "rack-label" }, label), h("div", { class: "rack-grid" }, nodes.map((n) => cell(n, palette))));
+  const grid = h("div", { class: "rack-grid", style: { "--rows": String(Math.ceil(nodes.length / 8)) } });
+  const el = h("div", { class: "rack" }, h("div", { class: "rack-label" }, label), grid);
+  return { el, grid, names: nodes.map((n) => n.name), built: false };
 }
 
 function holders(node) {
@@ -199,16 +239,19 @@ function wanted(value) {
   return new Set(view.cluster.projects.filter((p) => p.department === name).map((p) => p.name));
 }
 
-function applyHighlight() {
+// Marks the cells (under ``within``: the map, or a rack just built) of nodes where the highlighted project
+// or department holds GPUs, and says how many nodes those are (from the data: not every rack is built).
+function applyHighlight(within = null) {
   const projects = wanted(byId("map-filter").value);
   const list = byId("node-list");
   list.classList.toggle("highlighting", projects !== null);
-  let hits = 0;
-  for (const el of list.querySelectorAll(".ncell")) {
+  for (const el of (within ?? list).querySelectorAll(".ncell")) {
     const hit = projects !== null && el.dataset.projects.split(" ").some((p) => projects.has(p));
     el.classList.toggle("hit", hit);
-    if (hit) hits += 1;
   }
+  if (within) return;
+  let hits = 0;
+  if (projects !== null) for (const node of view.cluster.nodes) if (node.slots.some((s) => projects.has(s.project))) hits += 1;
   for (const entry of byId("gpu-legend").querySelectorAll("[data-highlight]")) {
     entry.setAttribute("aria-pressed", String(entry.dataset.highlight === byId("map-filter").value));
   }
@@ -235,7 +278,7 @@ function drawPanel() {
 
 function nodePanel(node) {
   const slots = [...node.slots].sort((a, b) => Math.min(...a.gpu_ids) - Math.min(...b.gpu_ids));
-  const waiting = waitingOn(node.name);
+  const waiting = waitingOn(node);
   return [
     h(
       "header",
@@ -268,13 +311,9 @@ function slotRow(slot) {
   );
 }
 
-function waitingOn(nodeName) {
-  const found = [];
-  for (const job of view.jobs) {
-    if (job.status !== "running" && job.status !== "pending") continue;
-    for (const r of job.replicas) if (r.node === nodeName && r.status === "starting" && r.pid === null) found.push(`${job.project}/${job.name} #${r.index}`);
-  }
-  return found;
+// The replicas placed on a node that wait for their GPUs, in words (/cluster lists them with the node).
+export function waitingOn(node) {
+  return (node.waiting ?? []).map((w) => `${w.project}/${w.job} #${w.index}`);
 }
 
 // The compact map's legend: each project shown in its colour (a button: highlight its nodes), the others

@@ -1,17 +1,28 @@
 // The Timeline and the "What the scheduler just did" panel. Contract: renderTimeline(events) lists the
 // latest decisions newest first, grouped by the second they were made in, each as a
 // headline in plain words, the scheduler's reason, and its cause; at most TIMELINE_SHOWN decisions until
-// "Show more" asks for more. renderNow(events, jobs) shows the latest decisions (the newest
+// "Show more" asks for more. renderNow(events, waiting) shows the latest decisions (the newest
 // moment and those up to 3 s before it) in large type and, below it, the jobs that wait or run short of
-// their wanted size with their reason and place in line (the first WAITING_SHOWN, "Show more" for more):
-// what happened, and who is waiting and why. What "Show more" opened stays open across polls.
+// their wanted size with their reason and place in line (waiting: {jobs, total}, the first
+// waitingWanted() of them in line as the server sends them; the first WAITING_SHOWN, "Show more" for more,
+// which calls the onMoreWaiting hook to fetch them): what happened, and who is waiting and why. What
+// "Show more" opened stays open across polls.
 
 import { ago, byId, clock, h, replace } from "./dom.js";
 import { CAUSE, moments, headline, kindWord, reason } from "./words.js";
 
 export const TIMELINE_SHOWN = 6; // decisions
 export const WAITING_SHOWN = 5; // jobs; the Jobs table has them all
-const opened = { timeline: TIMELINE_SHOWN, waiting: WAITING_SHOWN, last: { timeline: null, now: null } };
+const opened = { timeline: TIMELINE_SHOWN, waiting: WAITING_SHOWN, last: { timeline: null, now: null }, more: () => {} };
+
+// How many waiting jobs to ask the server for; what to call when "Show more" wants more of them.
+export function waitingWanted() {
+  return opened.waiting;
+}
+
+export function onMoreWaiting(fetch) {
+  opened.more = fetch;
+}
 
 // A "Show more" button: how many more a click shows, and how many are not shown yet.
 function showMore(role, hidden, step, what, redraw) {
@@ -78,8 +89,8 @@ export function eventItem(event, palette, kind) {
 const BURST_S = 3;
 const BURST_EVENTS = 6;
 
-export function renderNow(events, jobs, palette) {
-  opened.last.now = [events, jobs, palette];
+export function renderNow(events, waiting, palette) {
+  opened.last.now = [events, waiting, palette];
   const groups = moments(events);
   const body = [];
   if (groups.length === 0) body.push(h("p", { class: "muted" }, "No decision yet."));
@@ -100,10 +111,9 @@ export function renderNow(events, jobs, palette) {
     );
   }
   if (left) body.push(h("p", { class: "muted" }, `…and ${left} more at the same time: see the Timeline.`));
-  const short = jobs
-    .filter((j) => (j.status === "pending" || j.status === "running") && j.pending_reason)
-    .sort((a, b) => (a.queue_position ?? 1e9) - (b.queue_position ?? 1e9));
-  if (short.length) {
+  const short = waiting.jobs; // in line, as the server sends them
+  const count = Math.max(waiting.total, short.length);
+  if (count) {
     body.push(
       h(
         "div",
@@ -123,11 +133,11 @@ export function renderNow(events, jobs, palette) {
             ),
           ),
         ),
-        short.length > opened.waiting
+        count > opened.waiting
           ? h(
               "p",
               { class: "more" },
-              showMore("waiting", short.length - opened.waiting, 10, short.length - opened.waiting === 1 ? "job" : "jobs", () => renderNow(...opened.last.now)),
+              showMore("waiting", count - opened.waiting, 10, count - opened.waiting === 1 ? "job" : "jobs", () => opened.more()),
               h("span", { class: "muted" }, " · all of them in Jobs"),
             )
           : null,
