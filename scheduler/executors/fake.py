@@ -36,7 +36,7 @@ class FakeExecutor:
 
     capabilities = Capabilities(preemption_notices=True)
 
-    def __init__(self, nodes: tuple[Node, ...], *, stop_delay: int = 0, history: int = 10_000) -> None:
+    def __init__(self, nodes: tuple[Node, ...], *, stop_delay: int = 0, history: int = 1_000) -> None:
         self._nodes = nodes
         self._sizes = {n.name: n.gpus for n in nodes}
         self._held: dict[str, set[int]] = {}  # node -> GPU ids of running replicas
