@@ -6,11 +6,12 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: help venv run test test-fast lint typecheck layers bench soak demo clean
+.PHONY: help venv run test coverage test-fast lint typecheck layers bench soak demo clean
 
 help:
 	@echo "make run    - create .venv, install, start the service with the dashboard (embedded defaults)"
 	@echo "make test   - create .venv if needed, install test extras, lint, typecheck, run the whole suite"
+	@echo "make coverage - the whole suite with a line coverage report (slower)"
 	@echo "make lint   - ruff check + format check, mypy strict, import-linter, the client's copies of the API's answers"
 	@echo "make bench  - benchmarks that print tables (bench/pollux.py: Pollux's workloads, Tide vs Tiresias)"
 	@echo "make soak   - an hour of churn and faults on each executor, then an audit that nothing was lost"
@@ -36,6 +37,9 @@ lint: $(STAMP)
 	$(PY) -m api.server.mirrors
 
 test: lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+coverage: $(STAMP)
 	$(PY) -m pytest --cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
