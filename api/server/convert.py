@@ -336,22 +336,22 @@ def node_public(row: NodeRow, live: Mapping[str, Sequence[Slot]]) -> schemas.Nod
     here = live.get(row.name, ())
     slots = [
         schemas.NodeSlot.model_construct(  # trusted: straight from the store, many per read
-            project=project,
-            job=job,
-            index=index,
-            role=role(index),
-            gpu_ids=gpu_ids,
-            releasing=releasing,
-            job_status=status,
-            share=None if share is None else float(Fraction(share)),
+            project=slot.project,
+            job=slot.job,
+            index=slot.replica,
+            role=role(slot.replica),
+            gpu_ids=slot.gpu_ids,
+            releasing=slot.releasing,
+            job_status=slot.job_status,
+            share=None if slot.share is None else float(Fraction(slot.share)),
         )
-        for project, job, index, gpu_ids, releasing, status, waiting, share in here
-        if not waiting
+        for slot in here
+        if not slot.waiting
     ]
     waiting = [
-        schemas.WaitingSlot.model_construct(project=slot[0], job=slot[1], index=slot[2])
+        schemas.WaitingSlot.model_construct(project=slot.project, job=slot.job, index=slot.replica)
         for slot in here
-        if slot[6]
+        if slot.waiting
     ]
     state = "draining" if row.state == "drained" and slots else row.state
     return schemas.NodePublic.model_construct(  # trusted, as its slots: 10,240 nodes a read of /cluster

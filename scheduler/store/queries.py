@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, and_, func, or_, select, tuple_
 from sqlalchemy.orm import Session, selectinload
@@ -127,10 +127,21 @@ def project_figures(
     return job_rows, held_rows + sorted(counts.items())
 
 
-# (project, job, index, gpu_ids, releasing, job status, waiting, share): waiting, a replica placed that waits
-# for its GPUs (starting, not launched, of an active job); else a live replica holding its GPUs; ``share`` is a
-# fractional replica's share of its one GPU ("1/2", R20), None for whole GPUs
-Slot = tuple[str, str, int, list[int], bool, str, bool, str | None]
+class Slot(NamedTuple):
+    """A replica on a node, as the GPU map shows it."""
+
+    project: str
+    job: str
+    replica: int  # its index in the job
+    gpu_ids: list[int]
+    releasing: bool  # told to stop
+    job_status: str
+    waiting: (
+        bool  # placed, waiting for its GPUs (starting, not launched, of an active job); else holding them
+    )
+    share: str | None  # a fractional replica's share of its one GPU ("1/2", R20); None for whole GPUs
+
+
 _WAITING = (ReplicaRow.status == ReplicaStatus.STARTING, ReplicaRow.pid.is_(None))
 
 
@@ -158,7 +169,9 @@ def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot
     slots: dict[str, list[Slot]] = defaultdict(list)
     for name, project, job, index, gpu_ids, desired, status, pid, share in session.execute(query):
         releasing = desired != ReplicaDesired.RUN
-        slots[name].append((project, job, index, list(gpu_ids or ()), releasing, status, pid is None, share))
+        slots[name].append(
+            Slot(project, job, index, list(gpu_ids or ()), releasing, status, pid is None, share)
+        )
     return slots
 
 
