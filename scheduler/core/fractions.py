@@ -89,8 +89,7 @@ class SharedGpu:
 
     def stand_in(self) -> Job:
         """The one-GPU job the core sees for this GPU (its replica releasing once no job runs on it)."""
-        members = self.jobs
-        if not members:
+        if not self.jobs:
             return Job(
                 self.project,
                 gpu_label(self.node, self.gpu),
@@ -100,44 +99,45 @@ class SharedGpu:
                 interactive=self.interactive,
                 replicas=(Replica(0, self.node, 1, releasing=True),),
             )
-        if len(members) == 1:  # most shared GPUs: their one job's figures
-            (j,) = members
-            priority, submitted, checkpointed = j.priority, j.submitted_at, j.checkpointed_at
-            started = j.submitted_at if j.last_resized_at is None else j.last_resized_at
-        else:
-            priority = max(j.priority for j in members)
-            submitted = min(j.submitted_at for j in members)
-            started = max(j.submitted_at if j.last_resized_at is None else j.last_resized_at for j in members)
-            checkpoints = [j.checkpointed_at for j in members]
-            checkpointed = None if None in checkpoints else min(c for c in checkpoints if c is not None)
-        key = (
-            self.project,
-            self.node,
-            self.gpu,
-            self.interactive,
+        return _stand_in([self])
+
+
+def _stand_in(gpus: list[SharedGpu]) -> Job:
+    """The rigid job of one GPU a replica the core sees for running shared GPUs ``gpus`` (one unit: see
+    ``units_of``): their jobs' highest priority, oldest submission, latest start and oldest checkpoint."""
+    first = gpus[0]
+    if len(gpus) == 1 and len(first.jobs) == 1:  # most shared GPUs: their one job's figures
+        (j,) = first.jobs
+        priority, submitted, checkpointed = j.priority, j.submitted_at, j.checkpointed_at
+        started = j.submitted_at if j.last_resized_at is None else j.last_resized_at
+    else:
+        members = list({j.key: j for g in gpus for j in g.jobs}.values())
+        priority = max(j.priority for j in members)
+        submitted = min(j.submitted_at for j in members)
+        started = max(j.submitted_at if j.last_resized_at is None else j.last_resized_at for j in members)
+        checkpoints = [j.checkpointed_at for j in members]
+        checkpointed = None if None in checkpoints else min(c for c in checkpoints if c is not None)
+    places = tuple((g.node, g.gpu) for g in gpus)
+    key = (first.project, places, first.interactive, priority, submitted, started, checkpointed)
+    job = _STAND_INS.get(key)
+    if job is None:
+        if len(_STAND_INS) >= _STAND_INS_KEPT:
+            _STAND_INS.clear()
+        n = len(gpus)
+        job = _STAND_INS[key] = Job(
+            first.project,
+            gpu_label(first.node, first.gpu),
+            n,
+            n,
+            1,
+            first.interactive,
             priority,
             submitted,
+            tuple(Replica(i, g.node, 1) for i, g in enumerate(gpus)),
             started,
             checkpointed,
         )
-        job = _STAND_INS.get(key)
-        if job is None:
-            if len(_STAND_INS) >= _STAND_INS_KEPT:
-                _STAND_INS.clear()
-            job = _STAND_INS[key] = Job(
-                self.project,
-                gpu_label(self.node, self.gpu),
-                1,
-                1,
-                1,
-                self.interactive,
-                priority,
-                submitted,
-                (Replica(0, self.node, 1),),
-                started,
-                checkpointed,
-            )
-        return job
+    return job
 
 
 def shared_gpus(fractional: Iterable[Job], known: set[str], unit: int) -> dict[GpuKey, SharedGpu]:
@@ -156,6 +156,47 @@ def shared_gpus(fractional: Iterable[Job], known: set[str], unit: int) -> dict[G
             g.booked += share.numerator * (unit // share.denominator)
             if not r.releasing and job not in g.jobs:
                 g.jobs.append(job)
+    return out
+
+
+def _gpu_order(key: GpuKey) -> tuple[tuple[tuple[int, int | str], ...], int]:
+    return node_sort_key(key[0]), key[1]
+
+
+def units_of(gpus: dict[GpuKey, SharedGpu]) -> dict[str, tuple[GpuKey, ...]]:
+    """The shared GPUs the core sees as one stand-in job each, by the stand-in's name (its first GPU's label).
+
+    Most are one GPU each. But a fractional gang stops whole (R8), so a GPU each of whose jobs also runs on
+    another GPU empties when those others are stopped: seen as a stand-in of its own, it would come free
+    without the core having stopped it, and the core would plan with a GPU fewer than it has. Such a GPU is
+    one unit with every GPU its jobs run on: stopping the unit's stand-in stops all their jobs and frees
+    exactly its GPUs, and no GPU outside it empties."""
+    on: dict[JobKey, set[GpuKey]] = {}
+    for k, g in gpus.items():
+        for j in g.jobs:
+            on.setdefault(j.key, set()).add(k)
+    parent: dict[GpuKey, GpuKey] = {}
+
+    def root(k: GpuKey) -> GpuKey:
+        while (up := parent.get(k, k)) != k:
+            parent[k] = parent.get(up, up)
+            k = up
+        return k
+
+    for k, g in gpus.items():
+        if g.jobs and all(len(on[j.key]) > 1 for j in g.jobs):
+            for j in g.jobs:
+                for other in on[j.key]:
+                    a, b = sorted((root(k), root(other)), key=_gpu_order)
+                    if a != b:
+                        parent[b] = a
+    groups: dict[GpuKey, list[GpuKey]] = {}
+    for k in gpus:
+        groups.setdefault(root(k), []).append(k)
+    out: dict[str, tuple[GpuKey, ...]] = {}
+    for members in groups.values():
+        members.sort(key=_gpu_order)
+        out[gpu_label(*members[0])] = tuple(members)
     return out
 
 
@@ -219,6 +260,7 @@ class Packing:
 
     gpus: dict[GpuKey, SharedGpu]
     unit: int
+    units: dict[str, tuple[GpuKey, ...]]  # the shared GPUs of each stand-in, by its name (``units_of``)
     lost: list[Job] = field(default_factory=list)
     waiting: list[Job] = field(default_factory=list)
     stopping: set[JobKey] = field(default_factory=set)
@@ -234,7 +276,8 @@ class Packing:
         projects = {p.name for p in state.projects}
         fractional = [j for j in state.jobs if j.gpu_fraction is not None]
         unit = unit_of(fractional)
-        pack = cls(shared_gpus(fractional, known, unit), unit)
+        gpus = shared_gpus(fractional, known, unit)
+        pack = cls(gpus, unit, units_of(gpus))
         for job in fractional:  # one pass; every list it fills is sorted below or read order-free
             if job.project not in projects:
                 continue
@@ -310,8 +353,13 @@ class Packing:
         return b.slots[i]
 
     def stand_ins(self) -> list[Job]:
-        """One job per shared GPU and per new GPU wanted: what the whole-GPU core plans."""
-        return [g.stand_in() for g in self.gpus.values()] + [b.stand_in() for b in self.news.values()]
+        """One job per unit of shared GPUs (most are one GPU) and per new GPU wanted: what the whole-GPU core
+        plans."""
+        gpus = self.gpus
+        return [
+            gpus[keys[0]].stand_in() if len(keys) == 1 else _stand_in([gpus[k] for k in keys])
+            for keys in self.units.values()
+        ] + [b.stand_in() for b in self.news.values()]
 
 
 def plan_fractions(
@@ -323,7 +371,7 @@ def plan_fractions(
     whole = [j for j in state.jobs if j.gpu_fraction is None]
     inner = plan_whole(replace(state, jobs=(*whole, *pack.stand_ins())), config, now, explain_waiting)
 
-    names = _Names(gpus, news)
+    names = _Names(pack)
     inner_reason = {d.job: d.reason for d in inner.decisions if d.job.startswith(PREFIX) and d.project}
     releases: list[Decision] = []
     starts: list[Decision] = []
@@ -336,10 +384,10 @@ def plan_fractions(
             (releases if d.action in (Action.SHRINK, Action.EVICT) else starts).append(fixed)
             continue
         if d.action in (Action.SHRINK, Action.EVICT):
-            key = _gpu_key(d.job)
-            freed.add(key)
-            for job in gpus[key].jobs:
-                evicted.setdefault(job.key, d)
+            for key in pack.units[d.job]:
+                freed.add(key)
+                for job in gpus[key].jobs:
+                    evicted.setdefault(job.key, d)
         elif d.job.startswith(f"{PREFIX}new/"):
             b = news[int(d.job.rsplit("/", 1)[1])]
             for p in d.replicas:
@@ -438,25 +486,26 @@ def _start_waiting(
     return starts, waits
 
 
-def _gpu_key(label: str) -> GpuKey:
-    node, number = label[len(PREFIX) + len("gpu/") :].rsplit("/", 1)
-    return node, int(number)
-
-
 class _Names:
     """Rewrites the core's stand-in names in its reasons and holds into the fractional jobs they stand for."""
 
-    def __init__(self, gpus: dict[GpuKey, SharedGpu], news: dict[int, _NewGpu]) -> None:
-        self.gpus = {gpu_label(g.node, g.gpu): g for g in gpus.values()}
-        self.news = {b.label: b for b in news.values()}
+    def __init__(self, pack: Packing) -> None:
+        self.pack = pack
+        self.news = {b.label: b for b in pack.news.values()}
+
+    def _jobs(self, label: str) -> list[Job] | None:
+        """The jobs running on the shared GPUs of stand-in ``label``, in key order; None if it is none."""
+        keys = self.pack.units.get(label)
+        if keys is None:
+            return None
+        return sorted({j.key: j for k in keys for j in self.pack.gpus[k].jobs}.values(), key=_job_key)
 
     def _words(self, label: str) -> str | None:
-        g = self.gpus.get(label)
-        if g is not None:
-            members = (
-                ", ".join(f"{j.project}/{j.name}" for j in sorted(g.jobs, key=_job_key)) or "stopping jobs"
-            )
-            return f"the GPU shared by {members}"
+        jobs = self._jobs(label)
+        if jobs is not None:
+            members = ", ".join(f"{j.project}/{j.name}" for j in jobs) or "stopping jobs"
+            many = len(self.pack.units[label]) > 1
+            return f"the GPUs shared by {members}" if many else f"the GPU shared by {members}"
         b = self.news.get(label)
         return None if b is None else ", ".join(f"{j.project}/{j.name}" for j in b.jobs)
 
@@ -476,9 +525,9 @@ class _Names:
 
     def first(self, project: str, label: str) -> str:
         """The name of the first fractional job a stand-in stands for (its own label if none)."""
-        g = self.gpus.get(label)
-        if g is not None and g.jobs:
-            return min(g.jobs, key=_job_key).name
+        jobs = self._jobs(label)
+        if jobs:
+            return jobs[0].name
         b = self.news.get(label)
         return b.jobs[0].name if b is not None else label
 
@@ -633,10 +682,11 @@ def whole_view(state: ClusterState, plan: Plan) -> tuple[ClusterState, Plan]:
         starts.append(
             Decision(Action.START, b.project, b.label, tuple(p for _, p in sorted(places.items())), "")
         )
-    for key, g in sorted(gpus.items()):
-        if g.jobs and all(j.key in evicted for j in g.jobs):
-            d = evicted[g.jobs[0].key]
-            releases.append(replace(d, job=gpu_label(*key), replicas=(Placement(0, key[0], 1),)))
+    for label, keys in sorted(pack.units.items(), key=lambda unit: unit[1][0]):
+        on = [j for k in keys for j in gpus[k].jobs]
+        if on and all(j.key in evicted for j in on):
+            held = tuple(Placement(i, node, 1) for i, (node, _) in enumerate(keys))
+            releases.append(replace(evicted[on[0].key], job=label, replicas=held))
     whole = [j for j in state.jobs if j.gpu_fraction is None]
     return (
         replace(state, jobs=(*whole, *pack.stand_ins())),

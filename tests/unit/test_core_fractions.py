@@ -26,6 +26,13 @@ def where(c: Cluster, project: str, name: str) -> list[tuple[str, int | None, Fr
     return [(r.node, r.gpu, r.share) for r in c.job(project, name).active]
 
 
+def gpus_held(c: Cluster, project: str) -> int:
+    """GPUs the project's running replicas hold, a shared GPU counting once."""
+    whole = sum(r.gpus for j in c.state.jobs if j.project == project for r in j.active)
+    shared = {(r.node, r.gpu) for j in c.state.jobs if j.project == project for r in j.active if r.share}
+    return whole + len(shared)
+
+
 def test_three_halves_take_two_gpus_then_a_whole_gpu_job_waits_and_runs_where_a_fraction_ends() -> None:
     """The issue's scenario: three 0.5 jobs on one node of 2 GPUs use 2 GPUs, not 3; a whole-GPU job of the
     same project waits (no free whole GPU) and runs on the GPU the lone fraction leaves when it ends."""
@@ -213,3 +220,23 @@ def test_usage_above_quota_counts_a_shared_gpu_as_one() -> None:
     c.submit("a", "n1", gpu_fraction=HALF).submit("a", "n2", gpu_fraction=Fraction(1, 4))
     c.cycle()
     assert over_quota(c.state) == {"a": 1, "b": 0}
+
+
+def test_preempting_a_fractional_gang_frees_all_its_gpus_for_the_project_at_once() -> None:
+    """A fractional gang on two GPUs stops whole (R8), so preempting it (R10) frees both GPUs of the project's
+    limit in that cycle, not one: the waiting half starts beside the job it was preempted for."""
+    c = Cluster((Node("node-1", 5),)).project("a", 0, limit_gpus=3)
+    c.submit("a", "dist", min=2, max=2, gpu_fraction=Fraction(7, 10))
+    c.submit("a", "nb", gpu_fraction=Fraction(7, 10), priority=5)
+    c.cycle()
+    assert gpus_held(c, "a") == 3
+    c.submit("a", "high", gpus=1, priority=5)
+    c.submit("a", "small", gpu_fraction=HALF)
+    plan = c.cycle()  # asserts every invariant, work conservation (R4) among them
+    assert c.decisions(plan) == [
+        ("evict", "a", "dist", [1, 0]),
+        ("start", "a", "high", [0]),
+        ("start", "a", "small", [0]),
+    ]
+    assert plan.for_job("a", "dist")[0].cause == Cause.PREEMPT
+    assert gpus_held(c, "a") == 3  # nb's, high's and small's; dist's two are being released

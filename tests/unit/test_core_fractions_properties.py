@@ -11,7 +11,6 @@ import os
 import random
 from fractions import Fraction
 
-import pytest
 from corebuild import Cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -68,12 +67,6 @@ def test_invariants_hold_with_fractional_jobs_in_the_mix(
     _replay(*w, fractional)
 
 
-@pytest.mark.xfail(
-    reason="known bug, to fix first: a preemption inside a project at its limit can leave a fraction waiting while "
-    "GPUs are idle (work conservation); found by this test, seed @reproduce_failure('6.170.17', "
-    "b'AXicY3RkYEQgRgYwcARyYBDKY3RkAfMZIRyQBILPhOCzYJPHwWcEQST9ICYzkAUAXiAPqA==')",
-    strict=False,
-)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 def test_fractions_of_one_project_never_take_more_gpus_than_whole_ones_would(
