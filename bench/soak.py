@@ -749,7 +749,6 @@ class Run:
         return f"replica {rid}: process group {pid} SIGKILLed"
 
     async def submit_burst(self) -> str:
-        before = len(self.ledger.accepted)
         bodies = [self.job_body(interactive_ok=False) for _ in range(self.args.burst)]
         for _, body, _ in bodies:
             body.update(workers=0, min_replicas=1, max_replicas=1, gpus_per_replica=1)
@@ -762,7 +761,8 @@ class Run:
 
         began = time.monotonic()
         await asyncio.gather(*(client(bodies[i::8]) for i in range(8)))
-        return f"{len(self.ledger.accepted) - before} of {len(bodies)} accepted in {time.monotonic() - began:.1f} s"
+        taken = sum((project, body["name"]) in self.ledger.accepted for project, body, _ in bodies)
+        return f"{taken} of {len(bodies)} accepted in {time.monotonic() - began:.1f} s"
 
     async def bad_requests(self) -> str:
         """Malformed or unauthorised requests: each must be answered 4xx."""
