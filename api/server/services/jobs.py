@@ -1,8 +1,10 @@
 """Jobs as the routes change them: submit, cancel, record a checkpoint; find one by name.
 
-Contract: ``create_job`` submits a body to a project (the REST route's and a manifest's): the checks that
-only read run before any write; a new name is inserted without waiting for the database's write lock
-(``Database.insert``), so submits never queue behind a scheduling cycle; a name taken meanwhile, or a
+Contract: ``create_job`` submits a body to a project (the REST route's and a manifest's): a new name is
+inserted without waiting for the database's write lock (``Database.insert``), so submits never queue behind a
+scheduling cycle; the checks that only read run in that insert's own transaction on PostgreSQL (one
+transaction: the pool's liveness check, BEGIN, two reads, the insert, COMMIT), and before the write lock on
+SQLite (whose writes queue one at a time). A name already taken (PostgreSQL learns it from the insert), or a
 project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404. A finished
 job of the same name is replaced (its record and its events go: ``lifecycle.forget_job``), an active one is
 a 409. A pod template is checked against the project's rules first (``api.server.services.pods``: 422). It
@@ -97,23 +99,39 @@ def create_job(
 ) -> tuple[schemas.JobPublic, list[str]]:
     """Submit ``body`` to ``project``; the job and what to warn its submitter of (see the module contract).
     ``template_path``: how a 422 names the job's pod template (a manifest's replica template)."""
-    with svc.db.read() as session:  # checks that only read, before the write lock: writes are serialised
+
+    def check(session: Session) -> tuple[int, list[str], str | None]:
+        """The checks that only read: the project's id, what to tell the submitter, why it does not fit."""
         row = get_project(session, project)
-        owner = row.id
         require_project_writer(caller, project)
         _check_image(svc.settings, body)
         check_fractions(svc.settings, body)
         told = pods.check_job(row, body.pod_template, template_path, executor=svc.settings.executor)
-        beyond = _fit_warning(session, body)
-        taken = session.scalar(
-            select(JobRow.id).where(JobRow.project_id == owner, JobRow.name == body.name).limit(1)
-        )
+        return row.id, told, _fit_warning(session, body)
+
+    taken: int | None = None
+    if svc.db.is_sqlite:  # the checks read before the write lock: SQLite's writes queue one at a time
+        with svc.db.read() as session:
+            owner, told, beyond = check(session)
+            taken = session.scalar(
+                select(JobRow.id).where(JobRow.project_id == owner, JobRow.name == body.name).limit(1)
+            )
     if taken is None:
         try:
             with svc.db.insert() as session:
+                if (
+                    not svc.db.is_sqlite
+                ):  # PostgreSQL: the checks in the insert's own transaction (it takes no lock)
+                    owner, told, beyond = check(session)
                 public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
-        except IntegrityError:  # the name was taken or the project deleted meanwhile: decide under the lock
-            log.info("submit of %s/%s raced another write; retrying under the write lock", project, body.name)
+        except (
+            IntegrityError
+        ):  # the name is taken, or the project was deleted meanwhile: decide under the lock
+            log.debug(
+                "submit of %s/%s: the name is taken or the project changed; deciding under the write lock",
+                project,
+                body.name,
+            )
         else:
             svc.engine.trigger()
             return public, [*told, *([beyond] if beyond else [])]
