@@ -61,8 +61,8 @@ DEVICE_LINE = "tide-reserved-gpu="
 # $(...) in a command, so every $ is written $$ in the pod (reservation_body).
 SCRIPT = f"""d="${{NVIDIA_VISIBLE_DEVICES:-}}"
 if [ -d "$d" ]; then d="$(ls "$d" | tr '\\n' ',')"; d="${{d%,}}"; fi
+trap 'kill $! 2>/dev/null; exit 0' TERM INT
 echo "{DEVICE_LINE}$d"
-trap 'exit 0' TERM INT
 while :; do sleep 3600 & wait $!; done
 """
 
