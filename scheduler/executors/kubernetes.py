@@ -35,7 +35,8 @@ Contract (see ``base.Executor``):
   pod then requests no GPU and gets the device in ``NVIDIA_VISIBLE_DEVICES``. ``observe`` deletes a
   reservation once no replica's pod uses it (nor a start asked for it recently), and reports the last
   fraction that used it as stopping until the reservation pod is gone: the store frees the GPU only once
-  the device plugin has it back.
+  the device plugin has it back. A fraction whose reservation pod was deleted or ended behind Tide's back is
+  stopped and reported lost with that reason (its GPU may be handed to another pod).
 - ``adopt`` is the first list: every pod with Tide's labels is known again after a restart (reservation pods
   too: a fraction started later on that GPU uses the same one), Services (and Secrets) without pods are
   removed, and so are reservations no replica's pod uses. ``nodes`` is the node inventory (``kube/inventory.py``).
@@ -390,6 +391,7 @@ class KubernetesExecutor:
     def observe(self) -> dict[int, Observation]:
         self._ensure_started()
         self.reservations.sweep(self._reservations_in_use())
+        self._stop_unreserved()
         with self._lock:
             records = list(self._replicas.items())
         return {rid: self._held(record) for rid, record in records}
@@ -402,6 +404,29 @@ class KubernetesExecutor:
                 for r in self._replicas.values()
                 if r.view.reservation is not None and not r.gone and r.view.exit_code is None
             }
+
+    def _stop_unreserved(self) -> None:
+        """A fraction whose GPU's reservation pod was deleted or ended outside Tide runs on a GPU the device
+        plugin may give another pod: stop it, as KAI-Scheduler does, saying why (its job ends with that)."""
+        with self._lock:
+            lost = [
+                (rid, record)
+                for rid, record in self._replicas.items()
+                if record.view.reservation is not None
+                and record.unreserved is None
+                and not record.stop_requested
+                and not record.gone
+                and record.view.exit_code is None
+                and not self.reservations.holds(record.view.reservation, self.namespace_of(record.project))
+            ]
+            for _, record in lost:
+                record.unreserved = (
+                    f"pod {record.view.name}: the pod reserving its GPU, {record.view.reservation}, was "
+                    "deleted or ended outside Tide, so the GPU was no longer held for it"
+                )
+        for rid, record in lost:
+            log.warning("%s: stopping it", record.unreserved)
+            self.stop(rid, self._grace)
 
     def _held(self, record: ReplicaRecord) -> Observation:
         """The replica's observation; a fraction that ended is still stopping while its reservation pod

@@ -180,3 +180,17 @@ def test_a_restarted_tide_adopts_the_reservations_and_removes_the_unused_ones(
             pod is not None and pod["metadata"]["labels"][names.GPU_RESERVATION] == kept["metadata"]["name"]
         )
     assert api.kubelets.rejected == []
+
+
+def test_a_fraction_whose_reservation_is_deleted_behind_tides_back_is_stopped_and_says_why(
+    api: FakeKubeApi, make_service: Callable[..., RunningService], tmp_path: Path
+) -> None:
+    client = serve(make_service, api, tmp_path).client()
+    client.create_project({"name": "team-a", "deserved_gpus": 2})
+    notebook(client, "nb1")
+    wait_for(lambda: said(api, "nb1"), 30, "nb1 to print its device")
+    (reservation,) = held(api)
+    api.delete_pod_behind_tides_back(NAMESPACE, reservation["metadata"]["name"])  # its GPU is free to anyone
+    job = wait_for(lambda: (j := client.job("team-a", "nb1")).status == "failed" and j, 30, "nb1 to fail")
+    assert f"the pod reserving its GPU, {reservation['metadata']['name']}, was deleted" in (job.message or "")
+    wait_for(lambda: pod_of(api, "nb1") is None, 15, "its pod to be deleted")

@@ -24,7 +24,7 @@ Contract:
 - ``sweep(in_use, ...)`` deletes (grace ``GRACE`` s: the pod's object lasts as long as its container holds
   the GPU) each reservation that no replica's pod uses and that no start asked for in the last
   ``IDLE_SECONDS``; ``lingers(name, namespace)`` says whether one still exists, so the executor reports a
-  finished fraction as stopping until its GPU is released.
+  finished fraction as stopping until its GPU is released; ``holds`` whether it exists and has not ended.
 - ``fold``/``listed`` keep the views current from the executor's pod watch (reservation pods carry Tide's
   label, so the same watch sees them; after a restart its first list is the adoption).
 """
@@ -221,6 +221,12 @@ class GpuReservations:
     def lingers(self, name: str, namespace: str) -> bool:
         with self._lock:
             return (namespace, name) in self._views
+
+    def holds(self, name: str, namespace: str) -> bool:
+        """Whether the reservation exists and has not ended (an ended pod's GPU is the device plugin's again)."""
+        with self._lock:
+            view = self._views.get((namespace, name))
+            return view is not None and view.ended is None
 
     # starts -------------------------------------------------------------------------------------------
     def device_for(self, node: str, device: int, project: str, namespace: str) -> tuple[str, str]:

@@ -139,8 +139,13 @@ class ReplicaRecord:
     view: PodView
     stop_requested: bool = False
     gone: bool = False
+    unreserved: str | None = None  # a fraction stopped because its GPU's reservation vanished: why (R20)
 
     def observation(self) -> Observation:
+        if self.unreserved is not None and (self.gone or self.view.exit_code is not None):
+            return Observation(
+                self.view.replica_id, POD_PID, running=False, exit_code=LOST_EXIT_CODE, detail=self.unreserved
+            )
         if self.gone:
             return gone(self.view, deleted_by_tide=self.stop_requested)
         return self.view.observation()
