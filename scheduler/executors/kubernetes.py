@@ -278,8 +278,12 @@ class KubernetesExecutor:
         record.view = view
         return record
 
+    def _own_pod(self, obj: Obj) -> bool:
+        meta = obj["metadata"]
+        return self._is_own(meta.get("namespace") or "", (meta.get("labels") or {}).get(names.PROJECT))
+
     def _on_pod_list(self, items: list[Obj]) -> None:
-        self.reservations.listed(items)
+        self.reservations.listed([o for o in items if self._own_pod(o)])  # never another Tide's reservations
         with self._lock:
             seen = {r.view.uid for r in (self._track(o) for o in items) if r is not None}
             for record in self._replicas.values():
@@ -288,7 +292,7 @@ class KubernetesExecutor:
             self._forgotten &= {str(o["metadata"].get("uid")) for o in items}
 
     def _on_pod_event(self, kind: str, obj: Obj) -> None:
-        if self.reservations.fold(kind, obj):
+        if self._own_pod(obj) and self.reservations.fold(kind, obj):
             return
         with self._lock:
             if kind == "DELETED":

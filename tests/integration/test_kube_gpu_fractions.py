@@ -14,6 +14,7 @@ removed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from kubernetes import config
 from servicekit import RunningService
 
 from api.client.rest import TideClient
+from scheduler.executors.base import LaunchDeferred, LaunchSpec
 from scheduler.executors.kube import names, reservations
 
 pytestmark = pytest.mark.slow
@@ -194,3 +196,36 @@ def test_a_fraction_whose_reservation_is_deleted_behind_tides_back_is_stopped_an
     job = wait_for(lambda: (j := client.job("team-a", "nb1")).status == "failed" and j, 30, "nb1 to fail")
     assert f"the pod reserving its GPU, {reservation['metadata']['name']}, was deleted" in (job.message or "")
     wait_for(lambda: pod_of(api, "nb1") is None, 15, "its pod to be deleted")
+
+
+def test_with_namespaces_per_project_the_reservation_is_the_projects_and_another_tides_is_left_alone(
+    api: FakeKubeApi, tmp_path: Path
+) -> None:
+    executor = kube_executor(api, tmp_path, namespace_per_project=True)
+    stranger = reservations.reservation_body(
+        "another-tides", "elsewhere", node="gpu-0", device=1, project="team-a", image=IMAGE
+    )
+    kube = config.new_client_from_config(str(api.kubeconfig(tmp_path / "admin.kubeconfig")))
+    client_v1.CoreV1Api(kube).create_namespaced_pod("elsewhere", client_v1.V1Pod.model_validate(stranger))
+    kube.close()
+    share = LaunchSpec(7, "team-a", "nb", 0, "gpu-0", (0,), ("sh", "-c", SHOW), {"TIDE_GPU_FRACTION": "0.5"})
+    share = dataclasses.replace(share, image=IMAGE, gpu_share="0.5")
+
+    def started() -> Any:
+        try:
+            return executor.start(share)
+        except LaunchDeferred:
+            return None
+
+    try:
+        wait_for(started, 30, "the fraction to start")
+        (reservation,) = api.pods("tide-team-a", f"{names.ROLE}={reservations.ROLE}")
+        assert reservation["metadata"]["name"] == reservations.reservation_name("gpu-0", 0)
+        pod = api.pods("tide-team-a", f"{names.REPLICA_ID}=7")[0]
+        assert pod["metadata"]["labels"][names.GPU_RESERVATION] == reservation["metadata"]["name"]
+        for _ in range(3):
+            executor.observe()  # each observation sweeps unused reservations: never another Tide's
+        assert [p["metadata"]["name"] for p in api.pods("elsewhere")] == ["another-tides"]
+        assert executor.nodes()[0].gpus == 1  # Tide's reservation is its own GPU; the other Tide's is not
+    finally:
+        executor.close()
