@@ -214,10 +214,6 @@ class GpuReservations:
             uids = {v.uid for v in views}
             self._devices = {u: d for u, d in self._devices.items() if u in uids}
 
-    def views(self) -> list[ReservationView]:
-        with self._lock:
-            return list(self._views.values())
-
     def lingers(self, name: str, namespace: str) -> bool:
         with self._lock:
             return (namespace, name) in self._views
