@@ -121,20 +121,19 @@ def test_three_halves_share_two_reserved_gpus_and_each_reservation_goes_with_its
     (alone,) = next(jobs for jobs in sharing.values() if len(jobs) == 1)
     pair = next(jobs for jobs in sharing.values() if len(jobs) == 2)
     lone_reservation = next(r for r, jobs in sharing.items() if len(jobs) == 1)
-    client.delete_job("team-a", alone)
-    wait_for(
-        lambda: lone_reservation not in {p["metadata"]["name"] for p in held(api)},
-        15,
-        "its reservation to go",
-    )
+    api.kubelets.slow_to_stop[(NAMESPACE, lone_reservation)] = 0.8  # its GPU stays held a while
+    client.delete_job("team-a", alone)  # and at once a whole-GPU job, which waits for the GPU it leaves
     client.submit(
         "team-a", {"name": "whole", "gpus_per_replica": 1, "command": ["sh", "-c", "exec sleep 120"]}
     )
     whole = wait_for(
-        lambda: (p := pod_of(api, "whole")) and p["status"].get("phase") == "Running" and p, 30, "whole"
+        lambda: (p := pod_of(api, "whole")) and p["status"].get("phase") in ("Running", "Failed") and p,
+        30,
+        "the whole-GPU job's pod to run",
     )
+    assert api.kubelets.rejected == []  # never placed while the reservation still held the GPU
+    assert lone_reservation not in {p["metadata"]["name"] for p in held(api)}
     assert device_of(api, whole) == devices[lone_reservation]  # the GPU its fraction left
-    assert api.kubelets.rejected == []
 
     pair_reservation = next(r for r, jobs in sharing.items() if len(jobs) == 2)
     client.delete_job("team-a", pair[0])

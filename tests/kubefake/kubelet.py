@@ -15,7 +15,8 @@ With a ``ProcessRuntime`` (``processes.py``) the containers are real processes i
 process is started (the pod stays Pending, container ``waiting``, while its config cannot be resolved, a
 missing Secret say, and holds its GPUs meanwhile as a real admitted pod does; a program that cannot be
 executed fails the pod with ``StartError``, 128), runs on 127.0.0.1, and its exit is the container's;
-a graceful delete signals it for real (see ``ProcessRuntime.stopping``); a pod removed at once or
+a graceful delete signals it for real (see ``ProcessRuntime.stopping``; ``slow_to_stop`` delays the
+SIGTERM by that many seconds, a container runtime slow to act, within the grace); a pod removed at once or
 ``finish``-ed has its process killed.
 
 The NVIDIA device plugin is played too: a pod admitted with ``nvidia.com/gpu`` gets that many of its node's
@@ -269,7 +270,8 @@ class Kubelets:
         )
         elapsed = time.monotonic() - started
         if self.processes is not None and self.processes.knows(pod):
-            code = self.processes.stopping(pod, elapsed, grace)
+            late = min(self.slow_to_stop.get(key, 0.0), grace)  # a runtime slow to pass on the SIGTERM
+            code = self.processes.stopping(pod, elapsed - late, grace - late) if elapsed >= late else None
         else:
             code = self._simulated_exit(key, elapsed, grace)
         if code is None:
