@@ -58,6 +58,7 @@ def kube_settings(settings: Settings) -> KubeSettings:
         namespace_per_project=settings.namespace_per_project,
         pod_cpu_per_gpu=settings.pod_cpu_per_gpu,
         pod_memory_per_gpu=settings.pod_memory_per_gpu,
+        gpu_reservation_image=settings.gpu_reservation_image,
     )
 
 

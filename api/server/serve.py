@@ -176,6 +176,7 @@ def _check_executor(settings: Settings) -> None:
         "--namespace-per-project": settings.namespace_per_project or None,
         "--pod-cpu-per-gpu": settings.pod_cpu_per_gpu,
         "--pod-memory-per-gpu": settings.pod_memory_per_gpu,
+        "--gpu-reservation-image": settings.gpu_reservation_image,
     }
     for flag, value in (("--pod-cpu-per-gpu", settings.pod_cpu_per_gpu),
                         ("--pod-memory-per-gpu", settings.pod_memory_per_gpu)):  # fmt: skip

@@ -194,6 +194,13 @@ class ServeOptions:
             "/dev/shm defaults to half the pod's memory request."
         ),
     )
+    gpu_reservation_image: str | None = field(  # None: scheduler.executors.kube.reservations.DEFAULT_IMAGE
+        default=None,
+        metadata=option(
+            KUBE + "image of the pods that hold a shared GPU for fractional jobs (default busybox:1.36; any "
+            "image with a POSIX sh, sleep, ls and tr)."
+        ),
+    )
     agent_url: str | None = field(  # None: job pods keep their size (no in-place resizes)
         default=None,
         metadata=option(

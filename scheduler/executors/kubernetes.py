@@ -29,8 +29,17 @@ Contract (see ``base.Executor``):
   local executor) and the job's Service and NetworkPolicy once no replica of the job is left.
 - ``announce`` posts Tide's decisions as Events on the job's pods (``kube/events.py``: from a thread,
   rate-limited, never failing anything).
-- ``adopt`` is the first list: every pod with Tide's labels is known again after a restart, and
-  Services (and Secrets) without pods are removed. ``nodes`` is the node inventory (``kube/inventory.py``).
+- A fractional replica (R20) runs on a GPU held by a reservation pod (``kube/reservations.py``, after
+  KAI-Scheduler): ``start`` makes the GPU's reservation pod first and defers the replica
+  (``LaunchDeferred``, its job says why) until that pod runs and said which device it holds; the replica's
+  pod then requests no GPU and gets the device in ``NVIDIA_VISIBLE_DEVICES``. ``observe`` deletes a
+  reservation once no replica's pod uses it (nor a start asked for it recently), and reports the last
+  fraction that used it as stopping until the reservation pod is gone: the store frees the GPU only once
+  the device plugin has it back. A fraction whose reservation pod was deleted or ended behind Tide's back is
+  stopped and reported lost with that reason (its GPU may be handed to another pod).
+- ``adopt`` is the first list: every pod with Tide's labels is known again after a restart (reservation pods
+  too: a fraction started later on that GPU uses the same one), Services (and Secrets) without pods are
+  removed, and so are reservations no replica's pod uses. ``nodes`` is the node inventory (``kube/inventory.py``).
 - With an ``agent_url`` (``capabilities.inplace_restarts``) a torchrun job's pods run Tide's agent and resize in place
   (``scheduler.elastic.inplace``): ``put_agent_token`` writes the job's token into its Secret
   (``kube/agent_secrets.py``), removed with its Service.
@@ -40,6 +49,7 @@ connects lazily, at the first call, so building it opens nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -65,6 +75,7 @@ from scheduler.executors.kube.events import EventPoster, event_body
 from scheduler.executors.kube.inventory import Inventory
 from scheduler.executors.kube.logs import PodLogs
 from scheduler.executors.kube.reflector import Reflector
+from scheduler.executors.kube.reservations import DEFAULT_IMAGE, GpuReservations
 from scheduler.executors.kube.retry import KubeApiError, Retrier, describe, is_already_exists
 from scheduler.executors.kube.status import PodView, ReplicaRecord, identity
 
@@ -104,6 +115,14 @@ class KubernetesExecutor:
         self._start_lock = threading.Lock()
         self.inventory = Inventory("nvidia.com/gpu", podspec.DEFAULT_TOLERATIONS, settings.topology_key)
         self.secrets = AgentSecrets(self._core, self._timeout, self.retrier, self._to_dict)
+        self.reservations = GpuReservations(
+            self._core,
+            self._timeout,
+            self.retrier,
+            self._to_dict,
+            lambda name, namespace: self.logs.read(name, namespace, 20),
+            image=settings.gpu_reservation_image or DEFAULT_IMAGE,
+        )
         self.events = EventPoster(self._post_event)
         self.pod_watch: Reflector | None = None
         self.node_watch: Reflector | None = None
@@ -259,7 +278,12 @@ class KubernetesExecutor:
         record.view = view
         return record
 
+    def _own_pod(self, obj: Obj) -> bool:
+        meta = obj["metadata"]
+        return self._is_own(meta.get("namespace") or "", (meta.get("labels") or {}).get(names.PROJECT))
+
     def _on_pod_list(self, items: list[Obj]) -> None:
+        self.reservations.listed([o for o in items if self._own_pod(o)])  # never another Tide's reservations
         with self._lock:
             seen = {r.view.uid for r in (self._track(o) for o in items) if r is not None}
             for record in self._replicas.values():
@@ -268,6 +292,8 @@ class KubernetesExecutor:
             self._forgotten &= {str(o["metadata"].get("uid")) for o in items}
 
     def _on_pod_event(self, kind: str, obj: Obj) -> None:
+        if self._own_pod(obj) and self.reservations.fold(kind, obj):
+            return
         with self._lock:
             if kind == "DELETED":
                 self._forgotten.discard(str(obj["metadata"].get("uid")))
@@ -299,6 +325,7 @@ class KubernetesExecutor:
         log.info("adopted %d pods in namespaces %s", len(self._replicas), ", ".join(spaces) or "(none)")
         for namespace in spaces:
             self._remove_orphans(namespace, jobs)
+        self.reservations.sweep(self._reservations_in_use(), idle=0)
 
     def _remove_orphans(self, namespace: str, jobs: set[tuple[str, str]]) -> None:
         def orphans(answer: Any) -> list[str]:
@@ -367,14 +394,56 @@ class KubernetesExecutor:
 
     def observe(self) -> dict[int, Observation]:
         self._ensure_started()
+        self.reservations.sweep(self._reservations_in_use())
+        self._stop_unreserved()
         with self._lock:
-            return {rid: record.observation() for rid, record in self._replicas.items()}
+            records = list(self._replicas.items())
+        return {rid: self._held(record) for rid, record in records}
+
+    def _reservations_in_use(self) -> set[tuple[str, str]]:
+        """(namespace, name) of the reservations whose fractional replicas' pods have not ended."""
+        with self._lock:
+            return {
+                (self.namespace_of(r.project), r.view.reservation)
+                for r in self._replicas.values()
+                if r.view.reservation is not None and not r.gone and r.view.exit_code is None
+            }
+
+    def _stop_unreserved(self) -> None:
+        """A fraction whose GPU's reservation pod was deleted or ended outside Tide runs on a GPU the device
+        plugin may give another pod: stop it, as KAI-Scheduler does, saying why (its job ends with that)."""
+        with self._lock:
+            lost = [
+                (rid, record)
+                for rid, record in self._replicas.items()
+                if record.view.reservation is not None
+                and record.unreserved is None
+                and not record.stop_requested
+                and not record.gone
+                and record.view.exit_code is None
+                and not self.reservations.holds(record.view.reservation, self.namespace_of(record.project))
+            ]
+            for _, record in lost:
+                record.unreserved = (
+                    f"pod {record.view.name}: the pod reserving its GPU, {record.view.reservation}, was "
+                    "deleted or ended outside Tide, so the GPU was no longer held for it"
+                )
+        for rid, record in lost:
+            log.warning("%s: stopping it", record.unreserved)
+            self.stop(rid, self._grace)
+
+    def _held(self, record: ReplicaRecord) -> Observation:
+        """The replica's observation; a fraction that ended is still stopping while its reservation pod
+        (deleted by ``observe``, unused now) exists: until then its GPU is not free."""
+        seen = record.observation()
+        reservation = record.view.reservation
+        if seen.running or reservation is None:
+            return seen
+        if not self.reservations.lingers(reservation, self.namespace_of(record.project)):
+            return seen
+        return dataclasses.replace(seen, running=True, stopping=True, exit_code=None, detail=None)
 
     def start(self, spec: LaunchSpec) -> Observation:
-        if spec.gpu_share is not None:  # R20: the API refuses such jobs here; one from another executor fails
-            raise ExecutorError(
-                "GPU fractions are not supported by the Kubernetes executor: its pods take whole GPUs"
-            )
         self._ensure_started()
         name = names.pod_name(spec.project, spec.job, spec.index, spec.replica_id)
         with self._lock:
@@ -388,8 +457,14 @@ class KubernetesExecutor:
                 return known.observation()  # its pod exists: never a second one
             self._replicas.pop(spec.replica_id, None)
         self.backoff.check(spec.replica_id)
+        shared = None
+        if (
+            spec.gpu_share is not None
+        ):  # R20: the GPU's reservation pod first (LaunchDeferred until it is ready)
+            namespace = self.namespace_of(spec.project)
+            shared = self.reservations.device_for(spec.node, spec.gpu_ids[0], spec.project, namespace)
         try:
-            body = podspec.pod_body(spec, self.options_for(spec.project), grace=spec.grace)
+            body = podspec.pod_body(spec, self.options_for(spec.project), grace=spec.grace, shared=shared)
             client.V1Pod.model_validate(
                 body
             )  # a pod template the Pod schema refuses (pydantic: a ValueError)
@@ -403,6 +478,8 @@ class KubernetesExecutor:
             self.events.post(event_body(owner, refusal, time.time()))
             raise
         self.backoff.clear(spec.replica_id)
+        if shared is not None:
+            self.reservations.used((self.namespace_of(spec.project), shared[0]))
         with self._lock:
             record = self._replicas.get(spec.replica_id)
             if record is None or record.view.uid != obj["metadata"].get("uid"):

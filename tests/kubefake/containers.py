@@ -10,7 +10,8 @@ empty); the environment is the image's (``base_env``) under the container's ``en
 ``value`` expanded against the entries before it (``$(VAR)``, ``$$`` -> ``$``, an unknown ``$(X)`` kept);
 ``command``/``args`` are expanded against the whole container env; ``valueFrom`` (``fieldRef``,
 ``secretKeyRef``) values are not expanded; an ``optional`` reference to a missing Secret or key sets no
-variable. ``HOSTNAME`` is the pod's name.
+variable. ``HOSTNAME`` is the pod's name. The device plugin's variables (``World.devices``) come last and win
+over the container's own, as a real kubelet appends a device plugin's environment after the pod's.
 
 What a container on this machine cannot have is mapped (see ``Rewriter``): every pod is on 127.0.0.1
 (``status.podIP``/``status.hostIP``), so a Service's host name is rewritten to ``127.0.0.1`` where it
@@ -60,10 +61,12 @@ class ProcessOptions:
 
 @dataclass(frozen=True)
 class World:
-    """What a pod's container sees of the fake: the Services and the Secrets of its namespace."""
+    """What a pod's container sees of the fake: the Services and the Secrets of its namespace, and the
+    environment the device plugin adds for the GPUs it gave the pod (``NVIDIA_VISIBLE_DEVICES``)."""
 
     services: list[Obj]
     secret_of: SecretOf
+    devices: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ def container_launch(pod: Obj, world: World, options: ProcessOptions) -> Launch:
     base = {**options.base_env, "HOSTNAME": pod["metadata"]["name"]}
     return Launch(
         argv=[rewrite(a) for a in argv],
-        env={**base, **{k: rewrite(v) for k, v in env.items()}},
+        env={**base, **{k: rewrite(v) for k, v in env.items()}, **world.devices},
         cwd=cwd or options.image_workdir or pod_dir(options, pod),
     )
 

@@ -15,8 +15,14 @@ With a ``ProcessRuntime`` (``processes.py``) the containers are real processes i
 process is started (the pod stays Pending, container ``waiting``, while its config cannot be resolved, a
 missing Secret say, and holds its GPUs meanwhile as a real admitted pod does; a program that cannot be
 executed fails the pod with ``StartError``, 128), runs on 127.0.0.1, and its exit is the container's;
-a graceful delete signals it for real (see ``ProcessRuntime.stopping``); a pod removed at once or
+a graceful delete signals it for real (see ``ProcessRuntime.stopping``; ``slow_to_stop`` delays the
+SIGTERM by that many seconds, a container runtime slow to act, within the grace); a pod removed at once or
 ``finish``-ed has its process killed.
+
+The NVIDIA device plugin is played too: a pod admitted with ``nvidia.com/gpu`` gets that many of its node's
+devices, the lowest ones no other GPU-holding pod there has (``devices``: by pod uid, ``GPU-<node>-<i>``,
+like a real plugin's UUIDs), and its process gets them in ``NVIDIA_VISIBLE_DEVICES`` (the plugin's default
+``envvar`` strategy); a pod that requests no GPU gets none, whatever it sets itself.
 """
 
 from __future__ import annotations
@@ -62,6 +68,11 @@ def node_object(
     }
 
 
+def device_uuid(node: str, index: int) -> str:
+    """The fake device plugin's name for a node's GPU ``index`` (a real one names it ``GPU-<uuid>``)."""
+    return f"GPU-{node}-{index}"
+
+
 def pod_gpus(pod: Obj) -> int:
     total = 0
     for container in pod["spec"].get("containers", []):
@@ -94,6 +105,7 @@ class Kubelets:
         self.logs: dict[tuple[str, str], list[str]] = {}
         self.rejected: list[str] = []
         self.unpullable: set[str] = set()  # images whose pull fails: their pods wait in ImagePullBackOff
+        self.devices: dict[str, tuple[str, ...]] = {}  # pod uid -> the GPUs the device plugin gave it
         self._next_ip = 10
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -143,6 +155,7 @@ class Kubelets:
             return  # no kubelet to run it yet: the pod stays Pending
         if not _holds_gpus(pod) and not self._fits(ns, name, pod, node):
             return
+        self._allocate(pod)
         image = next((c["image"] for c in pod["spec"]["containers"] if c["image"] in self.unpullable), None)
         if image is not None:  # admitted (it holds its GPUs), its image not pulled: the kubelet backs off
             status = waiting_status(pod, "ImagePullBackOff", f'Back-off pulling image "{image}"')
@@ -176,8 +189,21 @@ class Kubelets:
         self.store.update("pods", ns, name, lambda p: p["status"].update(self._rejected(message)))
         return False
 
+    def _allocate(self, pod: Obj) -> None:
+        """The device plugin's Allocate: the pod's GPUs, the lowest devices its node's other pods lack."""
+        uid, node, wanted = pod["metadata"]["uid"], pod["spec"]["nodeName"], pod_gpus(pod)
+        if uid in self.devices or wanted <= 0:
+            return
+        live = {p["metadata"]["uid"] for p in self.store.items("pods") if not _terminal(p)}
+        self.devices = {u: d for u, d in self.devices.items() if u in live}  # ended pods' devices are free
+        taken = {d for held in self.devices.values() for d in held}  # names carry the node
+        free = (device_uuid(node, i) for i in range(1 << 16) if device_uuid(node, i) not in taken)
+        self.devices[uid] = tuple(next(free) for _ in range(wanted))
+
     def _launch(self, ns: str, name: str, pod: Obj, processes: ProcessRuntime) -> None:
-        world = World(self.store.items("services"), lambda secret: self._secret(ns, secret))
+        held = self.devices.get(pod["metadata"]["uid"])
+        devices = {"NVIDIA_VISIBLE_DEVICES": ",".join(held)} if held else {}
+        world = World(self.store.items("services"), lambda secret: self._secret(ns, secret), devices)
         try:
             processes.start(pod, world)
         except ContainerConfigError as error:
@@ -244,7 +270,8 @@ class Kubelets:
         )
         elapsed = time.monotonic() - started
         if self.processes is not None and self.processes.knows(pod):
-            code = self.processes.stopping(pod, elapsed, grace)
+            late = min(self.slow_to_stop.get(key, 0.0), grace)  # a runtime slow to pass on the SIGTERM
+            code = self.processes.stopping(pod, elapsed - late, grace - late) if elapsed >= late else None
         else:
             code = self._simulated_exit(key, elapsed, grace)
         if code is None:

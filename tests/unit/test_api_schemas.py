@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
-from fastapi import HTTPException
 from pydantic import ValidationError
 
 from api.server.schemas import JobCreate, ProjectCreate, ProjectUpdate, exact_fraction
-from api.server.services.jobs import check_fractions
-from api.server.settings import Settings
 
 
 def test_job_sizes_default_to_rigid() -> None:
@@ -47,13 +43,8 @@ def test_project_limits() -> None:
     assert ProjectUpdate(limit_gpus=None).model_dump(exclude_unset=True) == {"limit_gpus": None}
 
 
-def test_a_gpu_fraction_is_kept_exact_and_refused_where_it_cannot_run(tmp_path: Path) -> None:
-    """R20: 0.5 is 1/2 and 1/3 is 1/3, exactly; a Kubernetes Tide refuses fractions with what to do instead."""
+def test_a_gpu_fraction_is_kept_exact() -> None:
+    """R20: 0.5 is 1/2 and 1/3 is 1/3, exactly."""
     assert exact_fraction(0.5) == Fraction(1, 2)
     assert exact_fraction(1 / 3) == Fraction(1, 3)
     assert exact_fraction(0.05) == Fraction(1, 20)
-    job = JobCreate.model_validate({"name": "nb", "command": ["sleep"], "gpu_fraction": 0.25})
-    check_fractions(Settings(data_dir=tmp_path, executor="local"), job)
-    with pytest.raises(HTTPException) as info:
-        check_fractions(Settings(data_dir=tmp_path, executor="kubernetes"), job)
-    assert info.value.status_code == 422 and "whole GPUs only" in str(info.value.detail)

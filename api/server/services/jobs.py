@@ -70,16 +70,6 @@ def _fit_warning(session: Session, body: schemas.JobCreate) -> str | None:
     return beyond_cluster(g, k, max(size for size, _ in sizes), sum(n * (size // g) for size, n in sizes))
 
 
-def check_fractions(settings: Settings, body: schemas.JobCreate) -> None:
-    """R20: GPU fractions run on the local and in-memory executors; Kubernetes pods take whole GPUs only."""
-    if settings.executor == "kubernetes" and body.gpu_fraction is not None:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            "this Tide runs jobs as Kubernetes pods, which take whole GPUs only (GPU fractions run on the "
-            "local executor): leave out gpu_fraction (--gpu-fraction) and ask for gpus_per_replica",
-        )
-
-
 def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
     if settings.executor == "kubernetes" and body.image is None and settings.default_image is None:
         raise HTTPException(
@@ -105,7 +95,6 @@ def create_job(
         row = get_project(session, project)
         require_project_writer(caller, project)
         _check_image(svc.settings, body)
-        check_fractions(svc.settings, body)
         told = pods.check_job(row, body.pod_template, template_path, executor=svc.settings.executor)
         return row.id, told, _fit_warning(session, body)
 

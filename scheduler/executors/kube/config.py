@@ -42,6 +42,7 @@ class KubeSettings:
     namespace_per_project: bool = False  # each project's jobs in namespace tide-<project> (kube/tenancy.py)
     pod_cpu_per_gpu: str | None = None  # a job pod's CPU request per GPU (None: podspec's default)
     pod_memory_per_gpu: str | None = None  # its memory request per GPU (None: podspec's default)
+    gpu_reservation_image: str | None = None  # R20: the image of the pods that reserve shared GPUs
     request_timeout: float = 15.0
     watch_seconds: int = 300
 

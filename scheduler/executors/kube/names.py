@@ -7,7 +7,9 @@ start with a letter) for the job's headless Service. A short hash of the full ``
 jobs apart when truncation or dashes would make their readable parts equal (``a-b``/``c`` and ``a``/``b-c``).
 Labels: ``tide.dev/project``, ``tide.dev/job``, ``tide.dev/role`` (``master``/``worker``),
 ``tide.dev/replica`` (the index), ``tide.dev/replica-id`` (the store's id) and
-``app.kubernetes.io/managed-by=tide``, which is what adoption selects on.
+``app.kubernetes.io/managed-by=tide``, which is what adoption selects on. A fractional replica's pod (R20)
+also carries ``tide.dev/gpu-reservation``, the name of the pod that reserves its shared GPU
+(``kube/reservations.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ ROLE = "tide.dev/role"
 REPLICA = "tide.dev/replica"
 REPLICA_ID = "tide.dev/replica-id"
 GPU_IDS = "tide.dev/gpu-ids"
+GPU_RESERVATION = "tide.dev/gpu-reservation"  # a fractional replica's pod: its GPU's reservation pod (R20)
+GPU_SHARE = "tide.dev/gpu-share"  # a fractional replica's pod: its share of the GPU ("0.5")
 MANAGED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 _MAX = 63
 

@@ -27,13 +27,22 @@ securityContext starts from ``allowPrivilegeEscalation: false`` and ``capabiliti
 admin's defaults may change that, a job only as far as the admin allows (``podtemplate.problems``). An
 extended resource (``rdma/hca_shared_devices_a``) requested without a limit gets the limit, as Kubernetes
 requires. Tide's own fields (image, command, GPU limit, ``TIDE_*`` env, name, labels, ``nodeName``) win.
+
+A fractional replica (R20, ``spec.gpu_share``) is given its ``shared`` GPU: ``(reservation pod, device)``
+from ``kube/reservations.py``. Its pod requests no ``nvidia.com/gpu`` (the reservation pod holds the GPU);
+it gets the device in ``NVIDIA_VISIBLE_DEVICES`` (the NVIDIA container runtime mounts it),
+``NVIDIA_DRIVER_CAPABILITIES=compute,utility`` unless the job sets it, ``TIDE_GPU_FRACTION`` from the
+engine, the label ``tide.dev/gpu-reservation`` and the annotation ``tide.dev/gpu-share``; its default CPU
+and memory requests are its share of one GPU's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from scheduler.elastic.environment import Placement, fixed_size_launch, torchrun_env, with_job_env
@@ -152,10 +161,27 @@ def grace_seconds(grace: float) -> int:
     return max(0, math.ceil(grace))
 
 
-def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = None) -> Body:
+def shared_env(spec: LaunchSpec, device: str) -> LaunchSpec:
+    """A fractional replica's spec with its shared GPU's device in its environment (Tide's value wins)."""
+    env = {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility", **spec.env, "NVIDIA_VISIBLE_DEVICES": device}
+    return dataclasses.replace(spec, env=env)
+
+
+def pod_body(
+    spec: LaunchSpec,
+    options: PodOptions,
+    *,
+    grace: float | None = None,
+    shared: tuple[str, str] | None = None,
+) -> Body:
     image = spec.image or options.default_image
     if not image:
         raise ValueError("the job has no image and the service has no default image (--default-image)")
+    share = Decimal(spec.gpu_share) if spec.gpu_share is not None else None
+    if share is not None:
+        if shared is None:
+            raise ValueError("a fractional replica's pod needs the reservation of its GPU")
+        spec = shared_env(spec, shared[1])
     template = dict(spec.pod_template or {})
     wanted = podtemplate.container_of(template)
     agent = runs_agent(spec, options)
@@ -168,7 +194,7 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
         "imagePullPolicy": options.image_pull_policy,
         "command": [*AGENT_COMMAND, *spec.argv] if agent else list(spec.argv),
         "env": env,
-        "resources": resources(len(spec.gpu_ids), wanted.get("resources") or {}, options),
+        "resources": resources(len(spec.gpu_ids), wanted.get("resources") or {}, options, share=share),
         "securityContext": podtemplate.merge(DEFAULT_CONTAINER_SECURITY, wanted.get("securityContext") or {}),
     }
     if wanted.get("envFrom"):
@@ -217,6 +243,9 @@ def pod_body(spec: LaunchSpec, options: PodOptions, *, grace: float | None = Non
         **(metadata.get("annotations") or {}),
         names.GPU_IDS: ",".join(str(g) for g in spec.gpu_ids),
     }
+    if shared is not None and spec.gpu_share is not None:
+        labels[names.GPU_RESERVATION] = shared[0]
+        annotations[names.GPU_SHARE] = spec.gpu_share
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -239,10 +268,13 @@ def refusal(error: ValueError) -> str:
     return "the pod's template does not make a valid Pod: " + "; ".join(map(str, problems))
 
 
-def resources(gpus: int, wanted: Mapping[str, Any], options: PodOptions) -> Body:
+def resources(
+    gpus: int, wanted: Mapping[str, Any], options: PodOptions, *, share: Decimal | None = None
+) -> Body:
     """The container's resources: the template's (a number written as a quantity string, as the API's
-    clients send it), a CPU and memory request per GPU where it sets neither request nor limit, an
-    extended resource's limit where only its request is given, and the GPU limit."""
+    clients send it), a CPU and memory request per GPU where it sets neither request nor limit (a
+    fractional replica: its ``share`` of one GPU's, and no GPU), an extended resource's limit where only its
+    request is given, and the GPU limit."""
     requests = {name: str(amount) for name, amount in (wanted.get("requests") or {}).items()}
     limits = {name: str(amount) for name, amount in (wanted.get("limits") or {}).items()}  # 4 -> "4"
     for name, each, show in (
@@ -251,11 +283,14 @@ def resources(gpus: int, wanted: Mapping[str, Any], options: PodOptions) -> Body
     ):
         amount = parse_quantity(each)
         if name not in requests and name not in limits and amount:
-            requests[name] = show(amount * max(gpus, 1))
+            requests[name] = show(amount * (share if share is not None else max(gpus, 1)))
     for name, asked in requests.items():
         if not str(name).startswith(NATIVE_RESOURCES):
             limits.setdefault(name, asked)
-    if gpus:
+    if share is not None:  # the GPU is the reservation pod's: this pod must not ask for one
+        requests.pop(options.gpu_resource, None)
+        limits.pop(options.gpu_resource, None)
+    elif gpus:
         limits[options.gpu_resource] = str(gpus)
     return {key: value for key, value in (("requests", requests), ("limits", limits)) if value}
 

@@ -10,6 +10,7 @@ pod says something is wrong (``waiting_reason``: a container waiting for another
 ``ImagePullBackOff``, ``ErrImagePull``, ``CreateContainerConfigError`` ...; or ``PodScheduled`` false, a
 volume that does not bind), else ``""``.
 A pod's replica reports ``pid`` 1: the container's main process is PID 1 in its own PID namespace.
+A fractional replica's pod names the pod that reserves its GPU (``reservation``, R20).
 ``ReplicaRecord`` is what the executor keeps per replica (its pod's view, whether Tide asked to stop it,
 whether the pod is gone); ``identity(pod)`` reads the pod's project, job and replica index from its labels.
 """
@@ -73,6 +74,7 @@ class PodView:
     exit_code: int | None
     detail: str | None
     waiting: str | None = None
+    reservation: str | None = None  # a fractional replica's: the pod that reserves its shared GPU (R20)
 
     @staticmethod
     def of(pod: dict[str, Any]) -> PodView | None:
@@ -100,6 +102,7 @@ class PodView:
             exit_code=code,
             detail=detail,
             waiting=waiting_reason(pod) if code is None else None,
+            reservation=(meta.get("labels") or {}).get(names.GPU_RESERVATION),
         )
 
     def observation(self) -> Observation:
@@ -136,8 +139,13 @@ class ReplicaRecord:
     view: PodView
     stop_requested: bool = False
     gone: bool = False
+    unreserved: str | None = None  # a fraction stopped because its GPU's reservation vanished: why (R20)
 
     def observation(self) -> Observation:
+        if self.unreserved is not None and (self.gone or self.view.exit_code is not None):
+            return Observation(
+                self.view.replica_id, POD_PID, running=False, exit_code=LOST_EXIT_CODE, detail=self.unreserved
+            )
         if self.gone:
             return gone(self.view, deleted_by_tide=self.stop_requested)
         return self.view.observation()
