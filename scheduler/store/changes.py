@@ -56,6 +56,12 @@ class Changes:
     def __bool__(self) -> bool:
         return bool(self.jobs) or self.projects or self.nodes or self.everything or bool(self.notes)
 
+    @property
+    def foreign(self) -> bool:
+        """Whether other processes must hear of it: it changed more than the notes (which only the engine
+        that wrote them keeps)."""
+        return bool(self.jobs) or self.projects or self.nodes or self.everything
+
     def add(self, other: Changes) -> None:
         self.jobs |= other.jobs
         self.projects |= other.projects

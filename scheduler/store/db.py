@@ -170,16 +170,23 @@ class Database:
                     yield session
                     if not self.is_sqlite:
                         session.flush()  # the payload must name what the commit's own flush writes
-                        if payload := tracker.changes.encode(self.writer):
-                            session.execute(
-                                text("SELECT pg_notify(:channel, current_schema() || ' ' || :payload)"),
-                                {"channel": CHANNEL, "payload": payload},
-                            )
+                        self._signal(session, tracker.changes)
             finally:
                 tracker.release(session)
             if tracker.changes:
                 for subscriber in list(self._subscribers):
                     subscriber(tracker.changes)
+
+    def _signal(self, session: Session, changes: Changes) -> None:
+        """``NOTIFY`` the other processes of what this transaction changed, and only when it changed something
+        they keep. Sent on the session's connection, not through the session: the signal is no write, and
+        ``WriteWatch`` (which sees the session's statements) must not take it for one, or every transaction,
+        even one that changed nothing, would count as a write."""
+        if changes.foreign:
+            session.connection().execute(
+                text("SELECT pg_notify(:channel, current_schema() || ' ' || :payload)"),
+                {"channel": CHANNEL, "payload": changes.encode(self.writer)},
+            )
 
     def subscribe(self, subscriber: Callable[[Changes], None]) -> None:
         """Call ``subscriber`` with what each committed write of this ``Database`` changed (in its thread)."""

@@ -25,7 +25,7 @@ from scheduler.core import Config, Node
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store import lifecycle
-from scheduler.store.changes import Changes
+from scheduler.store.changes import Changes, accounted
 from scheduler.store.db import Database
 from scheduler.store.live import LiveSnapshot
 from scheduler.store.mapper import load_snapshot
@@ -317,3 +317,29 @@ def test_on_sqlite_another_process_s_write_means_reading_everything(tmp_path: Pa
         watcher.detach()
         here.dispose()
         there.dispose()
+
+
+@pytest.mark.postgres
+def test_only_writes_that_change_what_others_keep_are_signalled(pg_url: str) -> None:
+    """A transaction that changed nothing of the snapshot, or only the notes the engine keeps itself, sends no
+    signal: the processes listening are not woken by every cycle of a settled cluster."""
+    db = Database(pg_url)
+    upgrade(db)
+    heard: list[str] = []
+    conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://").split("?")[0]
+    schema = pg_url.split("search_path%3D")[1]
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.add_notify_handler(lambda note: heard.append(note.payload))
+        conn.execute("LISTEN tide_changes")
+        try:
+            with db.write():
+                pass
+            with db.write() as session, accounted(session, notes={1: ("waiting", 1)}):
+                pass
+            with db.write() as session:
+                session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
+            conn.execute("SELECT 1")  # a round trip delivers what was sent before it
+        finally:
+            db.dispose()
+    ours = [payload for payload in heard if payload.startswith(f"{schema} ")]
+    assert [payload.split(" ")[2] for payload in ours] == ["p"]
