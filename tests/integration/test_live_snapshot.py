@@ -4,8 +4,9 @@ Writes come from this process's ``Database`` (the engine's, the API's in one pro
 on the same database (another process: ``tide serve``'s API process, a second replica, the CLI): submits,
 cancels, records removed, quota edits, departments, node states, progress reports, bulk statements and the engine's
 own cycles. After each one, what ``LiveSnapshot`` read again (only what changed) equals ``load_snapshot``
-of the same database state, and the engine's own periodic checks find no drift. A write nobody signals is
-found by the check, counted as drift, and mended.
+of the same database state, and ``plan_cycle`` on it decides what it decides on the full read; the engine's
+own periodic checks find no drift, and each cycle it plans from what a full read would give. A write nobody
+signals is found by the check, counted as drift, and mended.
 """
 
 from __future__ import annotations
@@ -20,20 +21,33 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from scheduler.core import Config, Node
+from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store import lifecycle
 from scheduler.store.changes import Changes, accounted
 from scheduler.store.db import Database
 from scheduler.store.live import LiveSnapshot
-from scheduler.store.mapper import load_snapshot
+from scheduler.store.mapper import Snapshot, load_snapshot
 from scheduler.store.migrate import upgrade
 from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow
 
 NODES = tuple(Node(f"node-{i}", 4) for i in range(4))
 PROJECTS = ("a", "b", "c")
+CORE = Config(settle_seconds=0)
+
+
+def same_as_a_full_read(session: Session, kept: Snapshot, now: float) -> None:
+    """``kept`` (read again only where it changed) is what a full read of ``session`` gives, and so is the
+    plan made from it."""
+    full = load_snapshot(session)
+    assert kept.state == full.state
+    assert kept.notes.ids == full.notes.ids
+    assert kept.notes.stored == full.notes.stored
+    assert plan_cycle(kept.state, CORE, now=now) == plan_cycle(full.state, CORE, now=now)
 
 
 @dataclass
@@ -49,17 +63,23 @@ class World:
         return self.here if via == "here" else self.there
 
     def agrees(self) -> None:
-        """What the watcher keeps equals a full read of the same database state."""
+        """What the watcher keeps equals a full read of the same database state, and plans the same."""
         with self.here.read() as session:
-            kept = self.watcher.read(session)
-            full = load_snapshot(session)
-        assert kept.state == full.state
-        assert kept.notes.ids == full.notes.ids
-        assert kept.notes.stored == full.notes.stored
+            same_as_a_full_read(session, self.watcher.read(session), self.clock)
 
 
 @pytest.fixture
 def world(db_url: str) -> Iterator[World]:
+    yield from _world(db_url, check_every=0.0)
+
+
+@pytest.fixture
+def unchecked_world(db_url: str) -> Iterator[World]:
+    """The engine never checks its kept snapshot against a full read: each cycle plans from it alone."""
+    yield from _world(db_url, check_every=math.inf)
+
+
+def _world(db_url: str, *, check_every: float) -> Iterator[World]:
     here = Database(db_url)
     upgrade(here)
     there = Database(db_url)
@@ -69,7 +89,7 @@ def world(db_url: str) -> Iterator[World]:
     executor = FakeExecutor(NODES, stop_delay=1)
     world = World(here, there, engine=None, watcher=LiveSnapshot(here, check_every=math.inf))  # type: ignore[arg-type]
     settings_ = EngineSettings(
-        grace_period=0, core=Config(settle_seconds=0), check_invariants=True, state_check_every=0.0
+        grace_period=0, core=CORE, check_invariants=True, state_check_every=check_every
     )
     world.engine = Engine(here, executor, settings_, clock=lambda: world.clock)
     yield world
@@ -216,6 +236,34 @@ def test_the_kept_snapshot_equals_a_full_read_after_any_writes(
     world.agrees()
     assert world.engine.live.checks > 0
     assert world.engine.live.drift == 0, world.engine.live.last_drift
+    assert world.engine.violations == []
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEP, min_size=1, max_size=14))
+def test_each_cycle_plans_what_a_full_read_would_have_planned(
+    unchecked_world: World, steps: list[tuple[object, ...]]
+) -> None:
+    """Incremental against full, inside the engine: in every cycle, the snapshot it read again only where it
+    changed, and the plan made from it, are those of a full read in the same database snapshot."""
+    world = unchecked_world
+    live = world.engine.live
+    compared: list[int] = []
+
+    def read(session: Session) -> Snapshot:
+        kept = LiveSnapshot.read(live, session)
+        same_as_a_full_read(session, kept, world.clock)
+        compared.append(len(kept.state.jobs))
+        return kept
+
+    live.read = read  # type: ignore[method-assign]
+    cycle(world)
+    for step in steps:
+        run(world, step)
+    cycle(world)
+    assert (
+        len(compared) >= 2 and live.checks == 1
+    )  # only the first read was checked: none replaced what it kept
     assert world.engine.violations == []
 
 
