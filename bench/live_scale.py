@@ -16,8 +16,9 @@ the end), and measures, for each:
 5. reads: ``GET /cluster`` and ``GET /jobs`` p50/p99 with every job in the database (no ETag: whole answers);
 6. the service's peak resident memory (API and engine processes together), and any 5xx answer seen.
 
-Beside the cycle it reads, from ``tide_cycle_phase_seconds``, what the cycle's read of the snapshot and its
-``plan_cycle`` alone took in the same window (the engine keeps the snapshot in memory and reads again only
+Beside the cycle it reads, from ``tide_cycle_phase_seconds``, what each phase of the cycle took in the same
+window: the read of the snapshot, ``plan_cycle`` alone, and around them observing the executor, persisting
+the plan and applying it (stops, launches) (the engine keeps the snapshot in memory and reads again only
 what changed), and from ``tide_state_checks_total``/``tide_state_drift_total`` how many full checks of that
 snapshot ran over the whole run and what drift they found.
 
@@ -203,8 +204,8 @@ async def watch_fill(port: int, total: int, started: float, timeout: float) -> f
 
 
 def cycle_window(port: int, seconds: float) -> dict[str, float]:
-    """Mean and p95 of the cycles that ended within the next ``seconds``, and the means of their read and
-    plan phases, from two scrapes of /metrics."""
+    """Mean and p95 of the cycles that ended within the next ``seconds``, and the means of their phases, from
+    two scrapes of /metrics."""
     name = "tide_cycle_duration_seconds"
     before = scrape(port)
     s0, c0, b0 = histogram(before, name)
@@ -214,7 +215,7 @@ def cycle_window(port: int, seconds: float) -> dict[str, float]:
     cycles = c1 - c0
     delta = [(bound, count - dict(b0).get(bound, 0.0)) for bound, count in b1]
     phases = {}
-    for phase in ("read", "plan"):
+    for phase in ("observe", "read", "plan", "persist", "apply"):
         p0, n0 = labelled_histogram(before, "tide_cycle_phase_seconds", f'phase="{phase}"')
         p1, n1 = labelled_histogram(after, "tide_cycle_phase_seconds", f'phase="{phase}"')
         phases[f"{phase}_mean_ms"] = (p1 - p0) / (n1 - n0) * 1e3 if n1 > n0 else float("nan")
@@ -305,6 +306,9 @@ def measure(database_url: str | None, size: Size, args: argparse.Namespace) -> d
         "cycle_p95_ms": round(window["cycle_p95_ms"], 1),
         "read_mean_ms": round(window["read_mean_ms"], 1),
         "plan_mean_ms": round(window["plan_mean_ms"], 1),
+        "observe_mean_ms": round(window["observe_mean_ms"], 1),
+        "persist_mean_ms": round(window["persist_mean_ms"], 1),
+        "apply_mean_ms": round(window["apply_mean_ms"], 1),
         "cycle_over_plan": round(window["cycle_mean_ms"] / window["plan_mean_ms"], 2),
         "read_share": round(window["read_mean_ms"] / window["cycle_mean_ms"], 3),
         "state_checks": _count(final.get("tide_state_checks_total")),
@@ -373,6 +377,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         ),
         ("cycles in the window", *(str(r["cycles_in_window"]) for r in rows)),
         ("read / plan_cycle mean ms", *(f"{r['read_mean_ms']} / {r['plan_mean_ms']}" for r in rows)),
+        (
+            "observe / persist / apply mean ms",
+            *(f"{r['observe_mean_ms']} / {r['persist_mean_ms']} / {r['apply_mean_ms']}" for r in rows),
+        ),
         ("cycle / plan_cycle (<= 1.25)", *(str(r["cycle_over_plan"]) for r in rows)),
         ("read / cycle (<= 10 %)", *(f"{r['read_share']:.1%}" for r in rows)),
         ("state checks / drift (whole run)", *(f"{r['state_checks']} / {r['state_drift']}" for r in rows)),

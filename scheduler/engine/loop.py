@@ -220,6 +220,7 @@ class Engine:
         with self._write() as session:
             lingering = record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
             release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
+        self.metrics.phase_done("observe", time.perf_counter() - started)
         checks, drift = self.live.checks, self.live.drift
         phase = time.perf_counter()
         with self.db.read() as session:
@@ -235,6 +236,7 @@ class Engine:
             self._check(state, plan, now)
         half_life = self.settings.core.usage_half_life
         over = over_quota(state) if half_life > 0 else None
+        phase = time.perf_counter()
         with self._write() as session:
             applied = persist_plan(
                 session,
@@ -246,11 +248,14 @@ class Engine:
                 reaches=lambda job: notice.reaches(self.executor, job),
                 grace_period=self.settings.grace_period,
             )
+        self.metrics.phase_done("persist", time.perf_counter() - phase)
         self._forecast(state, plan, now)
         self._expire(now)
+        phase = time.perf_counter()
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
+        self.metrics.phase_done("apply", time.perf_counter() - phase)
         if self.announcer.active:
             with self.db.read() as session:
                 self.announcer.after_cycle(session)

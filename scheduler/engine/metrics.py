@@ -3,11 +3,11 @@
 Contract: ``EngineMetrics(registry)`` registers its collectors on the given ``CollectorRegistry`` (one per
 service, never the process-global one, so several services in one process do not clash). The engine calls
 ``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle raised, ``eta_done``/``eta_failed``
-after a start-time forecast, ``phase_done`` with the seconds a cycle's read and plan took, ``state_read`` after each read of the snapshot (full checks of the one kept in
+after a start-time forecast, ``phase_done`` with the seconds each phase of a cycle took, ``state_read`` after each read of the snapshot (full checks of the one kept in
 memory and the drift they found), and ``executor_error`` when an executor call failed and was handled (a replica
 that could not start). Every label is bounded: ``kind`` is a
 decision (``start``, ``grow``, ``shrink``, ``evict``), ``cause`` a ``scheduler.core.plan.Cause`` value,
-``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``, ``phase`` ``read`` or ``plan``; never free text.
+``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``, ``phase`` one of ``PHASES``; never free text.
 All label combinations exist from the start (at 0), so ``rate()`` and ``increase()`` see the first one;
 ``project`` (the work preemptions cost, ``tide_preemption_lost_gpu_seconds_total``) is bounded by the
 projects an admin created, and a project's series starts at 0 in the first cycle that preempts anything
@@ -28,7 +28,7 @@ ETA_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 EXECUTOR_OPERATIONS = ("start", "cycle")  # a replica that could not start; a call that failed a cycle
 ERROR_KINDS = ("executor", "database", "other")
-PHASES = ("read", "plan")  # of a cycle, timed on their own (tide_cycle_phase_seconds)
+PHASES = ("observe", "read", "plan", "persist", "apply")  # of a cycle, each timed (tide_cycle_phase_seconds)
 
 
 def error_kind(error: BaseException) -> str:
@@ -89,8 +89,9 @@ class EngineMetrics:
         )
         self.phase_seconds = Histogram(
             "tide_cycle_phase_seconds",
-            "Seconds two phases of a scheduling cycle took: read (the snapshot, read again where it changed) "
-            "and plan (plan_cycle alone).",
+            "Seconds each phase of a scheduling cycle took: observe (nodes synced, the executor observed, its "
+            "observations recorded), read (the snapshot, read again where it changed), plan (plan_cycle alone), persist (the "
+            "plan written) and apply (stops and launches).",
             ["phase"],
             buckets=CYCLE_BUCKETS,
             registry=self.registry,
