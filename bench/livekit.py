@@ -173,6 +173,11 @@ def histogram(values: dict[str, float], name: str) -> tuple[float, float, list[t
     return values.get(f"{name}_sum", 0.0), values.get(f"{name}_count", 0.0), sorted(buckets)
 
 
+def labelled_histogram(values: dict[str, float], name: str, label: str) -> tuple[float, float]:
+    """``(sum, count)`` of the series of a Prometheus histogram with this one label (``'phase="plan"'``)."""
+    return values.get(f"{name}_sum{{{label}}}", 0.0), values.get(f"{name}_count{{{label}}}", 0.0)
+
+
 def quantile(buckets: list[tuple[float, float]], q: float) -> float:
     """The ``q`` quantile of cumulative ``buckets``, linear inside the bucket (as PromQL's
     ``histogram_quantile``)."""

@@ -22,6 +22,7 @@ from scheduler.core.forecast import Horizon
 from scheduler.core.model import ClusterState, Config
 from scheduler.engine.eta import EtaTask, Key
 from scheduler.statuses import ACTIVE, JobStatus
+from scheduler.store.changes import accounted
 from scheduler.store.models import JobRow, ProjectRow
 
 HISTORY_DAYS = 14.0
@@ -89,5 +90,6 @@ def store(session: Session, etas: dict[str, dict[str, Any]]) -> int:
         if (wanted := etas.get(f"{project}/{name}")) != eta
     ]
     if changed:
-        session.execute(update(JobRow), changed)
+        with accounted(session):  # forecasts: nothing the scheduling snapshot reads
+            session.execute(update(JobRow), changed)
     return len(changed)

@@ -8,7 +8,9 @@ One cycle (``run_cycle``), each step its own transaction:
 
 1. record what the executor observed (exits finish replicas and jobs, orphans are stopped), then release
    what is still wanted on nodes an admin drained or lost (``scheduler.engine.nodes``);
-2. load the snapshot (a read), ``plan_cycle`` (holding no lock), persist the plan with its events (one
+2. read the snapshot (a read of only what changed since the last cycle: the engine keeps it in memory,
+   ``scheduler.store.live``, read whole on taking the lead and checked against a full read every
+   ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist the plan with its events (one
    write transaction). Planning on a snapshot is safe because the leader is the only writer of
    placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
    a GPU that a live process holds (``reconcile``);
@@ -61,7 +63,7 @@ from scheduler.engine.reconcile import Knobs, launch_waiting, record_observation
 from scheduler.executors.base import Executor
 from scheduler.store import lifecycle
 from scheduler.store.db import Database, WriteWatch
-from scheduler.store.mapper import load_snapshot
+from scheduler.store.live import LiveSnapshot, read_snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,7 @@ class EngineSettings:
     check_invariants: bool = False  # debug: check every plan against the core's invariants
     eta_every: float = 0.0  # seconds between start-time forecasts (0: none)
     finished_retention: float = 0.0  # seconds a finished job's record is kept (0: until deleted)
+    state_check_every: float = 60.0  # seconds between two full reads checking the snapshot kept in memory
 
 
 def sync_nodes(session: Session, nodes: tuple[Node, ...]) -> None:
@@ -142,6 +145,7 @@ class Engine:
         self.stopping = 0
         self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
+        self.live = LiveSnapshot(db, check_every=settings.state_check_every)
         self.announcer = Announcer(executor)  # decisions shown where jobs run (Kubernetes Events)
         self._expired_at = -math.inf  # the last removal of expired finished jobs
         self._lock = threading.Lock()
@@ -157,6 +161,8 @@ class Engine:
         """Run one cycle if this process leads (becoming leader if nobody does)."""
         with self._lock:
             if not self.leadership.holds():
+                if self.role == "leader":
+                    self.live.close()  # a standby keeps nothing: the leader writes
                 self.role = "standby"
                 self.leading_since = None
                 return None
@@ -177,6 +183,7 @@ class Engine:
             with self.db.read() as session:
                 self.announcer.start(session)
         self._synced_nodes = None
+        self.live.invalidate()  # another leader wrote meanwhile: read everything again
         self._sync_nodes()
         self.role = "leader"
         self.changes += 1  # /cluster shows who leads
@@ -213,15 +220,23 @@ class Engine:
         with self._write() as session:
             lingering = record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
             release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
+        self.metrics.phase_done("observe", time.perf_counter() - started)
+        checks, drift = self.live.checks, self.live.drift
+        phase = time.perf_counter()
         with self.db.read() as session:
-            snapshot = load_snapshot(session)
+            snapshot = read_snapshot(self.live, session)
+        self.metrics.phase_done("read", time.perf_counter() - phase)
+        self.metrics.state_read(self.live.checks - checks, self.live.drift - drift)
         state = snapshot.state
         now = self.clock()
+        phase = time.perf_counter()
         plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
+        self.metrics.phase_done("plan", time.perf_counter() - phase)
         if self.settings.check_invariants:
             self._check(state, plan, now)
         half_life = self.settings.core.usage_half_life
         over = over_quota(state) if half_life > 0 else None
+        phase = time.perf_counter()
         with self._write() as session:
             applied = persist_plan(
                 session,
@@ -233,11 +248,14 @@ class Engine:
                 reaches=lambda job: notice.reaches(self.executor, job),
                 grace_period=self.settings.grace_period,
             )
+        self.metrics.phase_done("persist", time.perf_counter() - phase)
         self._forecast(state, plan, now)
         self._expire(now)
+        phase = time.perf_counter()
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
             launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
+        self.metrics.phase_done("apply", time.perf_counter() - phase)
         if self.announcer.active:
             with self.db.read() as session:
                 self.announcer.after_cycle(session)
@@ -335,5 +353,6 @@ class Engine:
     def close(self) -> None:
         if self.eta is not None:
             self.eta.close()
+        self.live.detach()
         self.leadership.release()
         self.role = "stopped"

@@ -3,10 +3,11 @@
 Contract: ``EngineMetrics(registry)`` registers its collectors on the given ``CollectorRegistry`` (one per
 service, never the process-global one, so several services in one process do not clash). The engine calls
 ``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle raised, ``eta_done``/``eta_failed``
-after a start-time forecast, and ``executor_error`` when an executor call failed and was handled (a replica
+after a start-time forecast, ``phase_done`` with the seconds each phase of a cycle took, ``state_read`` after each read of the snapshot (full checks of the one kept in
+memory and the drift they found), and ``executor_error`` when an executor call failed and was handled (a replica
 that could not start). Every label is bounded: ``kind`` is a
 decision (``start``, ``grow``, ``shrink``, ``evict``), ``cause`` a ``scheduler.core.plan.Cause`` value,
-``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``; never free text.
+``operation`` ``start`` (a launch refused) or ``cycle`` (an executor call that failed a cycle), ``error`` one of ``executor``, ``database``, ``other``, ``phase`` one of ``PHASES``; never free text.
 All label combinations exist from the start (at 0), so ``rate()`` and ``increase()`` see the first one;
 ``project`` (the work preemptions cost, ``tide_preemption_lost_gpu_seconds_total``) is bounded by the
 projects an admin created, and a project's series starts at 0 in the first cycle that preempts anything
@@ -27,6 +28,7 @@ ETA_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 EXECUTOR_OPERATIONS = ("start", "cycle")  # a replica that could not start; a call that failed a cycle
 ERROR_KINDS = ("executor", "database", "other")
+PHASES = ("observe", "read", "plan", "persist", "apply")  # of a cycle, each timed (tide_cycle_phase_seconds)
 
 
 def error_kind(error: BaseException) -> str:
@@ -85,9 +87,31 @@ class EngineMetrics:
             "Start-time forecasts that failed (the ETAs stored before stay).",
             registry=self.registry,
         )
+        self.phase_seconds = Histogram(
+            "tide_cycle_phase_seconds",
+            "Seconds each phase of a scheduling cycle took: observe (nodes synced, the executor observed, its "
+            "observations recorded), read (the snapshot, read again where it changed), plan (plan_cycle alone), persist (the "
+            "plan written) and apply (stops and launches).",
+            ["phase"],
+            buckets=CYCLE_BUCKETS,
+            registry=self.registry,
+        )
+        self.state_checks = Counter(
+            "tide_state_checks",
+            "Full reads of the database that checked the scheduling snapshot the engine keeps in memory.",
+            registry=self.registry,
+        )
+        self.state_drift = Counter(
+            "tide_state_drift",
+            "Places (a job, its note, the projects, the departments, the nodes) where a check found the "
+            "snapshot kept in memory different from the database (0 unless a change went unseen).",
+            registry=self.registry,
+        )
         for action in Action:
             for cause in Cause:
                 self.decisions.labels(kind=action.value, cause=cause.value)
+        for phase in PHASES:
+            self.phase_seconds.labels(phase=phase)
         for operation in EXECUTOR_OPERATIONS:
             self.executor_errors.labels(operation=operation)
         for kind in ERROR_KINDS:
@@ -105,6 +129,13 @@ class EngineMetrics:
         self.cycle_errors.labels(error=kind).inc()
         if kind == "executor":
             self.executor_errors.labels(operation="cycle").inc()
+
+    def phase_done(self, phase: str, seconds: float) -> None:
+        self.phase_seconds.labels(phase=phase).observe(seconds)
+
+    def state_read(self, checks: int, drift: int) -> None:
+        self.state_checks.inc(checks)
+        self.state_drift.inc(drift)
 
     def eta_done(self, seconds: float) -> None:
         self.eta_seconds.observe(seconds)

@@ -38,6 +38,7 @@ from scheduler.core.usage import accrue
 from scheduler.elastic import notice
 from scheduler.statuses import ACTIVE
 from scheduler.store import lifecycle
+from scheduler.store.changes import accounted
 from scheduler.store.mapper import Notes
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import active_jobs
@@ -139,12 +140,14 @@ def _write_notes(session: Session, plan: Plan, notes: Notes) -> None:
     """Store each active job's reason and place in line, writing only the ones that changed."""
     wanted = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
     changed = [
-        {"job_id": job_id, "reason": note[0], "position": note[1]}
+        (job_id, note)
         for key, job_id in notes.ids.items()
         if (note := wanted.get(key, (None, None))) != notes.stored[job_id]
     ]
     if changed:
-        session.connection().execute(_NOTE_UPDATE, changed)
+        rows = [{"job_id": job_id, "reason": note[0], "position": note[1]} for job_id, note in changed]
+        with accounted(session, notes=dict(changed)):
+            session.connection().execute(_NOTE_UPDATE, rows)
 
 
 def _write_shares(session: Session, plan: Plan) -> None:
@@ -157,7 +160,8 @@ def _write_shares(session: Session, plan: Plan) -> None:
             if wanted.get(name, 0) != share
         ]
         if changed:
-            session.execute(update(table), changed)
+            with accounted(session):  # fair shares: nothing the scheduling snapshot reads
+                session.execute(update(table), changed)
 
 
 def _write_usage(session: Session, plan: Plan, now: float, half_life: float, over: dict[str, int]) -> None:

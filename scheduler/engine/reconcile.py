@@ -81,7 +81,12 @@ def record_observations(
 ) -> set[int]:
     """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed."""
     record_checkpoints(session, seen)
-    live: dict[int, str] = dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
+    # Every live replica, every cycle (thousands at scale): read on the connection, past the ORM's result
+    # processing, once what the session holds is flushed (as the ORM's own query would have).
+    session.flush()
+    live: dict[int, str] = dict(
+        session.connection().execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all()
+    )
     started = [
         rid for rid, status in live.items() if status == ReplicaStatus.STARTING and _started(seen.get(rid))
     ]

@@ -12,20 +12,29 @@ database's constraints as an ``IntegrityError``, and the caller retries under th
 ``write()``. PostgreSQL connections are checked before use (``pool_pre_ping``:
 one broken by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
 ``sqlite_url(data_dir)`` names the default database. ``WriteWatch(session)`` tells whether a session wrote.
+
+Every write and insert tells what it changed of the scheduling snapshot (``scheduler.store.changes``): once
+it committed, to the functions given to ``subscribe`` in this process, and on PostgreSQL, with the commit,
+to every process listening (``NOTIFY``, as ``writer``, a name of this ``Database``). On SQLite the writes of
+one ``Database`` go through one connection, so ``data_version()`` (read on it) moves only when another
+process or ``Database`` committed a write to the file.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
+
+from scheduler.store.changes import CHANNEL, Changes, Tracker, track_sessions, watch_statements
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_S = 5
@@ -68,7 +77,14 @@ def _set_wal(cursor: Any) -> None:
 
 
 def _sqlite_engine(url: URL, *, immediate: bool) -> Engine:
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    # The writers' engine keeps one connection: writes run one at a time anyway (BEGIN IMMEDIATE), and
+    # ``PRAGMA data_version`` on it then moves only for other processes' writes.
+    pool = (
+        {"pool_size": 1, "max_overflow": 0, "pool_timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        if immediate
+        else {}
+    )
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **pool)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -102,6 +118,9 @@ class Database:
                 self.url, pool_pre_ping=True, pool_size=pool, max_overflow=0, connect_args=timeout
             )
             self.write_engine = self.engine
+        watch_statements(self.write_engine)
+        self.writer = uuid4().hex[:12]  # this Database's name in its change signals
+        self._subscribers: list[Callable[[Changes], None]] = []
         # A read is one snapshot: a cycle's commit never shows half in a read of several statements (a
         # project's fair share from before it, its GPUs from after). Read-only, so it never fails to serialise.
         reader = (
@@ -111,6 +130,7 @@ class Database:
         )
         self._read = sessionmaker(reader, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
+        track_sessions(self._write)
 
     @property
     def is_sqlite(self) -> bool:
@@ -129,20 +149,64 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """A session that commits when the block succeeds; one writer at a time, on both backends."""
-        with self._write() as session, session.begin():
-            if not self.is_sqlite:
-                session.execute(text(WRITE_LOCK_SQL))
+        with self._tracked(lock=not self.is_sqlite) as session:
             yield session
 
     @contextmanager
     def insert(self) -> Iterator[Session]:
         """A write transaction that only inserts rows, beside the writers on PostgreSQL (see the module)."""
-        if self.is_sqlite:
-            with self.write() as session:
-                yield session
-            return
-        with self._write() as session, session.begin():
+        with self._tracked(lock=False) as session:  # SQLite: BEGIN IMMEDIATE makes it a write()
             yield session
+
+    @contextmanager
+    def _tracked(self, *, lock: bool) -> Iterator[Session]:
+        """A write transaction whose changes are told once it committed (see the module)."""
+        with self._write() as session:
+            tracker = Tracker(session)
+            try:
+                with session.begin():
+                    if lock:
+                        session.execute(text(WRITE_LOCK_SQL))
+                    yield session
+                    if not self.is_sqlite:
+                        session.flush()  # the payload must name what the commit's own flush writes
+                        self._signal(session, tracker.changes)
+            finally:
+                tracker.release(session)
+            if tracker.changes:
+                for subscriber in list(self._subscribers):
+                    subscriber(tracker.changes)
+
+    def _signal(self, session: Session, changes: Changes) -> None:
+        """``NOTIFY`` the other processes of what this transaction changed, and only when it changed something
+        they keep. Sent on the session's connection, not through the session: the signal is no write, and
+        ``WriteWatch`` (which sees the session's statements) must not take it for one, or every transaction,
+        even one that changed nothing, would count as a write."""
+        if changes.foreign:
+            session.connection().execute(
+                text("SELECT pg_notify(:channel, current_schema() || ' ' || :payload)"),
+                {"channel": CHANNEL, "payload": changes.encode(self.writer)},
+            )
+
+    def subscribe(self, subscriber: Callable[[Changes], None]) -> None:
+        """Call ``subscriber`` with what each committed write of this ``Database`` changed (in its thread)."""
+        self._subscribers.append(subscriber)
+
+    def unsubscribe(self, subscriber: Callable[[Changes], None]) -> None:
+        with suppress(ValueError):
+            self._subscribers.remove(subscriber)
+
+    def data_version(self) -> int:
+        """SQLite: a number that moves when another connection (process, ``Database``) committed a write."""
+        connection = self.write_engine.raw_connection()
+        try:
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA data_version")
+            row: Any = cursor.fetchone()
+            cursor.close()
+            return int(row[0])
+        finally:
+            connection.close()
 
     def dispose(self) -> None:
         self.engine.dispose()

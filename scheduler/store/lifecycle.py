@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 from scheduler.core.plan import Action, Cause, Placement
 from scheduler.elastic.policy import RESTART
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
+from scheduler.store.changes import accounted
 from scheduler.store.models import EventRow, JobRow, ReplicaRow
 from scheduler.store.queries import add_event
 
@@ -286,12 +287,13 @@ def mark_running(session: Session, ids: Collection[int], *, now: float) -> None:
     """The replicas ``ids``, starting until now, were seen running (one statement, no rows loaded): their
     process started ``now`` (a pod's container, which may start long after the pod was made)."""
     if ids:
-        session.execute(
-            update(ReplicaRow)
-            .where(ReplicaRow.id.in_(ids))
-            .values(status=ReplicaStatus.RUNNING, started_at=now),
-            execution_options={"synchronize_session": False},
-        )
+        with accounted(session):  # status and start time: nothing the scheduling snapshot reads
+            session.execute(
+                update(ReplicaRow)
+                .where(ReplicaRow.id.in_(ids))
+                .values(status=ReplicaStatus.RUNNING, started_at=now),
+                execution_options={"synchronize_session": False},
+            )
 
 
 def launched(

@@ -13,6 +13,7 @@ its own, ``desired == "done"``) is ending: it is planned at the replicas it stil
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -67,26 +68,38 @@ def load_snapshot(session: Session) -> Snapshot:
     Read with column queries, not ORM objects: this runs every cycle over every active job, and building
     the core's frozen dataclasses straight from rows is several times cheaper.
     """
+    notes = Notes({}, {})
+    rows = load_jobs(session)
+    for job_id, (job, note) in rows.items():
+        notes.ids[(job.project, job.name)] = job_id
+        notes.stored[job_id] = note
+    state = ClusterState(
+        nodes=load_nodes(session),
+        projects=load_projects(session),
+        jobs=tuple(job for job, _ in rows.values()),
+        departments=load_departments(session),
+    )
+    return Snapshot(state, notes)
+
+
+def load_nodes(session: Session) -> tuple[Node, ...]:
     nodes = session.execute(
         select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable, NodeRow.state, NodeRow.domain).order_by(
             NodeRow.name
         )
     )
-    departments = session.scalars(select(DepartmentRow).order_by(DepartmentRow.name)).all()
-    notes = Notes({}, {})
-    state = ClusterState(
-        nodes=tuple(
-            Node(name=n, gpus=g, schedulable=s and state == "ready", domain=domain)
-            for n, g, s, state, domain in nodes
-        ),
-        projects=_projects(session),
-        jobs=_jobs(session, notes),
-        departments=tuple(department_from_row(d) for d in departments),
+    return tuple(
+        Node(name=n, gpus=g, schedulable=s and state == "ready", domain=domain)
+        for n, g, s, state, domain in nodes
     )
-    return Snapshot(state, notes)
 
 
-def _projects(session: Session) -> tuple[Project, ...]:
+def load_departments(session: Session) -> tuple[Department, ...]:
+    departments = session.scalars(select(DepartmentRow).order_by(DepartmentRow.name)).all()
+    return tuple(department_from_row(d) for d in departments)
+
+
+def load_projects(session: Session) -> tuple[Project, ...]:
     query = (
         select(ProjectRow, DepartmentRow.name)
         .outerjoin(DepartmentRow, ProjectRow.department_id == DepartmentRow.id)
@@ -109,7 +122,22 @@ def _projects(session: Session) -> tuple[Project, ...]:
     )
 
 
-def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
+IDS_A_QUERY = 500
+
+
+def load_jobs(session: Session, ids: Iterable[int] | None = None) -> dict[int, tuple[Job, Note]]:
+    """The active jobs (all, or those of ``ids`` that are active), each with its stored note, by id in id
+    order."""
+    if ids is None:
+        return _jobs(session, None)
+    wanted = sorted(set(ids))
+    found: dict[int, tuple[Job, Note]] = {}
+    for start in range(0, len(wanted), IDS_A_QUERY):
+        found |= _jobs(session, wanted[start : start + IDS_A_QUERY])
+    return found
+
+
+def _jobs(session: Session, ids: list[int] | None) -> dict[int, tuple[Job, Note]]:
     replicas: dict[int, list[Replica]] = {}
     held = (
         select(
@@ -132,6 +160,8 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
             )
         )
     )
+    if ids is not None:
+        held = held.where(ReplicaRow.job_id.in_(ids))
     completing: set[int] = set()  # jobs one of whose replicas finished its work
     for job_id, index, node, gpus, desired, share, shared_gpu in session.execute(held):
         if desired == ReplicaDesired.DONE:
@@ -172,14 +202,13 @@ def _jobs(session: Session, notes: Notes) -> tuple[Job, ...]:
         .where(JobRow.status.in_(ACTIVE))
         .order_by(JobRow.id)
     )
-    rows = session.execute(query).all()
-    for row in rows:
-        notes.ids[(row[1], row[2])] = row[0]
-        notes.stored[row[0]] = (row.pending_reason, row.queue_position)
-    return tuple(
-        _completing(job) if job_id in completing else job
-        for job_id, job in ((row[0], _job(row, replicas)) for row in rows)
-    )
+    if ids is not None:
+        query = query.where(JobRow.id.in_(ids))
+    found: dict[int, tuple[Job, Note]] = {}
+    for row in session.execute(query):
+        job = _job(row, replicas)
+        found[row[0]] = (_completing(job) if row[0] in completing else job, (row[15], row[16]))
+    return found
 
 
 def _completing(job: Job) -> Job:

@@ -1,0 +1,282 @@
+"""The scheduling snapshot kept in memory across cycles: each cycle reads again only what changed.
+
+Contract: ``LiveSnapshot(db)`` keeps what ``scheduler.store.mapper.load_snapshot`` reads. ``read_snapshot(live,
+session)`` (``session`` a read that has not run a statement yet) first gathers what changed since the last
+read, then reads again only that, and returns a ``Snapshot`` equal to a full ``load_snapshot`` of the same
+database state:
+
+* this process's committed writes come from the ``Database`` itself (``subscribe``, ``scheduler.store.changes``);
+* other processes' (an API process, another replica's API, the CLI): on PostgreSQL the ``NOTIFY`` of each
+  commit, received on a connection of its own that ``LISTEN``s while the snapshot is kept; a round trip on it
+  before the read collects every signal of a commit that ended before, so the read sees those commits and
+  knows them; on SQLite ``Database.data_version()``: when another connection wrote, everything is read
+  again;
+* jobs changed: those jobs are read again (one dropped when it is no longer pending or running; more than a
+  quarter of them: all jobs, in one pass); notes the engine wrote: taken as written; projects
+  or departments: both tables; nodes: the nodes; anything else, a lost or new listening connection, the
+  first read and one after ``invalidate()`` (the engine calls it when it takes the lead): everything.
+
+A commit that ends after the round trip may show in rows read again for another reason; its signal comes
+next cycle and the rows are read again then. Every ``check_every`` seconds the read is followed, in the same
+database snapshot, by a full one: what differs (jobs, notes, projects, departments, nodes), leaving aside
+what changed meanwhile, is drift; it is logged and counted in ``drift`` (the engine's
+``tide_state_drift_total``), and the full read is kept. ``close()`` stops listening (a standby keeps
+nothing); the next read reads everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
+
+from scheduler.core.model import ClusterState, Department, Job, Node, Project
+from scheduler.store.changes import CHANNEL, Changes
+from scheduler.store.db import CONNECT_TIMEOUT_S, Database
+from scheduler.store.mapper import (
+    IDS_A_QUERY,
+    JobKey,
+    Note,
+    Notes,
+    Snapshot,
+    load_departments,
+    load_jobs,
+    load_nodes,
+    load_projects,
+)
+
+log = logging.getLogger(__name__)
+CHECK_EVERY = 60.0  # seconds between two full reads that check the kept snapshot
+
+
+class _Listener:
+    """A PostgreSQL connection of its own that ``LISTEN``s to the change signals of its schema (through
+    SQLAlchemy, so that its failures are ``DBAPIError``s like any other database error)."""
+
+    def __init__(self, db: Database) -> None:
+        timeout = {} if "connect_timeout" in db.url.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        self._engine = create_engine(db.url, poolclass=NullPool, connect_args=timeout)
+        self._writer = db.writer
+        self._heard: list[str] = []
+        try:
+            self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            driver: Any = self._conn.connection.driver_connection
+            driver.add_notify_handler(lambda note: self._heard.append(note.payload))
+            self.schema = str(self._conn.exec_driver_sql("SELECT current_schema()").scalar())
+            self._conn.exec_driver_sql(f"LISTEN {CHANNEL}")
+        except Exception:
+            self._engine.dispose()
+            raise
+
+    def poll(self) -> Changes:
+        """What other writers' commits that ended before this call changed (a round trip collects them)."""
+        self._conn.exec_driver_sql("SELECT 1")
+        heard, self._heard = self._heard, []
+        changes = Changes()
+        for payload in heard:
+            schema, writer, told = Changes.decode(payload)
+            if schema == self.schema and writer != self._writer:
+                changes.add(told)
+        return changes
+
+    def close(self) -> None:
+        try:
+            self._conn.close()
+        finally:
+            self._engine.dispose()
+
+
+class LiveSnapshot:
+    """The snapshot the engine plans from, kept between cycles (see the module)."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        check_every: float = CHECK_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.db = db
+        self.check_every = check_every
+        self.clock = clock
+        self.drift = 0  # items a check found different, all checks together
+        self.checks = 0
+        self.full_reads = 0
+        self.last_drift: list[str] = []
+        self._lock = threading.Lock()
+        self._pending = Changes(everything=True)
+        self._listener: _Listener | None = None
+        self._version: int | None = None
+        self._checked_at = -math.inf
+        self._jobs: dict[int, tuple[Job, Note]] = {}
+        self._ids: dict[JobKey, int] = {}
+        self._stored: dict[int, Note] = {}
+        self._nodes: tuple[Node, ...] = ()
+        self._projects: tuple[Project, ...] = ()
+        self._departments: tuple[Department, ...] = ()
+        self._job_tuple: tuple[Job, ...] | None = None
+        db.subscribe(self._changed)
+
+    def _changed(self, changes: Changes) -> None:
+        with self._lock:
+            if not self._pending.everything:
+                self._pending.add(changes)
+
+    def invalidate(self) -> None:
+        """Read everything next time (the engine took the lead: another leader may have written)."""
+        with self._lock:
+            self._pending.everything = True
+
+    def close(self) -> None:
+        """Stop listening and keep nothing; the next read reads everything."""
+        self.invalidate()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:
+                listener.close()
+            except Exception as error:  # a broken connection closes as it can
+                log.debug("closing the change listener: %s", error)
+
+    def detach(self) -> None:
+        """``close()`` and stop following this process's writes (the engine is closed)."""
+        self.close()
+        self.db.unsubscribe(self._changed)
+
+    def _gather(self) -> Changes:
+        """Take what changed since the last read, this process's writes and the other processes'."""
+        foreign = Changes()
+        try:
+            if self.db.is_sqlite:
+                version = self.db.data_version()
+                foreign.everything = version != self._version
+                self._version = version
+            elif self._listener is None:
+                self._listener = _Listener(self.db)
+                foreign.everything = True  # what was written before it listened is unknown
+            else:
+                foreign = self._listener.poll()
+        except Exception:
+            self.close()
+            raise
+        with self._lock:
+            taken = self._pending.take()
+        taken.add(foreign)
+        return taken
+
+    def read(self, session: Session) -> Snapshot:
+        changes = self._gather()
+        try:
+            self._apply(session, changes)
+            if self.clock() - self._checked_at >= self.check_every:
+                self._check(session)
+        except Exception:
+            self.invalidate()  # half applied: read everything next time
+            raise
+        return self.snapshot()
+
+    def _apply(self, session: Session, changes: Changes) -> None:
+        if changes.everything:
+            self._full(session)
+            return
+        if changes.nodes:
+            self._nodes = load_nodes(session)
+        if changes.projects:
+            self._projects = load_projects(session)
+            self._departments = load_departments(session)
+        for job_id, note in changes.notes.items():  # the engine wrote them: nothing to read
+            kept = self._jobs.get(job_id)
+            if kept is not None and job_id not in changes.jobs:
+                self._jobs[job_id] = (kept[0], note)
+                self._stored[job_id] = note
+        if len(changes.jobs) > max(IDS_A_QUERY, len(self._jobs) // 4):
+            self._update_jobs(changes.jobs | self._jobs.keys(), load_jobs(session))  # cheaper in one pass
+        elif changes.jobs:
+            self._update_jobs(changes.jobs, load_jobs(session, changes.jobs))
+
+    def _full(self, session: Session) -> None:
+        self._nodes = load_nodes(session)
+        self._projects = load_projects(session)
+        self._departments = load_departments(session)
+        self._jobs = {}
+        self._ids = {}
+        self._stored = {}
+        self._update_jobs(set(), load_jobs(session))
+        self.full_reads += 1
+
+    def _update_jobs(self, changed: set[int], fresh: dict[int, tuple[Job, Note]]) -> None:
+        jobs = self._jobs
+        for job_id in changed - fresh.keys():
+            gone = jobs.pop(job_id, None)
+            if gone is not None:
+                self._ids.pop((gone[0].project, gone[0].name), None)
+                self._stored.pop(job_id, None)
+        last = next(reversed(jobs), -1) if jobs else -1
+        in_order = True
+        for job_id, (job, note) in fresh.items():
+            if job_id not in jobs and job_id < last:
+                in_order = False  # a job id committed after a higher one (PostgreSQL's sequence)
+            jobs[job_id] = (job, note)
+            self._ids[(job.project, job.name)] = job_id
+            self._stored[job_id] = note
+            last = max(last, job_id)
+        if not in_order:
+            self._jobs = dict(sorted(jobs.items()))
+        self._job_tuple = None
+
+    def snapshot(self) -> Snapshot:
+        if self._job_tuple is None:
+            self._job_tuple = tuple(job for job, _ in self._jobs.values())
+        state = ClusterState(
+            nodes=self._nodes, projects=self._projects, jobs=self._job_tuple, departments=self._departments
+        )
+        return Snapshot(state, Notes(self._ids, self._stored))
+
+    def _check(self, session: Session) -> None:
+        """Read everything in the same database snapshot; count and log what the kept one had different."""
+        kept = (self._nodes, self._projects, self._departments, dict(self._jobs))
+        self._full(session)
+        self._checked_at = self.clock()
+        self.checks += 1
+        late = self._gather()  # changes that ended meanwhile may differ without being drift
+        with self._lock:
+            self._pending.add(late)
+        if late.everything:
+            return
+        found = _differences(kept, (self._nodes, self._projects, self._departments, self._jobs), late)
+        self.last_drift = found
+        if found:
+            self.drift += len(found)
+            log.warning(
+                "the snapshot kept in memory differed from the database in %d place(s): %s",
+                len(found),
+                ", ".join(found[:10]),
+            )
+
+
+Parts = tuple[tuple[Node, ...], tuple[Project, ...], tuple[Department, ...], dict[int, tuple[Job, Note]]]
+
+
+def _differences(kept: Parts, full: Parts, late: Changes) -> list[str]:
+    found = []
+    if not late.nodes and kept[0] != full[0]:
+        found.append("nodes")
+    if not late.projects and kept[1] != full[1]:
+        found.append("projects")
+    if not late.projects and kept[2] != full[2]:
+        found.append("departments")
+    for job_id in sorted((kept[3].keys() | full[3].keys()) - late.jobs):
+        if kept[3].get(job_id) != full[3].get(job_id):
+            found.append(f"job {job_id}")
+    return found
+
+
+def read_snapshot(live: LiveSnapshot, session: Session) -> Snapshot:
+    """The snapshot to plan from, read again only where it changed (see the module)."""
+    return live.read(session)
