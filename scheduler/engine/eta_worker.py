@@ -3,7 +3,8 @@
 Contract: ``EtaWorker(every)`` paces and runs ``scheduler.engine.eta.compute``:
 - ``due(now)``: no forecast in flight, and ``every`` seconds passed since the last one began;
 - ``start(task)``: hand one to the child (started on first use: a ``spawn``ed process at ``nice`` +10 that
-  imports only the core, so it inherits no thread, lock or database connection of the loop);
+  imports only the core, so it inherits no thread, lock or database connection of the loop; it dies with the
+  engine: ``lifeline``);
 - ``poll()``: the finished forecast's ``(etas, seconds)`` once, else None; a forecast that raised (or a child
   that died) is re-raised here once, and the next ``start`` gets a fresh child;
 - ``close()``: end the child without waiting for a forecast in flight.
@@ -19,11 +20,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from scheduler.engine.eta import EtaTask, compute
+from scheduler.engine.lifeline import die_with_parent
 
 NICE = 10
 
 
-def _lower_priority() -> None:
+def _child_start(parent: int) -> None:
+    die_with_parent(parent)  # a SIGKILLed engine leaves no forecast running
     os.nice(NICE)
 
 
@@ -46,7 +49,9 @@ class EtaWorker:
     def start(self, task: EtaTask) -> None:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_lower_priority)
+            self._pool = ProcessPoolExecutor(
+                1, mp_context=context, initializer=_child_start, initargs=(os.getpid(),)
+            )
         self.last_start = task.now
         self._future = self._pool.submit(_timed, task)
 

@@ -4,6 +4,8 @@ are refused with a message that says what to give."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -133,3 +135,53 @@ def test_the_worker_reports_a_failed_forecast_once_and_recovers() -> None:
         assert etas == {} and seconds >= 0
     finally:
         worker.close()
+
+
+ENGINE = """
+import sys, time
+from scheduler.core import ClusterState, Config, Node
+from scheduler.core.forecast import Horizon
+from scheduler.engine.eta import EtaTask
+from scheduler.engine.eta_worker import EtaWorker
+worker = EtaWorker(every=0)
+worker.start(EtaTask(ClusterState((Node("n", 1),), ()), Config(), 5.0, {}, Horizon()))
+while worker.poll() is None:
+    time.sleep(0.05)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        found += [int(c) for c in task.read_text().split()]
+    return found
+
+
+def test_the_forecast_child_dies_with_a_killed_engine() -> None:
+    """An engine SIGKILLed (the service killed, an OOM) leaves no forecast process running: the kernel
+    kills the child when its parent dies."""
+    engine = subprocess.Popen([sys.executable, "-c", ENGINE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert engine.stdout is not None and engine.stdout.readline().strip() == "ready"
+        children = _children(engine.pid)  # the forecast's process (and multiprocessing's resource tracker)
+        assert any("spawn_main" in Path(f"/proc/{c}/cmdline").read_text() for c in children), children
+        engine.kill()
+        engine.wait(timeout=30)
+
+        def gone() -> bool:
+            for child in children:
+                try:
+                    if Path(f"/proc/{child}/stat").read_text().split(")")[1].split()[0] != "Z":
+                        return False
+                except OSError:
+                    pass
+            return True
+
+        wait_for(gone, timeout=30, what="the forecast's processes to die with their engine")
+    finally:
+        engine.kill()
+        engine.wait(timeout=30)
+        assert engine.stdout is not None
+        engine.stdout.close()

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import gc
 import os
 import signal
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -33,20 +31,12 @@ from api.server.engine.wire import Call, Reply, Sender, Start, Status, Stop, Wak
 from api.server.logs import configure_logging
 from api.server.parts import build_executor, build_leadership, close_executor, engine_settings
 from api.server.settings import Settings
+from scheduler.engine.lifeline import die_with_parent
 from scheduler.engine.loop import Engine
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.store.db import Database
 
-PR_SET_PDEATHSIG = 1
 ENGINE_GC_THRESHOLDS = (50_000, 50, 100)
-
-
-def die_with_parent(parent: int) -> None:
-    """Have the kernel kill this process when its parent dies (Linux); exit if that already happened."""
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(0)
 
 
 def status_of(engine: Engine, *, ready: bool) -> Status:
