@@ -87,15 +87,8 @@ def serve_growth(ledger: Ledger, order: VictimOrder, claims: Claims, job: Job, r
         return
     cost = ledger.resize_costs.get(job.key, 0.0) if ledger.resize_costs else 0.0
     for count, for_guarantee in _growth_attempts(job, act, k, short):
-        borrowed = _borrows(ledger, job, count)  # decision 63
-        if (
-            not for_guarantee
-            and cost
-            and not resize_cost.pays(act, count, cost, ledger.config, borrowed=borrowed)
-        ):
-            claims.held_back[job.key] = resize_cost.held_back(
-                act, count, cost, ledger.config, borrowed=borrowed
-            )
+        if not for_guarantee and cost and not resize_cost.pays(act, count, cost, ledger.config):
+            claims.held_back[job.key] = resize_cost.held_back(act, count, cost, ledger.config)  # R18
             continue
         entitled = count * g <= min(owed, room)
         if entitled and ledger.slots_for(job, ledger.free) >= count:
@@ -177,38 +170,14 @@ def grow_idle(ledger: Ledger, claims: Claims) -> None:
         if use_gain and job.throughput is not None:  # R19: never past its peak speed (work-conserving below)
             k = goodput.cap(job, n, k, rival=0.0)
         cost = ledger.resize_costs.get(job.key, 0.0) if ledger.resize_costs else 0.0
-        if k > 0 and cost:
-            k = _paying(ledger, claims, job, n, k, cost=cost)  # R18, decision 63
-        if k > 0:
+        if k > 0 and cost and not resize_cost.pays(n, k, cost, ledger.config):
+            claims.held_back[job.key] = resize_cost.held_back(n, k, cost, ledger.config)  # R18
+        elif k > 0:
             ledger.place(job, k, reserve=False)
             claims.held_back.pop(job.key, None)
             explain_start(ledger, claims, job, owed=False)
         if queues[project]:
             heapq.heappush(heap, (_gap(ledger, project, queues[project]), project))
-
-
-def _borrows(ledger: Ledger, job: Job, k: int) -> bool:
-    """Decision 63: whether growing ``job`` by ``k`` replicas takes its project beyond its deserved quota."""
-    return (
-        ledger.committed(job.project) + k * job.gpus_per_replica > ledger.projects[job.project].deserved_gpus
-    )
-
-
-def _paying(ledger: Ledger, claims: Claims, job: Job, n: int, k: int, *, cost: float) -> int:
-    """The growth of ``job`` (``n`` replicas, up to ``k`` more) that pays for its restarts (R18): all ``k``, else
-    the part within its project's deserved quota, which needs to pay for one restart only (decision 63); 0
-    (held back, with R13's reason) when neither pays."""
-    borrowed = _borrows(ledger, job, k)
-    if resize_cost.pays(n, k, cost, ledger.config, borrowed=borrowed):
-        return k
-    within = (
-        ledger.projects[job.project].deserved_gpus - ledger.committed(job.project)
-    ) // job.gpus_per_replica
-    part = sizes.grow_by(job, n, min(k, within)) if borrowed and within > 0 else 0
-    if part > 0 and resize_cost.pays(n, part, cost, ledger.config):
-        return part
-    claims.held_back[job.key] = resize_cost.held_back(n, k, cost, ledger.config, borrowed=borrowed)
-    return 0
 
 
 def _gap(ledger: Ledger, project: str, queue: list[Job]) -> tuple[int, float, int, float, str]:

@@ -242,10 +242,7 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
         if job.interactive or any(r.releasing for r in job.replicas):
             continue
         settling = _settling(job, config, now, ends) and job.key not in resized
-        quota_left = (
-            projects[job.project].deserved_gpus - alloc[job.project]
-        )  # decision 63: beyond it, borrowed
-        want = _wanted(job, config, settling=settling, cost=costs.get(job.key, 0.0), quota_left=quota_left)
+        want = _wanted(job, config, settling=settling, cost=costs.get(job.key, 0.0))
         if want == 0 or (
             job.key in resized
             and job.active
@@ -261,19 +258,14 @@ def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float)
     return out
 
 
-def _wanted(
-    job: Job, config: Config, *, settling: bool, cost: float = 0.0, quota_left: int | None = None
-) -> int:
+def _wanted(job: Job, config: Config, *, settling: bool, cost: float = 0.0) -> int:
     """Replicas a job could use next: its gang when pending, its next size when elastic and not settling
-    (R18: the smallest growth that pays for its restart; none if even growing to its max would not; decision
-    63: one that would take its project beyond its deserved quota, ``quota_left`` GPUs away, pays for two)."""
+    (R18: the smallest growth that pays for its restart; none if even growing to its max would not)."""
     if not job.active:
         return job.max_replicas if not config.elastic else job.min_replicas
     n = len(job.active)
     if config.elastic and n < job.max_replicas and not settling:
         least = resize_cost.smallest_paying(n, cost, config)
-        if quota_left is not None and least * job.gpus_per_replica > quota_left:
-            least = resize_cost.smallest_paying(n, cost, config, borrowed=True)
         if least > job.max_replicas - n:
             return 0  # no growth it may make pays
         step = sizes.grow_at_least(job, n, least)  # the next allowed size (R16)

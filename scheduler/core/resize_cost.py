@@ -15,9 +15,6 @@ else its project's ``resize_cost_seconds``, else its department's, else ``Config
   ``H = settle(j)`` (the shortest time it keeps them: R2 and R10 aside, nothing shrinks it earlier), exceeds
   what the restart costs the ``n`` replicas it already runs, ``n x c``. Growth owed by the project's
   guarantee (R2) is never held back. A job with cost 0 always pays (the rule is off).
-- **Borrowed growth pays for its return** (decision 63): growth that takes the job's project beyond its
-  deserved quota runs on GPUs other projects' quotas may claim back, which restarts the job once more; it
-  must pay for both restarts, ``k x (H - c) > 2 n x c``.
 
 ``settle_ends`` gives the jobs whose settle time is longer than the plain one, with its end (the ledger and
 the invariants read it); ``pays`` and ``smallest_paying`` answer for growth; ``held_back`` words R13's reason.
@@ -104,39 +101,29 @@ def settle_ends(
     return out
 
 
-def pays(n: int, k: int, c: float, config: Config, *, borrowed: bool = False) -> bool:
-    """Whether growing a job of ``n`` running replicas by ``k`` pays for its restart of ``c`` seconds;
-    ``borrowed``: the growth takes its project beyond its deserved quota, so it pays for a second restart of
-    the ``n``, when the borrowed GPUs are given back (decision 63)."""
+def pays(n: int, k: int, c: float, config: Config) -> bool:
+    """Whether growing a job of ``n`` running replicas by ``k`` pays for its restart of ``c`` seconds."""
     if c <= 0 or n <= 0:
         return True
-    return k * (settle(c, config) - c) > restarted(n, borrowed) * c
+    return k * (settle(c, config) - c) > n * c
 
 
-def restarted(n: int, borrowed: bool) -> int:
-    """Replica-restarts a growth of a job of ``n`` replicas must pay for: one of each, two on borrowed GPUs."""
-    return 2 * n if borrowed else n
-
-
-def smallest_paying(n: int, c: float, config: Config, *, borrowed: bool = False) -> int:
+def smallest_paying(n: int, c: float, config: Config) -> int:
     """The fewest replicas a job of ``n`` must grow by at once for the growth to pay (1 when free)."""
     if c <= 0 or n <= 0:
         return 1
     gain = settle(c, config) - c
     if gain <= 0:
         return 1 << 30
-    return math.floor(restarted(n, borrowed) * c / gain) + 1
+    return math.floor(n * c / gain) + 1
 
 
-def held_back(n: int, k: int, c: float, config: Config, *, borrowed: bool = False) -> str:
+def held_back(n: int, k: int, c: float, config: Config) -> str:
     """R13: why a job that could grow by ``k`` now does not: ``grows when it pays: +3 replicas would add 810 s of
     progress before it may next be shrunk against a restart of all 32 (960 replica-seconds)``."""
     h = settle(c, config)
-    m = restarted(n, borrowed)
-    again = " now and again to give the borrowed GPUs back" if borrowed else ""
     return (
         f"grows when it pays: +{k} replica{'s' if k != 1 else ''} would add {k * (h - c):g} replica-seconds "
-        f"of progress in its next {h:g} s (its settle time) against a restart of {c:g} s for the {n} it runs"
-        f"{again} ({m * c:g} replica-seconds); it grows once "
-        f"{smallest_paying(n, c, config, borrowed=borrowed)} can be added at once"
+        f"of progress in its next {h:g} s (its settle time) against a restart of {c:g} s for the {n} it runs "
+        f"({n * c:g} replica-seconds); it grows once {smallest_paying(n, c, config)} can be added at once"
     )
