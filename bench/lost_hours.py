@@ -36,7 +36,7 @@ from scheduler.simulator.cli import build_parser, settings_from
 from scheduler.simulator.progress import Run, speed
 from scheduler.simulator.replay import Simulator
 from scheduler.simulator.report import summarize
-from scheduler.simulator.runner import build_projects, load_jobs, policy_config
+from scheduler.simulator.runner import POLICIES, build_projects, load_jobs, policy_config
 from scheduler.simulator.workload import make_nodes, rigid, shape_jobs
 
 HOUR = 3600.0
@@ -161,11 +161,14 @@ def group(sim: Watching, index: int, cause_filter: str | None = None) -> dict[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    parser.prog = "bench/lost_hours.py"
     parser.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     args = parser.parse_args(argv)
     if args.policies == parser.get_default("policies"):
         args.policies = "tide"
     settings = settings_from(args)
+    if len(settings.policies) != 1 or settings.policies[0] not in POLICIES:
+        parser.error(f"--policies: give one of {', '.join(POLICIES)}")
     name = settings.policies[0]
     rng = random.Random(settings.seed)
     jobs = load_jobs(settings, rng)
