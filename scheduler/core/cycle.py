@@ -30,6 +30,7 @@ from scheduler.core.ledger import Ledger
 from scheduler.core.model import ClusterState, Config, Job, Replica
 from scheduler.core.plan import Action, Decision, JobNote, Placement, Plan, ProjectShare
 from scheduler.core.preemption import enforce_limits
+from scheduler.core.starts import start_whole
 from scheduler.core.victims import VictimOrder, lost_work
 
 
@@ -60,6 +61,7 @@ def _plan(state: ClusterState, config: Config, now: float, explain_waiting: bool
     restore_gangs(ledger, claims)  # 3
     serve_claims(ledger, order, claims)  # 4
     grow_idle(ledger, claims)  # 5
+    start_whole(ledger, claims)  # R18: a start about to grow waits to start whole (decision 62)
     return Plan(  # 6
         decisions=_decisions(ledger, claims),
         notes=_notes(ledger, claims) if explain_waiting else (),

@@ -38,6 +38,26 @@ def _check(state: ClusterState, plan: Plan, config: Config, now: float) -> list[
         *_min_runtime_kept(state, plan, config, now),
         *_settle_kept(state, plan, config, now),
         *_drain_held_once(state, plan),
+        *_starts_whole(state, plan, config),
+    ]
+
+
+def _starts_whole(before: ClusterState, plan: Plan, config: Config) -> list[str]:
+    """R18, decision 62: a job whose resize costs anything is not started while GPUs are held for it to grow
+    by next cycle (it starts once, whole, when they are free)."""
+    held = {(r.project, r.job) for r in plan.reservations if r.firm}
+    starts = [
+        (d.project, d.job) for d in plan.decisions if d.action == Action.START and (d.project, d.job) in held
+    ]
+    if not starts:
+        return []
+    projects = {p.name: p for p in before.projects}
+    costs = resize_cost.costs(before.jobs, projects, {d.name: d for d in before.departments}, config)
+    return [
+        f"{p}/{j} starts now and waits for more GPUs being released to grow at once (a resize costs it "
+        f"{costs[(p, j)]:g} s)"
+        for p, j in starts
+        if costs.get((p, j), 0.0) > 0
     ]
 
 

@@ -456,6 +456,17 @@ class Ledger:
 
         self._undo.append(undo)
 
+    def defer_start(self, job: Job) -> None:
+        """Turn the replicas ``job`` starts this cycle into firm holds on the same GPUs: it starts next cycle
+        (decision 62). Called once the cycle's claims are served (it keeps no undo)."""
+        placements = self.started.pop(job.key)
+        self.active[job.key] = [
+            r for r in self.active[job.key] if r.index not in {p.index for p in placements}
+        ]
+        self._count(job, -sum(p.gpus for p in placements))
+        for p in placements:
+            self._reserve(Reservation(job.project, job.name, p.node, p.gpus))
+
     def claimed(self, project: str) -> int:
         """GPUs the project holds plus those firmly reserved for it this cycle: what R7 measures it by."""
         return self.alloc[project] + self.reserved.get(project, 0)

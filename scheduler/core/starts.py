@@ -25,7 +25,7 @@ import bisect
 from collections import deque
 
 from scheduler.core import explain
-from scheduler.core.claims import Claims, below_guarantee, entitled_to, record
+from scheduler.core.claims import Claims, Outcome, below_guarantee, entitled_to, record
 from scheduler.core.consolidate import consolidate
 from scheduler.core.ledger import Ledger
 from scheduler.core.memo import Line, shape_of
@@ -180,6 +180,36 @@ def consolidate_for_guarantee(
     reason = explain.consolidating(ledger, job, count * g, moves.moved, moves.reclaimed)
     record(claims, job, reason, waiting=True)
     return True
+
+
+def start_whole(ledger: Ledger, claims: Claims) -> None:
+    """R18 (decision 62): a job that would start now and grow as soon as GPUs being released for it are free
+    starts once, at its full size, when they are: with a resize cost, growing a job that has just started
+    restarts it (every replica pays the restart again) for one cycle's head start. Its started replicas become
+    firm holds on the same GPUs, beside those it waits for; without a resize cost nothing changes."""
+    costs = ledger.resize_costs
+    if not costs:
+        return
+    waiting = {(r.project, r.job) for r in ledger.reservations if r.firm}
+    for key in [k for k in ledger.started if k in waiting and costs.get(k, 0.0) > 0]:
+        job = ledger.jobs[key]
+        if any(not r.releasing for r in job.replicas):
+            continue  # a running job's growth is a resize either way
+        now = len(ledger.started[key])
+        ledger.defer_start(job)
+        claims.start_reasons.pop(key, None)
+        held = sum(r.gpus for r in ledger.reservations if (r.project, r.job) == key)
+        outcome = claims.outcomes.get(key)
+        why = outcome.reason if outcome is not None else "GPUs are being released for it"
+        reason = (
+            f"starts with {held} GPUs once those being released are free, rather than with {now} "
+            f"{'replica' if now == 1 else 'replicas'} now and a restart to grow at once (its resize costs "
+            f"{costs[key]:g} s); {why}"
+        )
+        if outcome is None:
+            record(claims, job, reason, waiting=True)
+        else:
+            claims.outcomes[key] = Outcome(reason, outcome.waiting)
 
 
 def explain_start(ledger: Ledger, claims: Claims, job: Job, *, owed: bool) -> None:

@@ -1,0 +1,89 @@
+"""R18, decision 62, as users meet it: a job whose resize costs something does not start small and restart a
+cycle later to grow into the GPUs being released for it; it starts once, at the size they give it.
+
+Every ``Cluster.cycle()`` checks all invariants (tests/corebuild.py), decision 62's ``_starts_whole`` among them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import replace
+
+from corebuild import Cluster, nodes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_core_properties import Spec, _replay, workloads
+
+from scheduler.core import Action, Plan
+
+
+def actions(plan: Plan, name: str) -> list[tuple[str, int]]:
+    return [(d.action.value, len(d.replicas)) for d in plan.decisions if d.job == name]
+
+
+def reclaiming(cost: float | None) -> Cluster:
+    """4 one-GPU nodes; project b (no quota) borrows 3 of them; project a (quota 4) submits an elastic job of
+    1-4 replicas: 1 GPU is idle, 3 must be reclaimed from b and take a cycle to stop."""
+    kw = {} if cost is None else {"resize_cost_seconds": cost}
+    c = Cluster(nodes(4), slow_release=True).project("a", 4, **kw).project("b", 0)
+    for i in range(3):
+        c.submit("b", f"borrow{i}")
+    c.cycle()
+    c.elapse(3600)
+    c.submit("a", "train", min=1, max=4)
+    return c
+
+
+def test_a_costly_job_waits_one_cycle_to_start_whole_rather_than_start_small_and_restart_to_grow() -> None:
+    c = reclaiming(cost=300.0)
+    plan = c.cycle()
+    assert actions(plan, "train") == []  # no start on the idle GPU ...
+    assert sorted(d.action for d in plan.decisions) == [Action.EVICT] * 3  # ... while b's jobs stop for it
+    held = [r for r in plan.reservations if r.job == "train"]
+    assert sum(r.gpus for r in held) == 4 and all(r.firm for r in held)
+    note = plan.note("a", "train")
+    assert note is not None
+    assert (
+        "starts with 4 GPUs once those being released are free, rather than with 1 replica now" in note.reason
+    )
+    assert "its resize costs 300 s" in note.reason
+    c.release_done()
+    assert actions(c.cycle(), "train") == [("start", 4)]
+    assert actions(c.elapse(600).cycle(), "train") == []  # nothing left to grow into: no restart at all
+
+
+def test_without_a_resize_cost_the_job_starts_at_once_and_grows_next_cycle_as_before() -> None:
+    c = reclaiming(cost=None)
+    assert actions(c.cycle(), "train") == [("start", 1)]
+    c.release_done()
+    assert actions(c.cycle(), "train") == [("grow", 3)]
+
+
+def test_a_job_that_gets_all_it_is_owed_from_idle_gpus_starts_at_once() -> None:
+    c = Cluster(nodes(4), slow_release=True).project("a", 4, resize_cost_seconds=300.0)
+    c.submit("a", "train", min=1, max=4)
+    assert actions(c.cycle(), "train") == [("start", 4)]
+
+
+@settings(
+    max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")) // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(workloads(), st.sampled_from([1.0, 30.0, 300.0]))
+def test_costly_jobs_start_whole_and_keep_every_invariant_on_random_clusters(
+    w: tuple[Cluster, list[Spec], random.Random], cost: float
+) -> None:
+    """Property: with every job's resize costing ``cost``, no plan starts a job while it holds GPUs for the
+    same job to grow into next cycle (``_starts_whole``), every other invariant holds after every cycle (R2's
+    guarantee among them: a deferred start is held GPUs, served within its bound), and no job started by one
+    cycle grows in the next on GPUs that the first one was already releasing for it."""
+    c, specs, rng = w
+    c.config = replace(c.config, resize_cost_seconds=cost)
+    _replay(c, specs, rng)
+    for before, after in zip(c.plans, c.plans[1:], strict=False):
+        held = {(r.project, r.job) for r in before.reservations if r.firm}
+        started = {(d.project, d.job) for d in before.decisions if d.action == Action.START}
+        grown = {(d.project, d.job) for d in after.decisions if d.action == Action.GROW}
+        assert not (started & held & grown), (started & held & grown, before, after)
