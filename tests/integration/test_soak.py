@@ -159,7 +159,9 @@ def test_a_short_soak_with_every_fault_loses_nothing() -> None:
         pytest.skip("no PostgreSQL server binaries here (set TIDE_TEST_PG_BINDIR)")
     argv = [sys.executable, str(ROOT / "bench" / "soak.py"), "--executor", "local", "--minutes", "2.5"]
     argv += ["--per-kind", "1", "--warmup", "10", "--outage", "10", "12", "--burst", "200", "--json"]
-    argv += ["--rss-warmup", "30", "--rss-least", "60"]
+    # No memory check here: 2.5 minutes do not tell a leak from the memory an engine keeps after the burst of
+    # 200 submits, which may come at any point of the shuffled faults (soak.py's default judges a process 2
+    # minutes after its start, for 5 minutes). The check itself is tested above; the long runs judge memory.
     done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=420, cwd=ROOT)
     assert done.stdout.strip(), done.stderr[-3000:]
     row = json.loads(done.stdout.strip().splitlines()[-1])
