@@ -240,9 +240,21 @@ def test_a_job_cancelled_while_the_cycle_planned_gets_no_replicas(harness: Harne
     assert harness.events() == [("start", "kept")]
 
 
-def test_notes_are_written_from_the_snapshot_and_never_to_a_job_cancelled_meanwhile(harness: Harness) -> None:
+@pytest.fixture
+def any_db_harness(tmp_path: Path, db_url: str) -> Iterator[Harness]:
+    """A harness on SQLite, and one on PostgreSQL (whose notes are written in one statement)."""
+    built = Harness(tmp_path, stop_delay=2, url=db_url)
+    yield built
+    built.engine.close()
+    built.db.dispose()
+
+
+def test_notes_are_written_from_the_snapshot_and_never_to_a_job_cancelled_meanwhile(
+    any_db_harness: Harness,
+) -> None:
     """R13 notes are compared with what the snapshot read and only changed ones written: a waiting job gets
     its reason and place in line, and a job cancelled after the snapshot keeps the note the delete left."""
+    harness = any_db_harness
     harness.project("a", 4)
     harness.cycle()
     harness.submit("a", "runs", 4, 4)
