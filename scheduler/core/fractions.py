@@ -15,7 +15,9 @@ of the project for the core. So every rule of the core applies to a shared GPU a
 project's quota, limit, fair share, department and usage count it as one GPU (R1, R2, R11, R14); a new
 shared GPU starts only where a whole GPU is free (or after reclaim, R2 and R5-R7, or preemption, R10); an
 interactive shared GPU within its quota is never a victim (R3); a shared GPU is a victim as a whole (all its
-replicas stop, each fractional job with all its replicas: a fractional job is a rigid gang, R8). A whole-GPU
+replicas stop, each fractional job with all its replicas: a fractional job is a rigid gang, R8). A shared GPU
+each of whose jobs also runs on other shared GPUs is one stand-in with them (``units_of``), so stopping it
+frees exactly the GPUs the core counts. A whole-GPU
 replica never lands on a shared GPU, because the core counts that GPU as held.
 
 The core's names for these stand-in jobs start with ``~`` (no job name can); its reasons are rewritten to
