@@ -98,8 +98,11 @@ def create_job(
         told = pods.check_job(row, body.pod_template, template_path, executor=svc.settings.executor)
         return row.id, told, _fit_warning(session, body)
 
+    # SQLite queues its writes one at a time, so the checks read before the write lock; PostgreSQL's insert takes
+    # no lock, so there they run in the insert's own transaction (one transaction a submit)
+    checks_first = svc.db.is_sqlite
     taken: int | None = None
-    if svc.db.is_sqlite:  # the checks read before the write lock: SQLite's writes queue one at a time
+    if checks_first:
         with svc.db.read() as session:
             owner, told, beyond = check(session)
             taken = session.scalar(
@@ -108,16 +111,12 @@ def create_job(
     if taken is None:
         try:
             with svc.db.insert() as session:
-                if (
-                    not svc.db.is_sqlite
-                ):  # PostgreSQL: the checks in the insert's own transaction (it takes no lock)
+                if not checks_first:
                     owner, told, beyond = check(session)
                 public = _insert(session, owner, project, body, beyond=beyond, now=svc.engine.clock())
-        except (
-            IntegrityError
-        ):  # the name is taken, or the project was deleted meanwhile: decide under the lock
+        except IntegrityError:  # the name is taken, or the project deleted meanwhile: under the lock
             log.debug(
-                "submit of %s/%s: the name is taken or the project changed; deciding under the write lock",
+                "submit of %s/%s: name taken or project changed; deciding under the write lock",
                 project,
                 body.name,
             )
