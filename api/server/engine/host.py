@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from api.server import heap
 from api.server.engine.wire import Call, Reply, Sender, Start, Status, Stop, Wake, receive
 from api.server.logs import configure_logging
 from api.server.parts import build_executor, build_leadership, close_executor, engine_settings
@@ -37,6 +38,10 @@ from scheduler.engine.metrics import EngineMetrics
 from scheduler.store.db import Database
 
 ENGINE_GC_THRESHOLDS = (50_000, 50, 100)
+# The C heap: two malloc arenas for the engine's few threads, and free pages given back each minute (a
+# trim of a 100 MiB heap takes about a millisecond; ``api.server.heap`` says why).
+MALLOC_ARENAS = 2
+HEAP_TRIM_SECONDS = 60.0
 
 
 def status_of(engine: Engine, *, ready: bool) -> Status:
@@ -83,6 +88,7 @@ class Host:
             on_change=self.publish,
         )
         self.calls = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tide-engine-call")
+        self.trimmer = heap.Trimmer(HEAP_TRIM_SECONDS)
 
     def publish(self) -> None:
         self.send(status_of(self.engine, ready=self.ready))
@@ -119,9 +125,11 @@ class Host:
         self.ready = True
         self.publish()
         tune_engine_process()
+        self.trimmer.start()
         await self.engine.run()
 
     def close(self) -> None:
+        self.trimmer.stop()
         self.engine.close()
         self.calls.shutdown(wait=False, cancel_futures=True)
         self.db.dispose()
@@ -135,6 +143,7 @@ def main() -> None:
     parser.add_argument("--parent", type=int, required=True)
     args = parser.parse_args()
     die_with_parent(args.parent)
+    heap.limit_arenas(MALLOC_ARENAS)  # before any thread starts
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops us
     os.set_inheritable(args.fd, False)  # replicas must not hold it: the parent would never see it close
     sock = socket.socket(fileno=args.fd)

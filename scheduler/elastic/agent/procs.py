@@ -27,7 +27,6 @@ import os
 import signal
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
-from pathlib import Path
 
 REPLICA_UID = "TIDE_REPLICA_UID"  # in the environment of every process of a local replica (kills leftovers)
 STOPPED_EXIT = 143
@@ -37,16 +36,23 @@ _GONE = ("Z", "X")  # zombie, dead: no longer running
 def _stat(pid: int | str) -> list[str]:
     """The fields of ``/proc/PID/stat`` after the command name: state, parent pid, ... (``OSError`` when
     the process is gone)."""
-    raw = Path(f"/proc/{pid}/stat").read_text()
-    return raw[raw.rindex(")") + 2 :].split()
+    raw = _read(f"/proc/{pid}/stat")
+    return raw[raw.rindex(b")") + 2 :].decode().split()  # the command name before it may be any bytes
+
+
+def _read(path: str) -> bytes:
+    """A ``/proc`` file's bytes. Plain strings, not ``pathlib``: it interns every path part it parses, and a
+    scan of ``/proc`` each cycle would keep growing the interpreter's table of interned strings."""
+    with open(path, "rb") as file:
+        return file.read()
 
 
 def _pids(*, others: bool) -> Iterator[str]:
     """Every process's pid directory name (with ``others``, this process's excepted)."""
     own = str(os.getpid()) if others else ""
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and proc.name != own:
-            yield proc.name
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != own:
+            yield name
 
 
 def start_ticks(pid: int) -> int | None:
@@ -89,7 +95,7 @@ def _environs() -> Iterator[tuple[int, bytes]]:
     """(pid, raw ``/proc/PID/environ``) of every other process this one may read."""
     for name in _pids(others=True):
         with suppress(OSError):
-            yield int(name), Path(f"/proc/{name}/environ").read_bytes()
+            yield int(name), _read(f"/proc/{name}/environ")
 
 
 def kill_marked(marker: str) -> None:
