@@ -126,7 +126,7 @@ class Reclaimer:
         while ledger.avail.slots(g) < count:
             # the node that fits one more replica after the fewest GPUs evicted there, then the fewest whole
             # jobs (R5: extras before whole jobs), each node taking what the rules allow in R5 order; with
-            # resize costs (decision 64), the node whose victims' jobs lose the fewest GPU-seconds first
+            # resize costs (decision 64), then the node whose victims' jobs lose the fewest GPU-seconds
             node = ledger.cheapest(ledger.avail.nodes, self._one_more_replica)
             if node is None:
                 ledger.rollback(mark)
@@ -141,9 +141,9 @@ class Reclaimer:
 
     def _one_more_replica(self, node: str) -> tuple[float, ...] | None:
         """Take on ``node`` what makes room for one more replica: what that costs, or ``None``. The cost is
-        (GPUs, whole jobs) taken; with resize costs (R18, decision 64) the GPU-seconds taking them costs their
-        jobs comes first (``unit_cost``: the work an evicted job loses since its checkpoint and its restart,
-        the restart of the replicas a shrunk job keeps)."""
+        (GPUs, whole jobs) taken; with resize costs (R18, decision 64) then the GPU-seconds taking them costs
+        their jobs (``unit_cost``: the work an evicted job loses since its checkpoint and its restart, the
+        restart of the replicas a shrunk job keeps), so equal nodes go by what their victims lose."""
         ledger, target = self.ledger, self._one_more(node)
         if ledger.capacity(node) < target:
             return None
@@ -155,7 +155,7 @@ class Reclaimer:
         if ledger.avail.value[node] < target:
             return None
         gpus, whole = sum(u.gpus for u in taken), sum(u.whole for u in taken)
-        return (gpus, whole) if spent is None else (sum(spent), gpus, whole)
+        return (gpus, whole) if spent is None else (gpus, whole, sum(spent))
 
     def units_on(self, node: str, *, local: bool = False) -> list[Unit]:
         """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
