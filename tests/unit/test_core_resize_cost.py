@@ -275,7 +275,6 @@ def test_a_victim_on_nodes_too_small_for_the_claim_is_passed_over_however_cheap(
     ]
 
 
-
 def _rigid(name: str, node: str, gpus: int, *, unsaved: float, cost: float | None) -> Job:
     """b's rigid job of one ``gpus``-GPU replica on ``node``, started at 0, with ``unsaved`` seconds of work since
     its last checkpoint at 7,200 s."""
@@ -322,4 +321,3 @@ def test_without_a_resize_cost_the_whole_node_is_chosen_as_before() -> None:
     plan = _whole_node_claim(cost=None).cycle()
     evicted = sorted((d.action, d.job) for d in plan.decisions if d.project == "b")
     assert evicted == [(Action.EVICT, "x"), (Action.EVICT, "y")]
-
