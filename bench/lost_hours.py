@@ -12,7 +12,8 @@ report counts as lost (a segment's restart pause, and the work an eviction rolls
 caused it, and prints tables (or, with ``--json``, one object):
 
 - by cause: growth (a running job grown: its restart), shrink by reclaim / preemption / consolidation,
-  eviction by the same causes (work rolled back, and the restart of the job when it runs again). The
+  eviction by the same causes (work rolled back, and the restart of the job when it runs again); reclaim
+  that freed whole nodes one at a time for a big replica ("reclaim, node-targeted") apart. The
   simulator models no failures, so none are counted;
 - by the job's size (GPUs it held before the decision) and by how long it had run since its last restart;
 - for growth, whether it paid: the progress the new size added until the job's next resize or end, against
@@ -31,7 +32,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from scheduler.core import Action, Plan, resize_cost
+from scheduler.core import Action, Cause, Decision, Plan, resize_cost
 from scheduler.simulator.cli import build_parser, settings_from
 from scheduler.simulator.progress import Run, speed
 from scheduler.simulator.replay import Simulator
@@ -41,11 +42,23 @@ from scheduler.simulator.workload import make_nodes, rigid, shape_jobs
 
 HOUR = 3600.0
 SIZES = ((1, "1"), (2, "2"), (4, "3-4"), (8, "5-8"), (16, "9-16"), (10**9, ">16"))
+# the reason of a unit taken to free a whole node (``preemption.Reclaimer._take_on``)
+NODE_TARGETED = "to make room for one replica"
 RAN = ((600, "< 10 min"), (1800, "10-30 min"), (3600, "30-60 min"), (4 * 3600, "1-4 h"), (1e18, "> 4 h"))
 
 
 def _growth_kind(reason: str) -> str:
     return "into idle GPUs" if "into idle GPUs" in reason else "towards its fair share"
+
+
+def _cause(d: Decision) -> str:
+    """What a decision is booked to: growth by its kind; a reclaim that freed a whole node for a big replica
+    (node-targeted, its reason says "to make room for one replica") apart from the rest of reclaim."""
+    if d.action == Action.GROW:
+        return _growth_kind(d.reason)
+    if d.cause == Cause.RECLAIM and NODE_TARGETED in d.reason:
+        return "reclaim, node-targeted"
+    return d.cause.value
 
 
 def bucket(value: float, edges: tuple[tuple[float, str], ...]) -> str:
@@ -76,13 +89,7 @@ class Watching(Simulator):
         self.growth: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # count, GPU-h of restart
 
     def _apply(self, plan: Plan, now: float) -> None:
-        self.decision = {
-            (d.project, d.job): (
-                d.action,
-                _growth_kind(d.reason) if d.action == Action.GROW else d.cause.value,
-            )
-            for d in plan.decisions
-        }
+        self.decision = {(d.project, d.job): (d.action, _cause(d)) for d in plan.decisions}
         super()._apply(plan, now)
 
     def _book(self, key: tuple[str, str], seg: Segment | None, gpu_s: float) -> None:

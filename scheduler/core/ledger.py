@@ -269,11 +269,11 @@ class Ledger:
             self._undo.pop()()
 
     def cheapest(
-        self, options: Iterable[str], attempt: Callable[[str], tuple[int, int] | None]
+        self, options: Iterable[str], attempt: Callable[[str], tuple[float, ...] | None]
     ) -> str | None:
         """The option whose trial change costs least: ``attempt(option)`` changes the ledger and returns its
         cost, or ``None`` when it fails; each trial is rolled back; ties go to the first option."""
-        best: tuple[tuple[int, int], str] | None = None
+        best: tuple[tuple[float, ...], str] | None = None
         for option in options:
             mark = self.checkpoint()
             cost = attempt(option)

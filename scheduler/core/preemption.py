@@ -125,7 +125,8 @@ class Reclaimer:
         taken: list[Unit] = []
         while ledger.avail.slots(g) < count:
             # the node that fits one more replica after the fewest GPUs evicted there, then the fewest whole
-            # jobs (R5: extras before whole jobs), each node taking what the rules allow in R5 order
+            # jobs (R5: extras before whole jobs), each node taking what the rules allow in R5 order; with
+            # resize costs (decision 64), then the node whose victims' jobs lose the fewest GPU-seconds
             node = ledger.cheapest(ledger.avail.nodes, self._one_more_replica)
             if node is None:
                 ledger.rollback(mark)
@@ -138,18 +139,23 @@ class Reclaimer:
         g = self.claim.gpus_per_replica
         return (self.ledger.avail.value[node] // g + 1) * g
 
-    def _one_more_replica(self, node: str) -> tuple[int, int] | None:
-        """Take on ``node`` what makes room for one more replica: (GPUs, whole jobs) taken, or ``None``."""
+    def _one_more_replica(self, node: str) -> tuple[float, ...] | None:
+        """Take on ``node`` what makes room for one more replica: what that costs, or ``None``. The cost is
+        (GPUs, whole jobs) taken; with resize costs (R18, decision 64) then the GPU-seconds taking them costs
+        their jobs (``unit_cost``: the work an evicted job loses since its checkpoint and its restart, the
+        restart of the replicas a shrunk job keeps), so equal nodes go by what their victims lose."""
         ledger, target = self.ledger, self._one_more(node)
         if ledger.capacity(node) < target:
             return None
         units = self.units_on(node)
         if ledger.avail.value[node] + _on(node, units) < target:
             return None
-        taken = self._take_on(node, target, units)
+        spent: list[float] | None = [] if self.order.costs else None
+        taken = self._take_on(node, target, units, spent)
         if ledger.avail.value[node] < target:
             return None
-        return (sum(u.gpus for u in taken), sum(u.whole for u in taken))
+        gpus, whole = sum(u.gpus for u in taken), sum(u.whole for u in taken)
+        return (gpus, whole) if spent is None else (gpus, whole, sum(spent))
 
     def units_on(self, node: str, *, local: bool = False) -> list[Unit]:
         """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
@@ -199,7 +205,10 @@ class Reclaimer:
         units run out: the caller checks). ``local``: no whole job with replicas on other nodes."""
         return self._take_on(node, target, self.units_on(node, local=local))
 
-    def _take_on(self, node: str, target: int, units: list[Unit]) -> list[Unit]:
+    def _take_on(
+        self, node: str, target: int, units: list[Unit], spent: list[float] | None = None
+    ) -> list[Unit]:
+        """``spent``: where to add what taking each unit costs its job (``unit_cost``), if given."""
         ledger, claim = self.ledger, self.claim
         taken: list[Unit] = []
         for unit in units:
@@ -211,6 +220,9 @@ class Reclaimer:
             unit = Unit(unit.key, tuple(left), unit.whole)  # noqa: PLW2901
             if not self.allowed(unit.key[0], unit):
                 continue
+            if spent is not None:
+                c = self.order.costs.get(unit.key, 0.0)
+                spent.append(unit_cost(ledger, unit, self.order.lost[unit.key], c))
             why = f"{self.reason}: {standing(ledger, unit.key[0])} (on {node}, to make room for one replica)"
             why += minruntime.overridden(ledger.young, unit.key, claim.project)
             ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)

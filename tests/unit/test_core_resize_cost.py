@@ -273,3 +273,51 @@ def test_a_victim_on_nodes_too_small_for_the_claim_is_passed_over_however_cheap(
     assert [(d.action.value, d.job, len(d.replicas)) for d in plan.decisions if d.project == "b"] == [
         ("shrink", "wide", 2)
     ]
+
+
+def _rigid(name: str, node: str, gpus: int, *, unsaved: float, cost: float | None) -> Job:
+    """b's rigid job of one ``gpus``-GPU replica on ``node``, started at 0, with ``unsaved`` seconds of work since
+    its last checkpoint at 7,200 s."""
+    return Job(
+        "b", name, 1, 1, gpus_per_replica=gpus, submitted_at=0.0, replicas=(Replica(0, node, gpus),),
+        last_resized_at=0.0, checkpointed_at=7200.0 - unsaved, resize_cost_seconds=cost,
+    )  # fmt: skip
+
+
+def _whole_node_claim(cost: float | None) -> Cluster:
+    """Three 8-GPU nodes, all borrowed by b (quota 16), each with two 4-GPU jobs: on node-1 ``x`` (1 minute of
+    work unsaved) and ``y`` (29 minutes), on node-2 ``z`` and ``w`` (10 minutes each), on node-3 ``u`` and ``v``
+    (29 minutes each). a (quota 8) asks for one 8-GPU replica. Victims in R5 order (``x``, then ``z``) free 4 GPUs
+    on each of two nodes and bring b to its fair share of 16, so no whole node: the reclaim frees one node at a
+    time (``Reclaimer.by_node``), and each node is freed by evicting its two jobs, 8 GPUs."""
+    c = Cluster(nodes(3, gpus=8), config=Config(settle_seconds=10)).project("a", 8).project("b", 16)
+    jobs = (
+        _rigid("x", "node-1", 4, unsaved=60.0, cost=cost),
+        _rigid("y", "node-1", 4, unsaved=1740.0, cost=cost),
+        _rigid("z", "node-2", 4, unsaved=600.0, cost=cost),
+        _rigid("w", "node-2", 4, unsaved=600.0, cost=cost),
+        _rigid("u", "node-3", 4, unsaved=1740.0, cost=cost),
+        _rigid("v", "node-3", 4, unsaved=1740.0, cost=cost),
+    )
+    c.state = replace(c.state, jobs=jobs)
+    c.now = 7200.0
+    return c.submit("a", "big", gpus=8)
+
+
+def test_a_whole_node_is_freed_where_its_jobs_lose_the_least_work() -> None:
+    """Every node is freed by evicting two jobs, 8 GPUs; node-1's throw away 4 x 60 + 4 x 1,740 GPU-seconds of
+    work since their checkpoints, node-2's 2 x 4 x 600, node-3's 2 x 4 x 1,740. With a resize cost the node
+    whose jobs lose least among those equal nodes is freed (decision 64): node-2. Before, the first was."""
+    plan = _whole_node_claim(cost=30.0).cycle()
+    evicted = [d for d in plan.decisions if d.project == "b"]
+    assert sorted((d.action, d.job) for d in evicted) == [(Action.EVICT, "w"), (Action.EVICT, "z")]
+    assert sum(d.lost_gpu_seconds or 0.0 for d in evicted) == 2 * 4 * 600.0
+    assert [(r.job, r.node) for r in plan.reservations] == [("big", "node-2")]
+
+
+def test_without_a_resize_cost_the_whole_node_is_chosen_as_before() -> None:
+    """No resize cost: the first of the equal nodes is freed (fewest GPUs taken, then fewest whole jobs), as
+    before decision 64."""
+    plan = _whole_node_claim(cost=None).cycle()
+    evicted = sorted((d.action, d.job) for d in plan.decisions if d.project == "b")
+    assert evicted == [(Action.EVICT, "x"), (Action.EVICT, "y")]
