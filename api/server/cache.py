@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
@@ -37,12 +38,20 @@ class StateVersion:
     def __init__(self, cycles: Callable[[], int] = lambda: 0) -> None:
         self.cycles = cycles  # the engine's change count, once the service runs
         self.writes = 0
+        self.node_writes = 0  # the API writes that may change what a node shows (not a submit)
 
-    def bump(self) -> None:
+    def bump(self, *, nodes: bool = True) -> None:
         self.writes += 1
+        if nodes:
+            self.node_writes += 1
 
     def current(self) -> int:
         return self.writes + self.cycles()
+
+    def nodes(self) -> int:
+        """A version of what nodes show (who holds which GPU, their states): every change but the API writes
+        that cannot touch them (``WriteCounter.NODELESS``: a submit only adds a pending job)."""
+        return self.node_writes + self.cycles()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +61,13 @@ class Payload:
 
     body: bytes
     headers: dict[str, str]
+    etag: str | None = None  # one the build already knows (a hash of the parts it spliced), else the body's
+    value: object = None  # what a view made of this one reads beside its body (kept with it, never sent)
 
 
 Build = Callable[[], bytes | Payload]
+AsyncBuild = Callable[[], Awaitable[bytes | Payload]]
+Version = Callable[[], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +77,7 @@ class View:
     body: bytes
     etag: str
     headers: tuple[tuple[str, str], ...] = ()
+    value: object = None  # ``Payload.value``
 
 
 def etag_of(body: bytes) -> str:
@@ -94,45 +108,54 @@ class ViewCache:
             return None
         return view
 
-    async def get(self, key: str, build: Build) -> View:
-        wanted = self.version.current()
+    async def get(self, key: str, build: Build, *, version: Version | None = None) -> View:
+        """The view of ``key``, ``build`` run in a worker thread when it must be built. ``version``: the count
+        of the changes it shows (``StateVersion.nodes``: fewer than ``current``, the default); one key, one
+        version."""
+        return await self.get_async(key, lambda: run_in_threadpool(build), version=version)
+
+    async def get_async(self, key: str, build: AsyncBuild, *, version: Version | None = None) -> View:
+        """As ``get``, ``build`` awaited in the event loop: a view made of other views (their ``get``s), which
+        it awaits after this view's version was read, so that a change meanwhile leaves this one stale."""
+        counted = version or self.version.current
+        wanted = counted()
         view = self._view(key, wanted, self.max_age)
         if view is not None:
             return view
         view = self._view(key, wanted, 2 * self.max_age)  # aged, not twice as old: served while rebuilt
         if view is not None:  # only another instance's changes can be missing: nobody waits for them
-            self._refresh(key, build)
+            self._refresh(key, build, counted)
             return view
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         try:
             async with lock:
-                return await self._build(key, wanted, build)
+                return await self._build(key, wanted, build, counted)
         finally:
             if key not in self._views and not lock.locked():
                 self._locks.pop(key, None)  # a failed build (a 404) leaves no lock behind
 
-    def _refresh(self, key: str, build: Build) -> None:
+    def _refresh(self, key: str, build: AsyncBuild, counted: Version) -> None:
         if key not in self._refreshing:
-            self._refreshing[key] = asyncio.create_task(self._refresh_now(key, build))
+            self._refreshing[key] = asyncio.create_task(self._refresh_now(key, build, counted))
 
-    async def _refresh_now(self, key: str, build: Build) -> None:
+    async def _refresh_now(self, key: str, build: AsyncBuild, counted: Version) -> None:
         try:
             lock = self._locks.setdefault(key, asyncio.Lock())
             async with lock:
-                await self._build(key, self.version.current(), build)
+                await self._build(key, counted(), build, counted)
         except Exception:  # the database went away: the next request builds, and gets the error
             self._views.pop(key, None)
         finally:
             self._refreshing.pop(key, None)
 
-    async def _build(self, key: str, wanted: int, build: Build) -> View:
+    async def _build(self, key: str, wanted: int, build: AsyncBuild, counted: Version) -> View:
         view = self._view(key, wanted, self.max_age)  # built while this request waited
         if view is not None:
             return view
-        version, started = self.version.current(), self.clock()  # before reading: a write meanwhile
-        built = await run_in_threadpool(build)  # makes this view stale at once
+        version, started = counted(), self.clock()  # before reading: a write meanwhile
+        built = await build()  # makes this view stale at once
         view = _view_of(built, version, started)
         self._views[key] = view
         self._views.move_to_end(key)
@@ -146,8 +169,10 @@ def _view_of(built: bytes | Payload, version: int, started: float) -> View:
     if not isinstance(built, Payload):
         return View(version=version, built_at=started, body=built, etag=etag_of(built))
     headers = tuple(built.headers.items())
-    tag = etag_of(built.body + repr(headers).encode())
-    return View(version=version, built_at=started, body=built.body, etag=tag, headers=headers)
+    tag = built.etag or etag_of(built.body + repr(headers).encode())
+    return View(
+        version=version, built_at=started, body=built.body, etag=tag, headers=headers, value=built.value
+    )
 
 
 def cached_response(view: View) -> Response:
@@ -157,7 +182,13 @@ def cached_response(view: View) -> Response:
 
 
 class WriteCounter:
-    """ASGI middleware: bump the state version after every request that may have changed something."""
+    """ASGI middleware: bump the state version after every request that may have changed something.
+
+    ``NODELESS``: the writes (a ``POST`` to one of these paths under the prefix) that change nothing a node
+    shows: a submit inserts a pending job (a finished job it replaces has no process left,
+    ``api.server.services.jobs``), a checkpoint report a time. Every other write counts for nodes too."""
+
+    NODELESS = re.compile(r"/projects/[^/]+/(?:jobs|pytorchjobs|jobs/[^/]+/checkpointed)/?")
 
     def __init__(self, app: ASGIApp, version: StateVersion, prefix: str) -> None:
         self.app = app
@@ -172,18 +203,21 @@ class WriteCounter:
         ):
             await self.app(scope, receive, send)
             return
-        self.version.bump()  # before: a view built while the write runs is stale once it ends
+        nodes = not (
+            scope["method"] == "POST" and self.NODELESS.fullmatch(scope["path"], len(self.prefix)) is not None
+        )
+        self.version.bump(nodes=nodes)  # before: a view built while the write runs is stale once it ends
         bumped = False
 
         async def answer(message: Message) -> None:
             nonlocal bumped
             if message["type"] == "http.response.start":
                 bumped = True
-                self.version.bump()  # committed, not yet answered: a read after the answer sees it
+                self.version.bump(nodes=nodes)  # committed, not yet answered: a read after the answer sees it
             await send(message)
 
         try:
             await self.app(scope, receive, answer)
         finally:
             if not bumped:
-                self.version.bump()
+                self.version.bump(nodes=nodes)

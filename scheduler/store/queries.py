@@ -88,16 +88,7 @@ def project_figures(
     """Per project: ``(project_id, status, jobs, min GPUs)`` of active jobs, and ``(project_id, GPUs)``
     of the replicas the scheduler wants running (a project may have two such rows: its shared GPUs, R20,
     count one GPU each). Three queries, whatever the number of jobs (the third reads fractional replicas)."""
-    jobs = (
-        select(
-            JobRow.project_id,
-            JobRow.status,
-            func.count(),
-            func.sum(JobRow.min_replicas * JobRow.gpus_per_replica),
-        )
-        .where(JobRow.status.in_(ACTIVE))
-        .group_by(JobRow.project_id, JobRow.status)
-    )
+    jobs = _job_counts()
     held = (
         select(JobRow.project_id, func.sum(ReplicaRow.gpus))
         .join(ReplicaRow, ReplicaRow.job_id == JobRow.id)
@@ -119,12 +110,35 @@ def project_figures(
     )
     if project_id is not None:
         shared = shared.where(JobRow.project_id == project_id)
-    job_rows = [(p, status, int(n), int(gpus or 0)) for p, status, n, gpus in session.execute(jobs)]
+    job_rows = _job_rows(session, jobs)
     held_rows = [(p, int(gpus or 0)) for p, gpus in session.execute(held)]
     counts: dict[int, int] = defaultdict(int)
     for p, _node, _number in session.execute(shared):
         counts[p] += 1
     return job_rows, held_rows + sorted(counts.items())
+
+
+def project_figures_of_jobs(session: Session) -> list[tuple[int, str, int, int]]:
+    """``project_figures``' first part alone: per project, ``(project_id, status, jobs, min GPUs)`` of active
+    jobs (one query; what a submit changes)."""
+    return _job_rows(session, _job_counts())
+
+
+def _job_counts() -> Select[int, str, int, int]:
+    return (
+        select(
+            JobRow.project_id,
+            JobRow.status,
+            func.count(),
+            func.sum(JobRow.min_replicas * JobRow.gpus_per_replica),
+        )
+        .where(JobRow.status.in_(ACTIVE))
+        .group_by(JobRow.project_id, JobRow.status)
+    )
+
+
+def _job_rows(session: Session, query: Select[int, str, int, int]) -> list[tuple[int, str, int, int]]:
+    return [(p, status, int(n), int(gpus or 0)) for p, status, n, gpus in session.execute(query)]
 
 
 class Slot(NamedTuple):
