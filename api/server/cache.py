@@ -37,6 +37,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 class StateVersion:
     def __init__(self, cycles: Callable[[], int] = lambda: 0) -> None:
         self.cycles = cycles  # the engine's change count, once the service runs
+        # the engine's count of its writes that may change what nodes show (None: every change counts)
+        self.placements: Callable[[], int] | None = None
         self.writes = 0
         self.node_writes = 0  # the API writes that may change what a node shows (not a submit)
 
@@ -49,9 +51,10 @@ class StateVersion:
         return self.writes + self.cycles()
 
     def nodes(self) -> int:
-        """A version of what nodes show (who holds which GPU, their states): every change but the API writes
-        that cannot touch them (``WriteCounter.NODELESS``: a submit only adds a pending job)."""
-        return self.node_writes + self.cycles()
+        """A version of what nodes show (who holds which GPU, their states): the API writes but those that
+        cannot touch them (``WriteCounter.NODELESS``: a submit only adds a pending job), and the engine's
+        writes of nodes, jobs and replicas (``Engine.placements``: not its notes, fair shares, usage)."""
+        return self.node_writes + (self.placements or self.cycles)()
 
 
 @dataclass(frozen=True, slots=True)

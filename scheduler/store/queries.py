@@ -85,10 +85,24 @@ def shared_gpu_devices(session: Session) -> dict[tuple[str, int], int]:
 def project_figures(
     session: Session, project_id: int | None = None
 ) -> tuple[list[tuple[int, str, int, int]], list[tuple[int, int]]]:
-    """Per project: ``(project_id, status, jobs, min GPUs)`` of active jobs, and ``(project_id, GPUs)``
-    of the replicas the scheduler wants running (a project may have two such rows: its shared GPUs, R20,
-    count one GPU each). Three queries, whatever the number of jobs (the third reads fractional replicas)."""
+    """Per project: ``(project_id, status, jobs, min GPUs)`` of active jobs (``project_jobs``), and
+    ``project_holdings``. Three queries, whatever the number of jobs."""
+    return project_jobs(session, project_id), project_holdings(session, project_id)
+
+
+def project_jobs(session: Session, project_id: int | None = None) -> list[tuple[int, str, int, int]]:
+    """Per project and status: ``(project_id, status, jobs, min GPUs)`` of active jobs (one query; what a
+    submit changes)."""
     jobs = _job_counts()
+    if project_id is not None:
+        jobs = jobs.where(JobRow.project_id == project_id)
+    return [(p, status, int(n), int(gpus or 0)) for p, status, n, gpus in session.execute(jobs)]
+
+
+def project_holdings(session: Session, project_id: int | None = None) -> list[tuple[int, int]]:
+    """Per project: ``(project_id, GPUs)`` of the replicas the scheduler wants running (a project may have two
+    such rows: its shared GPUs, R20, count one GPU each). Two queries (the second reads fractional
+    replicas); what only a change of replicas or of jobs' statuses changes, never a submit."""
     held = (
         select(JobRow.project_id, func.sum(ReplicaRow.gpus))
         .join(ReplicaRow, ReplicaRow.job_id == JobRow.id)
@@ -96,7 +110,6 @@ def project_figures(
         .group_by(JobRow.project_id)
     )
     if project_id is not None:
-        jobs = jobs.where(JobRow.project_id == project_id)
         held = held.where(JobRow.project_id == project_id)
     shared = (
         select(JobRow.project_id, ReplicaRow.node, ReplicaRow.shared_gpu)
@@ -110,18 +123,11 @@ def project_figures(
     )
     if project_id is not None:
         shared = shared.where(JobRow.project_id == project_id)
-    job_rows = _job_rows(session, jobs)
     held_rows = [(p, int(gpus or 0)) for p, gpus in session.execute(held)]
     counts: dict[int, int] = defaultdict(int)
     for p, _node, _number in session.execute(shared):
         counts[p] += 1
-    return job_rows, held_rows + sorted(counts.items())
-
-
-def project_figures_of_jobs(session: Session) -> list[tuple[int, str, int, int]]:
-    """``project_figures``' first part alone: per project, ``(project_id, status, jobs, min GPUs)`` of active
-    jobs (one query; what a submit changes)."""
-    return _job_rows(session, _job_counts())
+    return held_rows + sorted(counts.items())
 
 
 def _job_counts() -> Select[int, str, int, int]:
@@ -135,10 +141,6 @@ def _job_counts() -> Select[int, str, int, int]:
         .where(JobRow.status.in_(ACTIVE))
         .group_by(JobRow.project_id, JobRow.status)
     )
-
-
-def _job_rows(session: Session, query: Select[int, str, int, int]) -> list[tuple[int, str, int, int]]:
-    return [(p, status, int(n), int(gpus or 0)) for p, status, n, gpus in session.execute(query)]
 
 
 class Slot(NamedTuple):

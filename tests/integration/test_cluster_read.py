@@ -1,9 +1,10 @@
 """``GET /cluster`` in two parts (``api.server.routes.cluster``), on a real service over HTTP.
 
 A submit is seen by the next read (its project's and department's pending figures) without the nodes being
-built again; a write that changes what a node shows (a cordon, a delete that releases a replica) is seen by
-the next read, which builds them again; the answer is byte for byte what ``schemas.ClusterPublic`` writes
-(nodes serialised from plain values: shared GPUs, a releasing replica, a cordoned node's time).
+built again, and so are the cycles that only write waiting jobs' notes; a write that changes what a node
+shows (a cordon, a delete that releases a replica) is seen by the next read, which builds them again; the
+answer is byte for byte what ``schemas.ClusterPublic`` writes (nodes serialised from plain values: shared
+GPUs, a releasing replica, a cordoned node's time).
 """
 
 from __future__ import annotations
@@ -105,3 +106,25 @@ def test_the_answer_is_the_schemas_bytes(db_url: str, make_service: Callable[...
     assert {s.share for s in slots} == {None, 0.5} and any(s.releasing for s in slots)
     assert any(n.state_since is not None for n in seen.nodes)
     assert seen.model_dump_json().encode() == body
+
+
+def test_the_cycles_that_place_nothing_leave_the_nodes(
+    db_url: str, make_service: Callable[..., RunningService], builds: list[int]
+) -> None:
+    """Jobs submitted to a full cluster: the engine writes their notes (and fair shares), never who holds
+    which GPU, so the nodes are not built again while their projects' figures follow every submit."""
+    svc = make_service(db_url, nodes=1, gpus_per_node=4)
+    client = svc.client()
+    client.create_project({"name": "a", "deserved_gpus": 4})
+    client.submit("a", {"name": "fill", "workers": 3, **JOB})
+    wait_for(lambda: read(svc)[1].allocated_gpus == 4, what="the cluster full")
+    time.sleep(0.5)  # settled: the replicas seen running
+    read(svc)
+    built, cycles = len(builds), svc.services.engine.cycles
+    for k in range(3):
+        client.submit("a", {"name": f"wait{k}", **JOB})
+        wait_for(lambda k=k: client.job("a", f"wait{k}").pending_reason, what="a cycle's note")  # type: ignore[misc]
+        project = next(p for p in read(svc)[1].projects if p.name == "a")
+        assert (project.pending_jobs, project.running_jobs) == (k + 1, 1)
+    assert svc.services.engine.cycles > cycles
+    assert len(builds) == built

@@ -3,11 +3,12 @@
 Contract: node figures are physical (GPUs held by live processes, including replicas still stopping, marked
 ``releasing``); project figures are the scheduler's (GPUs of replicas it wants running). ``leader`` says
 whether this service instance is the one scheduling. Served from ``api.server.cache`` while nothing changed,
-built in two parts: the base (the nodes, 10,240 of them is megabytes, and the projects and departments as
-they were then) kept while nothing but submits happened (``StateVersion.nodes``), and at every change the
-pending figures (``pending_jobs``, ``pending_gpus``: the only ones a submit changes) read again and the answer
-spliced from the base's nodes and the projects and departments with them. The nodes are serialised from
-their rows' columns as plain values (``convert.node_fields``), the same bytes as ``schemas.ClusterPublic``'s.
+built in two parts. The base (the nodes: 10,240 of them is megabytes; each project's GPUs held; the quota
+warnings) is kept while nothing it shows changed (``StateVersion.nodes``: a submit, the engine's notes, fair
+shares and usage leave it). At every change the rest is read again (the jobs' counts per project, which a
+submit changes, and the projects' and departments' rows, which the engine's fair shares and usage change)
+and spliced after the base's nodes. The nodes are serialised from their rows' columns as plain values
+(``convert.node_fields``), the same bytes as ``schemas.ClusterPublic``'s.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ import pydantic_core
 from fastapi import APIRouter, Response
 from pydantic import TypeAdapter
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import selectinload
 from starlette.concurrency import run_in_threadpool
 
 from api.server import convert, schemas
 from api.server.cache import Payload, View, cached_response, etag_of
 from api.server.deps import Caller, Services, Svc
-from api.server.services.projects import totals_for
+from api.server.services.projects import oversubscribed
 from scheduler.store.models import DepartmentRow, NodeRow, ProjectRow
-from scheduler.store.queries import node_slots, project_figures_of_jobs
+from scheduler.store.queries import node_slots, project_holdings, project_jobs
 
 router = APIRouter(tags=["cluster"])
 
@@ -44,11 +45,10 @@ _NODE_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Base:
-    """What a submit leaves as it was: the projects and departments as of the base's build (their pending
-    figures replaced at each read), each project's id and each department's projects' ids."""
+    """What the base read beside the nodes: ``queries.project_holdings`` and ``oversubscribed``."""
 
-    projects: list[tuple[int, schemas.ProjectPublic]]
-    departments: list[tuple[list[int], schemas.DepartmentPublic]]
+    holdings: list[tuple[int, int]]
+    oversubscribed: dict[str | None, str]
 
 
 @router.get("/cluster", response_model=schemas.ClusterPublic)
@@ -67,19 +67,7 @@ def base_part(svc: Services) -> Payload:
     with svc.db.read() as session:
         live = node_slots(session)
         rows = session.execute(select(*_NODE_COLUMNS).order_by(NodeRow.name)).all()
-        totals = totals_for(session)
-        projects = session.scalars(
-            select(ProjectRow).options(selectinload(ProjectRow.department)).order_by(ProjectRow.name)
-        ).all()
-        departments = session.scalars(
-            select(DepartmentRow).options(selectinload(DepartmentRow.projects)).order_by(DepartmentRow.name)
-        ).all()
-        base = Base(
-            projects=[(p.id, convert.project_public(p, totals)) for p in projects],
-            departments=[
-                ([p.id for p in d.projects], convert.department_public(d, totals)) for d in departments
-            ],
-        )
+        base = Base(holdings=project_holdings(session), oversubscribed=oversubscribed(session))
     nodes = [convert.node_fields(row, live) for row in rows]
     total = sum(n["gpus"] for n in nodes)
     allocated = sum(n["allocated_gpus"] for n in nodes)
@@ -93,45 +81,24 @@ def _cluster(svc: Services, base_view: View) -> Payload:
     base = base_view.value
     assert isinstance(base, Base)
     with svc.db.read() as session:
-        jobs = _job_figures(session)
-    projects = [_with_jobs(public, jobs.get(i, NONE)) for i, public in base.projects]
-    departments = []
-    for ids, public in base.departments:
-        gpus = sum(jobs.get(i, NONE).pending_gpus for i in ids)
-        departments.append(
-            public if public.pending_gpus == gpus else public.model_copy(update={"pending_gpus": gpus})
+        totals = convert.Totals.of(project_jobs(session), base.holdings)
+        totals.oversubscribed = base.oversubscribed
+        projects = session.scalars(
+            select(ProjectRow).options(selectinload(ProjectRow.department)).order_by(ProjectRow.name)
+        ).all()
+        departments = session.scalars(
+            select(DepartmentRow).options(selectinload(DepartmentRow.projects)).order_by(DepartmentRow.name)
+        ).all()
+        rest = b"".join(
+            (
+                b',"projects":',
+                _PROJECTS.dump_json([convert.project_public(p, totals) for p in projects]),
+                b',"departments":',
+                _DEPARTMENTS.dump_json([convert.department_public(d, totals) for d in departments]),
+                b',"leader":',
+                b"true" if svc.engine.is_leader else b"false",
+                b"}",
+            )
         )
-    rest = b"".join(
-        (
-            b',"projects":',
-            _PROJECTS.dump_json(projects),
-            b',"departments":',
-            _DEPARTMENTS.dump_json(departments),
-            b',"leader":',
-            b"true" if svc.engine.is_leader else b"false",
-            b"}",
-        )
-    )
     body = b"".join((b"{", base_view.body, rest))
     return Payload(body, {}, etag=etag_of(base_view.etag.encode() + rest))
-
-
-NONE = convert.Figures()
-
-
-def _job_figures(session: Session) -> dict[int, convert.Figures]:
-    """Per project id: its pending and running jobs and the GPUs the pending ones need to start, read in one
-    query (a job started meanwhile is counted once: running, whatever the base's figures)."""
-    totals = convert.Totals.of(project_figures_of_jobs(session), ())
-    return dict(totals.by_project)
-
-
-def _with_jobs(public: schemas.ProjectPublic, figures: convert.Figures) -> schemas.ProjectPublic:
-    now = {
-        "pending_jobs": figures.pending_jobs,
-        "pending_gpus": figures.pending_gpus,
-        "running_jobs": figures.running_jobs,
-    }
-    if all(getattr(public, k) == v for k, v in now.items()):
-        return public
-    return public.model_copy(update=now)
