@@ -218,8 +218,8 @@ class Engine:
         finally:
             if changed is None or changed.nodes or changed.everything or changed.jobs:
                 self.placements += 1  # who holds which GPU may have changed (not only notes, shares, usage)
-            if watch is None or watch.wrote or (changed is not None and changed.notes):
-                self.changes += 1  # jobs' notes are written on the connection, which the watch does not see
+            if watch is None or watch.wrote:
+                self.changes += 1
                 self.on_change()
 
     def _cycle(self) -> Plan:

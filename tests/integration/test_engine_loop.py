@@ -286,11 +286,10 @@ def test_placements_move_only_with_what_nodes_show(tmp_path: Path, db_url: str) 
         harness.submit("a", "fill", 4, 4)
         harness.cycle(4)
         assert len(harness.live("fill")) == 4
-        placed, changed = harness.engine.placements, harness.engine.changes
+        placed = harness.engine.placements
         harness.submit("a", "waiter", 1, 1)  # no room: the cycle writes its note, places nothing
         harness.cycle()
         assert harness.job("a", "waiter").pending_reason
-        assert harness.engine.changes > changed
         assert harness.engine.placements == placed
         with harness.db.write() as session:
             job = job_by_name(session, "a", "fill", lock=True)
