@@ -9,11 +9,12 @@ pending. Times ``--builds`` builds of ``/cluster``'s answer (``api.server.routes
 answer and, where the tree has it, the nodes' part alone; ``--profile`` adds cProfile's top functions.
 
 ``live``: ``tide serve --executor memory`` on ``--nodes`` x 8 GPUs (the whole loop, database and API),
-800 projects in 40 departments, ``--fill`` gang jobs of 4 replicas (1, 2, 4 or 8 GPUs each) submitted and
-placed; then for ``--seconds`` ``--clients`` clients submit one-GPU jobs back to back (each placed by the
-next cycle while the cluster has room, then waiting) while one poller reads ``GET /cluster`` whole (no
-ETag) one read after the other: its p50 / p99, the reads and submits made, the body's size. ``--tree``
-runs the service of another checkout (side by side: a base commit).
+800 projects in 40 departments, ``--fill`` gang jobs of 8 replicas (1, 2, 4 or 8 GPUs each: 2,800 of them
+fill 10,240 nodes, the last ones wait) submitted and placed, until the nodes stay as they are for 3 s; then
+for ``--seconds`` ``--clients`` clients submit one-GPU jobs back to back to a project of no quota (they
+wait: the cluster is full and they may take nothing; the engine writes their notes) while one poller
+reads ``GET /cluster`` whole (no ETag) one read after the other: its p50 / p99, the reads and submits
+made, the body's size. ``--tree`` runs the service of another checkout (side by side: a base commit).
 
     .venv/bin/python bench/cluster_read.py build --profile
     .venv/bin/python bench/cluster_read.py live --db postgres [--tree /work/wt/cluster-base]
@@ -232,6 +233,7 @@ async def setup(port: int, fill: int, statuses: Counter[int]) -> None:
         for p in range(PROJECTS):
             body = {"name": f"p{p}", "deserved_gpus": DESERVED, "department": f"d{p % DEPARTMENTS}"}
             statuses[await post(connection, "/api/v1/projects", body)] += 1
+        statuses[await post(connection, "/api/v1/projects", {"name": "q", "deserved_gpus": 0})] += 1
     finally:
         connection.close()
 
@@ -240,7 +242,7 @@ async def setup(port: int, fill: int, statuses: Counter[int]) -> None:
         try:
             for j in range(c, fill, 16):
                 gpus = (1, 2, 4, 8)[j % 4]
-                body = {"name": f"f{j}", "workers": 3, "gpus_per_replica": gpus, "command": ["train"]}
+                body = {"name": f"f{j}", "workers": 7, "gpus_per_replica": gpus, "command": ["train"]}
                 statuses[await post(connection, f"/api/v1/projects/p{j % PROJECTS}/jobs", body)] += 1
         finally:
             connection.close()
@@ -266,6 +268,23 @@ async def placed(port: int, wanted: int, timeout: float) -> int:
         connection.close()
 
 
+async def settled(port: int, timeout: float) -> None:
+    """Waits until the nodes are the same in two reads 3 s apart (reclaims between projects are over)."""
+    connection = await Connection.open(port)
+    deadline = time.monotonic() + timeout
+    last = None
+    try:
+        while time.monotonic() < deadline:
+            _, _, content = await connection.request("GET", "/api/v1/cluster", AUTH)
+            nodes = json.loads(content)["nodes"]
+            if nodes == last:
+                return
+            last = nodes
+            await asyncio.sleep(3.0)
+    finally:
+        connection.close()
+
+
 async def measure(port: int, seconds: float, clients: int, statuses: Counter[int]) -> dict[str, Any]:
     stop = time.monotonic() + seconds
     submits = 0
@@ -277,9 +296,7 @@ async def measure(port: int, seconds: float, clients: int, statuses: Counter[int
             k = 0
             while time.monotonic() < stop:
                 body = {"name": f"s{c}-{k}", "gpus_per_replica": 1, "command": ["train"]}
-                statuses[
-                    await post(connection, f"/api/v1/projects/p{(c * 7 + k) % PROJECTS}/jobs", body)
-                ] += 1
+                statuses[await post(connection, "/api/v1/projects/q/jobs", body)] += 1
                 submits += 1
                 k += 1
         finally:
@@ -320,8 +337,10 @@ def live_mode(args: argparse.Namespace) -> None:
         )
         started = time.perf_counter()
         asyncio.run(setup(port, args.fill, statuses))
-        wanted = sum(4 * (1, 2, 4, 8)[j % 4] for j in range(args.fill))
-        allocated = asyncio.run(placed(port, min(wanted, args.nodes * GPUS_PER_NODE), args.fill_timeout))
+        wanted = sum(8 * (1, 2, 4, 8)[j % 4] for j in range(args.fill))
+        target = int(0.95 * min(wanted, args.nodes * GPUS_PER_NODE))  # gangs of whole nodes leave gaps
+        allocated = asyncio.run(placed(port, target, args.fill_timeout))
+        asyncio.run(settled(port, args.fill_timeout))
         setup_s = time.perf_counter() - started
         row = asyncio.run(measure(port, args.seconds, args.clients, statuses))
     row = {
@@ -345,7 +364,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=40960, help="build: jobs in the store")
     parser.add_argument("--builds", type=int, default=5, help="build: builds timed")
     parser.add_argument("--profile", action="store_true", help="build: cProfile's top 30")
-    parser.add_argument("--fill", type=int, default=2560, help="live: gang jobs placed before measuring")
+    parser.add_argument("--fill", type=int, default=2800, help="live: gang jobs submitted before measuring")
     parser.add_argument("--fill-timeout", type=float, default=300.0)
     parser.add_argument("--seconds", type=float, default=30.0, help="live: the measured window")
     parser.add_argument("--clients", type=int, default=16, help="live: clients submitting in the window")

@@ -4,17 +4,24 @@ Contract: ``StateVersion`` counts changes this service knows of: every API write
 ``WriteCounter`` when a non-GET request under the API prefix starts, and again when its answer starts,
 after its transaction committed) plus the engine's write transactions (``Engine.changes``, bumped after
 each one that wrote something, and when it becomes leader; from the engine process through
-``api.server.engine.link``). ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
-memory when they were built at the current version less than ``max_age`` seconds ago, else from ``build``
-(run in a worker thread). One build per key runs at a time; requests that arrive meanwhile wait for it and take
+``api.server.engine.link``). ``StateVersion.nodes`` counts fewer: the changes that may alter what nodes
+show, every API write but a submit or a checkpoint report (``WriteCounter.NODELESS``) and the engine's
+writes of nodes, jobs and replicas (``Engine.placements``: not its notes, fair shares, usage). ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
+memory when they were built at the current version (``version=``: of that count, ``current`` unless told)
+less than its age limit ago, else from ``build`` (run in a worker thread; ``get_async`` awaits one, a view made
+of other views, which reads its version before those parts). The age limit is ``max_age``, or ``COST_AGES``
+times what the view took to build if that is longer (megabytes of nodes at 10,240 nodes: rebuilt for
+another instance's changes at most a tenth of the time). One build per key runs at a time; requests that
+arrive meanwhile wait for it and take
 its answer when it is recent enough for them (it started at or after their version), so a burst of
 pollers costs one database read, not one each. Changes another service instance made (a standby's view
-of the leader's cycles) show within ``max_age`` plus one read: a view of the current version older than
-``max_age`` (but not twice that) is answered while one rebuild runs in the background, so pollers never
+of the leader's cycles) show within the age limit plus one read: a view of the current version older than
+its limit (but not twice that) is answered while one rebuild runs in the background, so pollers never
 queue behind a rebuild that only looks for such changes (a failed rebuild drops the view). A read after
 a write of this service always sees it: the write bumped the version first. At most ``max_entries`` keys are kept (the oldest goes first), so a
 client varying query strings cannot grow it without bound. A build may return ``Payload`` instead of bytes
-to send headers along with the body (a paged read's ``X-Total-Count``); they are kept with the view.
+to send headers along with the body (a paged read's ``X-Total-Count``), an ETag of its own (one of the
+parts it spliced, not of megabytes) and a ``value`` for views made of it; they are kept with the view.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+COST_AGES = 10.0  # a view is kept at least this many times what it took to build: rebuilds <= 10 % of a core
 
 
 class StateVersion:
@@ -81,6 +89,7 @@ class View:
     etag: str
     headers: tuple[tuple[str, str], ...] = ()
     value: object = None  # ``Payload.value``
+    cost: float = 0.0  # seconds its build took
 
 
 def etag_of(body: bytes) -> str:
@@ -104,10 +113,13 @@ class ViewCache:
         self._locks: dict[str, asyncio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
 
-    def _view(self, key: str, version: int, max_age: float) -> View | None:
-        """The view of ``key`` if it was built at ``version`` or later, at most ``max_age`` seconds ago."""
+    def _view(self, key: str, version: int, ages: float) -> View | None:
+        """The view of ``key`` if it was built at ``version`` or later, at most ``ages`` times its age limit
+        ago (``max_age``, or ``COST_AGES`` times what it took to build if that is longer)."""
         view = self._views.get(key)
-        if view is None or view.version < version or self.clock() - view.built_at > max_age:
+        if view is None or view.version < version:
+            return None
+        if self.clock() - view.built_at > ages * max(self.max_age, COST_AGES * view.cost):
             return None
         return view
 
@@ -122,10 +134,10 @@ class ViewCache:
         it awaits after this view's version was read, so that a change meanwhile leaves this one stale."""
         counted = version or self.version.current
         wanted = counted()
-        view = self._view(key, wanted, self.max_age)
+        view = self._view(key, wanted, 1)
         if view is not None:
             return view
-        view = self._view(key, wanted, 2 * self.max_age)  # aged, not twice as old: served while rebuilt
+        view = self._view(key, wanted, 2)  # aged, not twice as old: served while rebuilt
         if view is not None:  # only another instance's changes can be missing: nobody waits for them
             self._refresh(key, build, counted)
             return view
@@ -154,12 +166,12 @@ class ViewCache:
             self._refreshing.pop(key, None)
 
     async def _build(self, key: str, wanted: int, build: AsyncBuild, counted: Version) -> View:
-        view = self._view(key, wanted, self.max_age)  # built while this request waited
+        view = self._view(key, wanted, 1)  # built while this request waited
         if view is not None:
             return view
         version, started = counted(), self.clock()  # before reading: a write meanwhile
         built = await build()  # makes this view stale at once
-        view = _view_of(built, version, started)
+        view = _view_of(built, version, started, self.clock() - started)
         self._views[key] = view
         self._views.move_to_end(key)
         while len(self._views) > self.max_entries:
@@ -168,13 +180,19 @@ class ViewCache:
         return view
 
 
-def _view_of(built: bytes | Payload, version: int, started: float) -> View:
+def _view_of(built: bytes | Payload, version: int, started: float, cost: float = 0.0) -> View:
     if not isinstance(built, Payload):
-        return View(version=version, built_at=started, body=built, etag=etag_of(built))
+        return View(version=version, built_at=started, body=built, etag=etag_of(built), cost=cost)
     headers = tuple(built.headers.items())
     tag = built.etag or etag_of(built.body + repr(headers).encode())
     return View(
-        version=version, built_at=started, body=built.body, etag=tag, headers=headers, value=built.value
+        version=version,
+        built_at=started,
+        body=built.body,
+        etag=tag,
+        headers=headers,
+        value=built.value,
+        cost=cost,
     )
 
 

@@ -135,3 +135,31 @@ def test_only_submits_and_checkpoints_leave_what_nodes_show(method: str, path: s
     asyncio.run(counter({"type": "http", "method": method, "path": path}, receive, send))
     assert version.current() == 2  # before and after: every write moves the whole version
     assert version.nodes() == (2 if nodes else 0)
+
+
+def test_a_costly_view_is_kept_ten_times_its_build() -> None:
+    """A view that took 0.5 s to build is kept 5 s (not ``max_age``, 1 s) for another instance's changes,
+    answered while rebuilt up to 10 s, rebuilt first after that; a write still rebuilds it at once."""
+
+    async def scenario() -> None:
+        reads, version = Reads(), StateVersion()
+        cache = ViewCache(version, max_age=1.0, clock=lambda: reads.now)
+
+        def slow() -> bytes:
+            reads.now += 0.5
+            return reads.build()
+
+        assert (await cache.get("k", slow)).body == b"1"
+        reads.now += 3  # past max_age, within 10 x its build
+        assert (await cache.get("k", slow)).body == b"1"
+        assert not cache._refreshing
+        reads.now += 3  # aged: answered now, rebuilt behind
+        assert (await cache.get("k", slow)).body == b"1"
+        await _settled(cache)
+        assert (await cache.get("k", slow)).body == b"2"
+        reads.now += 20  # far too old to answer: rebuilt first
+        assert (await cache.get("k", slow)).body == b"3"
+        version.bump()
+        assert (await cache.get("k", slow)).body == b"4"
+
+    asyncio.run(scenario())
