@@ -6,7 +6,8 @@ after its transaction committed) plus the engine's write transactions (``Engine.
 each one that wrote something, and when it becomes leader; from the engine process through
 ``api.server.engine.link``). ``StateVersion.nodes`` counts fewer: the changes that may alter what nodes
 show, every API write but a submit or a checkpoint report (``WriteCounter.NODELESS``) and the engine's
-writes of nodes, jobs and replicas (``Engine.placements``: not its notes, fair shares, usage). ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
+writes of nodes, jobs and replicas (``Engine.placements``: not its notes, fair shares, usage);
+``StateVersion.rows`` all but those API writes. ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
 memory when they were built at the current version (``version=``: of that count, ``current`` unless told)
 less than its age limit ago, else from ``build`` (run in a worker thread; ``get_async`` awaits one, a view made
 of other views, which reads its version before those parts). The age limit is ``max_age``, or ``COST_AGES``
@@ -63,6 +64,12 @@ class StateVersion:
         cannot touch them (``WriteCounter.NODELESS``: a submit only adds a pending job), and the engine's
         writes of nodes, jobs and replicas (``Engine.placements``: not its notes, fair shares, usage)."""
         return self.node_writes + (self.placements or self.cycles)()
+
+    def rows(self) -> int:
+        """A version of everything but the jobs a submit adds (and a checkpoint report's time): of the
+        projects' and departments' rows (their quotas, and the engine's fair shares and usage) and of what
+        nodes show; it moves whenever ``nodes`` does."""
+        return self.node_writes + self.cycles() + (self.placements or (lambda: 0))()
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,25 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return counted
 
 
+@pytest.fixture
+def row_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the builds of the projects' and departments' part."""
+    counted: list[int] = []
+    build = cluster.rows_part
+
+    def counting(svc: object, base: object) -> object:
+        counted.append(1)
+        return build(svc, base)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cluster, "rows_part", counting)
+    return counted
+
+
+def keep_views(svc: RunningService) -> None:
+    """No rebuild for age (for another instance's changes): builds counted are those a change asked for."""
+    svc.services.views.max_age = 3600.0
+
+
 def quiet(svc: RunningService) -> None:
     """Stop the engine's cycles (nothing changes but what the test writes)."""
     engine = svc.services.engine
@@ -54,9 +73,10 @@ def read(svc: RunningService) -> tuple[bytes, schemas.ClusterPublic]:
 
 
 def test_a_submit_is_seen_without_building_the_nodes_again(
-    db_url: str, make_service: Callable[..., RunningService], builds: list[int]
+    db_url: str, make_service: Callable[..., RunningService], builds: list[int], row_builds: list[int]
 ) -> None:
     svc = make_service(db_url, nodes=2, gpus_per_node=4)
+    keep_views(svc)
     client = svc.client()
     client.create_department({"name": "d", "deserved_gpus": 8})
     client.create_project({"name": "a", "deserved_gpus": 8, "department": "d"})
@@ -64,7 +84,7 @@ def test_a_submit_is_seen_without_building_the_nodes_again(
     wait_for(lambda: client.cluster().allocated_gpus == 2, what="the first job running")
     quiet(svc)
     _, before = read(svc)
-    built = len(builds)
+    built, rows_built = len(builds), len(row_builds)
     for k in range(3):
         client.submit("a", {"name": f"wait{k}", "workers": 1, "gpus_per_replica": 4, **JOB})
         _, seen = read(svc)  # right after the submit's answer
@@ -73,12 +93,14 @@ def test_a_submit_is_seen_without_building_the_nodes_again(
         assert seen.departments[0].pending_gpus == 8 * (k + 1)
         assert seen.nodes == before.nodes
     assert len(builds) == built  # three submits, the nodes' part kept
+    assert len(row_builds) == rows_built  # and the projects' rows
 
     node = next(n.name for n in before.nodes if not n.slots)
     assert httpx.post(f"{svc.url}/api/v1/nodes/{node}/cordon", headers=HEADERS).status_code == 200
     _, seen = read(svc)
     assert next(n for n in seen.nodes if n.name == node).state == "cordoned"
     assert len(builds) == built + 1
+    assert len(row_builds) == rows_built + 1
 
     client.delete_job("a", "held")
     _, seen = read(svc)
@@ -114,6 +136,7 @@ def test_the_cycles_that_place_nothing_leave_the_nodes(
     """Jobs submitted to a full cluster: the engine writes their notes (and fair shares), never who holds
     which GPU, so the nodes are not built again while their projects' figures follow every submit."""
     svc = make_service(db_url, nodes=1, gpus_per_node=4)
+    keep_views(svc)
     client = svc.client()
     client.create_project({"name": "a", "deserved_gpus": 4})
     client.submit("a", {"name": "fill", "workers": 3, **JOB})

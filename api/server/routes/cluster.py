@@ -3,12 +3,16 @@
 Contract: node figures are physical (GPUs held by live processes, including replicas still stopping, marked
 ``releasing``); project figures are the scheduler's (GPUs of replicas it wants running). ``leader`` says
 whether this service instance is the one scheduling. Served from ``api.server.cache`` while nothing changed,
-built in two parts. The base (the nodes: 10,240 of them is megabytes; each project's GPUs held; the quota
-warnings) is kept while nothing it shows changed (``StateVersion.nodes``: a submit, the engine's notes, fair
-shares and usage leave it). At every change the rest is read again (the jobs' counts per project, which a
-submit changes, and the projects' and departments' rows, which the engine's fair shares and usage change)
-and spliced after the base's nodes. The nodes are serialised from their rows' columns as plain values
-(``convert.node_fields``), the same bytes as ``schemas.ClusterPublic``'s.
+built in three parts, each kept while nothing it shows changed:
+
+1. the base (``StateVersion.nodes``): the nodes (10,240 of them is megabytes), each project's GPUs held and
+   the quota warnings; a submit, the engine's notes, fair shares and usage leave it;
+2. the projects and departments (``StateVersion.rows``): built with the base's figures; a submit leaves them;
+3. the answer (every change): the jobs' counts per project read again (what a submit changes), the projects
+   whose counts moved copied with them, and the answer spliced from the base's nodes and those.
+
+The nodes are serialised from their rows' columns as plain values (``convert.node_fields``); the answer is
+the same bytes as ``schemas.ClusterPublic``'s.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ _NODE_COLUMNS = (
     NodeRow.state_since,
     NodeRow.domain,
 )
+_NONE = convert.Figures()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +56,30 @@ class Base:
     oversubscribed: dict[str | None, str]
 
 
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """The projects (with their ids) and the departments (with their projects' ids), as of their build."""
+
+    projects: list[tuple[int, schemas.ProjectPublic]]
+    departments: list[tuple[list[int], schemas.DepartmentPublic]]
+
+
 @router.get("/cluster", response_model=schemas.ClusterPublic)
 async def read_cluster(svc: Svc, caller: Caller) -> Response:
-    async def build() -> Payload:
-        base = await svc.views.get("cluster:base", lambda: base_part(svc), version=svc.views.version.nodes)
-        return await run_in_threadpool(_cluster, svc, base)
+    views = svc.views
 
-    view = await svc.views.get_async("cluster", build)
+    async def base() -> View:
+        return await views.get("cluster:base", lambda: base_part(svc), version=views.version.nodes)
+
+    async def rows() -> Payload:
+        return await run_in_threadpool(rows_part, svc, await base())
+
+    async def build() -> Payload:
+        nodes = await base()
+        projects = await views.get_async("cluster:rows", rows, version=views.version.rows)
+        return await run_in_threadpool(_cluster, svc, nodes, projects)
+
+    view = await views.get_async("cluster", build)
     return cached_response(view)
 
 
@@ -77,7 +99,8 @@ def base_part(svc: Services) -> Payload:
     return Payload(head.encode() + pydantic_core.to_json(nodes), {}, value=base)
 
 
-def _cluster(svc: Services, base_view: View) -> Payload:
+def rows_part(svc: Services, base_view: View) -> Payload:
+    """The value is ``Rows``, their figures the base's and the jobs' as of now (no body: never sent)."""
     base = base_view.value
     assert isinstance(base, Base)
     with svc.db.read() as session:
@@ -89,16 +112,49 @@ def _cluster(svc: Services, base_view: View) -> Payload:
         departments = session.scalars(
             select(DepartmentRow).options(selectinload(DepartmentRow.projects)).order_by(DepartmentRow.name)
         ).all()
-        rest = b"".join(
-            (
-                b',"projects":',
-                _PROJECTS.dump_json([convert.project_public(p, totals) for p in projects]),
-                b',"departments":',
-                _DEPARTMENTS.dump_json([convert.department_public(d, totals) for d in departments]),
-                b',"leader":',
-                b"true" if svc.engine.is_leader else b"false",
-                b"}",
-            )
+        rows = Rows(
+            projects=[(p.id, convert.project_public(p, totals)) for p in projects],
+            departments=[
+                ([p.id for p in d.projects], convert.department_public(d, totals)) for d in departments
+            ],
         )
-    body = b"".join((b"{", base_view.body, rest))
-    return Payload(body, {}, etag=etag_of(base_view.etag.encode() + rest))
+    return Payload(b"", {}, etag="", value=rows)
+
+
+def _cluster(svc: Services, base: View, rows_view: View) -> Payload:
+    rows = rows_view.value
+    assert isinstance(rows, Rows)
+    with svc.db.read() as session:
+        jobs = convert.Totals.of(project_jobs(session), ()).by_project
+    projects = [_with_jobs(public, jobs.get(i, _NONE)) for i, public in rows.projects]
+    departments = []
+    for ids, public in rows.departments:
+        gpus = sum(jobs.get(i, _NONE).pending_gpus for i in ids)
+        departments.append(
+            public if public.pending_gpus == gpus else public.model_copy(update={"pending_gpus": gpus})
+        )
+    rest = b"".join(
+        (
+            b',"projects":',
+            _PROJECTS.dump_json(projects),
+            b',"departments":',
+            _DEPARTMENTS.dump_json(departments),
+            b',"leader":',
+            b"true" if svc.engine.is_leader else b"false",
+            b"}",
+        )
+    )
+    body = b"".join((b"{", base.body, rest))
+    return Payload(body, {}, etag=etag_of(base.etag.encode() + rest))
+
+
+def _with_jobs(public: schemas.ProjectPublic, figures: convert.Figures) -> schemas.ProjectPublic:
+    """``public`` with the jobs' counts of now (a submit's pending job, a job started meanwhile)."""
+    now = {
+        "pending_jobs": figures.pending_jobs,
+        "pending_gpus": figures.pending_gpus,
+        "running_jobs": figures.running_jobs,
+    }
+    if all(getattr(public, k) == v for k, v in now.items()):
+        return public
+    return public.model_copy(update=now)
