@@ -150,11 +150,15 @@ def _cluster(svc: Services, base: View, rows_view: View) -> Payload:
 
 def _with_jobs(public: schemas.ProjectPublic, figures: convert.Figures) -> schemas.ProjectPublic:
     """``public`` with the jobs' counts of now (a submit's pending job, a job started meanwhile)."""
-    now = {
+    if (public.pending_jobs, public.pending_gpus, public.running_jobs) == (
+        figures.pending_jobs,
+        figures.pending_gpus,
+        figures.running_jobs,
+    ):
+        return public
+    update = {
         "pending_jobs": figures.pending_jobs,
         "pending_gpus": figures.pending_gpus,
         "running_jobs": figures.running_jobs,
     }
-    if all(getattr(public, k) == v for k, v in now.items()):
-        return public
-    return public.model_copy(update=now)
+    return public.model_copy(update=update)
