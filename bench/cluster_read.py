@@ -15,7 +15,9 @@ fill 10,240 nodes, the last ones wait) submitted and placed, until the nodes sta
 for ``--seconds`` ``--clients`` clients submit one-GPU jobs back to back to a project of no quota (they
 wait: the cluster is full and they may take nothing; the engine writes their notes) while one poller
 reads ``GET /cluster`` whole (no ETag) one read after the other: its p50 / p99, the reads and submits
-made, the body's size. ``--tree`` runs the service of another checkout (side by side: a base commit).
+made, the body's size; and before, its p50 over 5 s with no submits (``idle_p50_ms``: answered from
+memory, what sending the body costs). ``--tree`` runs the service of another checkout (side by side: a
+base commit).
 
     .venv/bin/python bench/cluster_read.py build --profile
     .venv/bin/python bench/cluster_read.py live --db postgres [--tree /work/wt/cluster-base]
@@ -350,7 +352,9 @@ def live_mode(args: argparse.Namespace) -> None:
         allocated = asyncio.run(placed(port, target, args.fill_timeout))
         asyncio.run(settled(port, args.fill_timeout))
         setup_s = time.perf_counter() - started
+        idle = asyncio.run(measure(port, 5.0, 0, statuses))  # nothing changes: answered from memory
         row = asyncio.run(measure(port, args.seconds, args.clients, statuses))
+        row["idle_p50_ms"] = idle["cluster_p50_ms"]
     row = {
         "tree": args.tree or "this",
         "database": args.db,
