@@ -6,12 +6,13 @@ Contract: functions take an open ``Session`` and neither commit nor roll back. `
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, func, or_, select, tuple_
+from sqlalchemy import Select, String, and_, cast, func, or_, select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
@@ -162,14 +163,15 @@ _WAITING = (ReplicaRow.status == ReplicaStatus.STARTING, ReplicaRow.pid.is_(None
 
 
 def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot]]:
-    """Per node (only ``node`` if given): its live replicas and those placed there that wait (one read)."""
+    """Per node (only ``node`` if given): its live replicas and those placed there that wait (one read; their
+    GPU ids read as text and decoded in one go, not one JSON value a row: 25,000 replicas at 10,240 nodes)."""
     query = (
         select(
             ReplicaRow.node,
             ProjectRow.name,
             JobRow.name,
             ReplicaRow.index,
-            ReplicaRow.gpu_ids,
+            cast(ReplicaRow.gpu_ids, String),
             ReplicaRow.desired,
             JobRow.status,
             ReplicaRow.pid,
@@ -182,12 +184,12 @@ def node_slots(session: Session, node: str | None = None) -> dict[str, list[Slot
     )
     if node is not None:
         query = query.where(ReplicaRow.node == node)
+    rows = session.execute(query).all()
+    gpu_ids: list[list[int] | None] = json.loads(f"[{','.join(row[4] or 'null' for row in rows)}]")
     slots: dict[str, list[Slot]] = defaultdict(list)
-    for name, project, job, index, gpu_ids, desired, status, pid, share in session.execute(query):
+    for (name, project, job, index, _, desired, status, pid, share), ids in zip(rows, gpu_ids, strict=True):
         releasing = desired != ReplicaDesired.RUN
-        slots[name].append(
-            Slot(project, job, index, list(gpu_ids or ()), releasing, status, pid is None, share)
-        )
+        slots[name].append(Slot(project, job, index, ids or [], releasing, status, pid is None, share))
     return slots
 
 
