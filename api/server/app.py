@@ -88,6 +88,7 @@ def build_services(
         runner = _engine_here(engine, executor, run=settings.run_loop)
     metrics.watch_state(db, engine)
     version.cycles = lambda: engine.changes
+    version.placements = lambda: engine.placements
     services = Services(
         settings=settings,
         db=db,

@@ -62,6 +62,7 @@ from scheduler.engine.persist import persist_plan
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
 from scheduler.store import lifecycle
+from scheduler.store.changes import Changes, changes_of
 from scheduler.store.db import Database, WriteWatch
 from scheduler.store.live import LiveSnapshot, read_snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
@@ -137,6 +138,7 @@ class Engine:
         self.changes = (
             0  # bumped after each write that changed something: caches key on it (api.server.cache)
         )
+        self.placements = 0  # bumped after each write that may have changed what nodes show (``_write``)
         self.last_cycle_at: float | None = None
         self.leading_since: float | None = None  # when it last took the lead (None: it does not hold it)
         self.last_cycle_seconds: float | None = None
@@ -187,6 +189,7 @@ class Engine:
         self._sync_nodes()
         self.role = "leader"
         self.changes += 1  # /cluster shows who leads
+        self.placements += 1
 
     def _sync_nodes(self) -> None:
         """Record the executor's nodes when they changed (Kubernetes nodes come, go, cordon, taint)."""
@@ -198,17 +201,23 @@ class Engine:
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        """A write transaction; ``changes`` moves once it ended, if it wrote anything.
+        """A write transaction; ``changes`` moves once it ended, if it wrote anything, and ``placements`` if
+        what it wrote may change what a node shows: a node, a job or a replica (``scheduler.store.changes``:
+        jobs' notes, projects' fair shares and usage, forecasts and a replica seen running leave it).
 
         A view read before the bump is stale after it, whether it saw the commit or not; one read after it
         sees the commit. A cycle that changed nothing (the steady state) leaves readers' caches valid.
         """
         watch: WriteWatch | None = None
+        changed: Changes | None = None
         try:
             with self.db.write() as session:
                 watch = WriteWatch(session)
+                changed = changes_of(session)
                 yield session
         finally:
+            if changed is None or changed.nodes or changed.everything or changed.jobs:
+                self.placements += 1  # who holds which GPU may have changed (not only notes, shares, usage)
             if watch is None or watch.wrote:
                 self.changes += 1
                 self.on_change()

@@ -219,6 +219,13 @@ def accounted(
         tracker.accounted -= 1
 
 
+def changes_of(session: Session) -> Changes | None:
+    """What the write transaction of ``session`` (``Database.write``/``insert``) changed so far, and once it
+    ended, all it changed (the same object, still filled after the commit); None for another session."""
+    tracker = session.info.get(_TRACKER_KEY)
+    return tracker.changes if isinstance(tracker, Tracker) else None
+
+
 def _tracker_of(session: Session) -> Tracker | None:
     tracker = session.connection().info.get(_TRACKER_KEY)
     return tracker if isinstance(tracker, Tracker) else None

@@ -275,3 +275,29 @@ def test_notes_are_written_from_the_snapshot_and_never_to_a_job_cancelled_meanwh
     first, second = harness.job("a", "first"), harness.job("a", "second")
     assert first.queue_position == 1 and first.pending_reason and "waiting" in first.pending_reason
     assert (second.pending_reason, second.queue_position) == (None, None)
+
+
+def test_placements_move_only_with_what_nodes_show(tmp_path: Path, db_url: str) -> None:
+    """``placements`` (what ``GET /cluster``'s nodes are kept by, ``api.server.cache.StateVersion.nodes``)
+    moves after a cycle that placed or released replicas, not after one that only wrote a waiting job's note."""
+    harness = Harness(tmp_path, url=db_url)
+    try:
+        harness.project("a", 4)
+        harness.submit("a", "fill", 4, 4)
+        harness.cycle(4)
+        assert len(harness.live("fill")) == 4
+        placed = harness.engine.placements
+        harness.submit("a", "waiter", 1, 1)  # no room: the cycle writes its note, places nothing
+        harness.cycle()
+        assert harness.job("a", "waiter").pending_reason
+        assert harness.engine.placements == placed
+        with harness.db.write() as session:
+            job = job_by_name(session, "a", "fill", lock=True)
+            assert job is not None
+            lifecycle.cancel_job(session, job, now=harness.clock, reason="test")
+        harness.cycle(3)
+        assert harness.engine.placements > placed
+        assert len(harness.live("waiter")) == 1
+    finally:
+        harness.engine.close()
+        harness.db.dispose()

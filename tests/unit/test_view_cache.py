@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
-from api.server.cache import StateVersion, ViewCache
+from api.server.cache import StateVersion, ViewCache, WriteCounter
 
 
 class Reads:
@@ -63,5 +64,102 @@ def test_a_failed_rebuild_behind_an_aged_view_drops_it() -> None:
         await _settled(cache)
         with pytest.raises(ConnectionError):
             await cache.get("k", reads.build)
+
+    asyncio.run(scenario())
+
+
+def test_a_view_of_what_nodes_show_stays_through_submits() -> None:
+    async def scenario() -> None:
+        reads, version = Reads(), StateVersion()
+        cache = ViewCache(version, max_age=1.0, clock=lambda: reads.now)
+        assert (await cache.get("nodes", reads.build, version=version.nodes)).body == b"1"
+        version.bump(nodes=False)  # a submit: a new version, not of what nodes show
+        assert (await cache.get("nodes", reads.build, version=version.nodes)).body == b"1"
+        assert (await cache.get("all", reads.build)).body == b"2"  # the whole version moved
+        version.bump()  # any other write
+        assert (await cache.get("nodes", reads.build, version=version.nodes)).body == b"3"
+        cycles = [0]
+        version.cycles = lambda: cycles[0]
+        cycles[0] += 1  # the engine wrote
+        assert (await cache.get("nodes", reads.build, version=version.nodes)).body == b"4"
+
+    asyncio.run(scenario())
+
+
+def test_a_view_made_of_views_is_stale_after_a_change_during_its_build() -> None:
+    """``get_async`` reads its version before its build awaits the parts: an engine write (counted once, after
+    its commit) landing between the part's read and the view's is not hidden behind the new version."""
+
+    async def scenario() -> None:
+        reads, version = Reads(), StateVersion()
+        cache = ViewCache(version, max_age=1.0, clock=lambda: reads.now)
+
+        async def whole() -> bytes:
+            part = await cache.get("part", reads.build, version=version.nodes)
+            version.bump()  # a change right after the part was read
+            return b"whole of " + part.body
+
+        assert (await cache.get_async("whole", whole)).body == b"whole of 1"
+        assert (await cache.get_async("whole", whole)).body == b"whole of 2"  # rebuilt: the change is seen
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "nodes"),
+    [
+        ("POST", "/api/v1/projects/p/jobs", False),
+        ("POST", "/api/v1/projects/p/pytorchjobs", False),
+        ("POST", "/api/v1/projects/p/jobs/j/checkpointed", False),
+        ("DELETE", "/api/v1/projects/p/jobs/j", True),
+        ("POST", "/api/v1/projects/p/jobs/j/replicas/3", True),
+        ("POST", "/api/v1/nodes/n/cordon", True),
+        ("PATCH", "/api/v1/projects/p", True),
+        ("POST", "/api/v1/projects", True),
+    ],
+)
+def test_only_submits_and_checkpoints_leave_what_nodes_show(method: str, path: str, nodes: bool) -> None:
+    version = StateVersion()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def send(message: Message) -> None:
+        pass
+
+    async def receive() -> Message:
+        return {"type": "http.request"}
+
+    counter = WriteCounter(app, version, "/api/v1")
+    asyncio.run(counter({"type": "http", "method": method, "path": path}, receive, send))
+    assert version.current() == 2  # before and after: every write moves the whole version
+    assert version.nodes() == (2 if nodes else 0)
+
+
+def test_a_costly_view_is_kept_ten_times_its_build() -> None:
+    """A view that took 0.5 s to build is kept 5 s (not ``max_age``, 1 s) for another instance's changes,
+    answered while rebuilt up to 10 s, rebuilt first after that; a write still rebuilds it at once."""
+
+    async def scenario() -> None:
+        reads, version = Reads(), StateVersion()
+        cache = ViewCache(version, max_age=1.0, clock=lambda: reads.now)
+
+        def slow() -> bytes:
+            reads.now += 0.5
+            return reads.build()
+
+        assert (await cache.get("k", slow)).body == b"1"
+        reads.now += 3  # past max_age, within 10 x its build
+        assert (await cache.get("k", slow)).body == b"1"
+        assert not cache._refreshing
+        reads.now += 3  # aged: answered now, rebuilt behind
+        assert (await cache.get("k", slow)).body == b"1"
+        await _settled(cache)
+        assert (await cache.get("k", slow)).body == b"2"
+        reads.now += 20  # far too old to answer: rebuilt first
+        assert (await cache.get("k", slow)).body == b"3"
+        version.bump()
+        assert (await cache.get("k", slow)).body == b"4"
 
     asyncio.run(scenario())

@@ -8,7 +8,9 @@ import struct
 
 import pytest
 
+from api.server.engine.link import EngineLink
 from api.server.engine.wire import Call, Reply, Status, Wake, receive, send
+from api.server.settings import Settings
 
 
 def test_a_message_goes_through_whole() -> None:
@@ -52,3 +54,21 @@ def test_anything_else_is_refused() -> None:
         theirs.sendall(struct.pack("!I", len(data)) + data)
         with pytest.raises(TypeError, match="not a message"):
             receive(ours)
+
+
+def test_the_link_moves_placements_only_when_the_engine_did() -> None:
+    """``EngineLink`` (the API's handle on the engine process) counts the engine's ``placements`` (what
+    ``GET /cluster``'s nodes are kept by) apart from its ``changes``, each moving when the engine's moved."""
+    link = EngineLink(Settings())
+
+    def status(changes: int, placements: int) -> Status:
+        return Status("leader", 1, changes, None, None, None, ready=False, placements=placements)
+
+    link._update(status(1, 1))
+    changes, placements = link.changes, link.placements
+    link._update(status(2, 1))  # a note, a fair share: not what nodes show
+    assert (link.changes, link.placements) == (changes + 1, placements)
+    link._update(status(3, 2))
+    assert (link.changes, link.placements) == (changes + 2, placements + 1)
+    link._update(status(3, 2))  # the same status again
+    assert (link.changes, link.placements) == (changes + 2, placements + 1)

@@ -49,6 +49,7 @@ def status_of(engine: Engine, *, ready: bool) -> Status:
         role=engine.role,
         cycles=engine.cycles,
         changes=engine.changes,
+        placements=engine.placements,
         last_cycle_at=engine.last_cycle_at,
         last_cycle_seconds=engine.last_cycle_seconds,
         last_error=engine.last_error,

@@ -73,6 +73,7 @@ class Status:
     last_error: str | None
     ready: bool
     leading_since: float | None = None
+    placements: int = 0  # ``Engine.placements``
 
 
 Message = Start | Wake | Stop | Call | Reply | Status
