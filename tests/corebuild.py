@@ -35,6 +35,7 @@ class Cluster:
         self.now = 0.0
         self.slow_release = slow_release
         self.plans: list[Plan] = []
+        self.states: list[ClusterState] = []  # the state each plan was made from
         # R16: the allowed sizes each submitted job gets, by (name, min, max); none when unset
         self.sizes_for: Callable[[str, int, int], tuple[int, ...]] | None = None
         # R17: the topology each submitted job gets, by name; "preferred" when unset
@@ -71,6 +72,7 @@ class Cluster:
         plan = plan_cycle(self.state, self.config, now=self.now)
         violations = check_invariants(self.state, plan, self.config, now=self.now)
         assert violations == [], f"{violations}\nstate: {self.state}\nplan: {plan}"
+        self.states.append(self.state)
         self.state = apply_plan(self.state, plan, now=self.now, instant=not self.slow_release)
         self.plans.append(plan)
         self.now += 1.0

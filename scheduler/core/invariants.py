@@ -38,13 +38,13 @@ def _check(state: ClusterState, plan: Plan, config: Config, now: float) -> list[
         *_min_runtime_kept(state, plan, config, now),
         *_settle_kept(state, plan, config, now),
         *_drain_held_once(state, plan),
-        *_starts_whole(state, plan, config),
+        *_starts_whole(state, after, plan, config),
     ]
 
 
-def _starts_whole(before: ClusterState, plan: Plan, config: Config) -> list[str]:
-    """R18, decision 62: a job whose resize costs anything is not started while GPUs are held for it to grow
-    by next cycle (it starts once, whole, when they are free)."""
+def _starts_whole(before: ClusterState, after: ClusterState, plan: Plan, config: Config) -> list[str]:
+    """R18, decision 62: a job whose resize costs anything is not started while GPUs being released are held
+    for it to grow by next cycle (it starts once, whole, when they are free)."""
     held = {(r.project, r.job) for r in plan.reservations if r.firm}
     starts = [
         (d.project, d.job) for d in plan.decisions if d.action == Action.START and (d.project, d.job) in held
@@ -53,11 +53,14 @@ def _starts_whole(before: ClusterState, plan: Plan, config: Config) -> list[str]
         return []
     projects = {p.name: p for p in before.projects}
     costs = resize_cost.costs(before.jobs, projects, {d.name: d for d in before.departments}, config)
+    # a node whose holds take more than its idle GPUs: some of what is held there is still being released
+    releasing = {node for node, gpus in _idle(after, plan).items() if gpus < 0}
     return [
         f"{p}/{j} starts now and waits for more GPUs being released to grow at once (a resize costs it "
         f"{costs[(p, j)]:g} s)"
         for p, j in starts
         if costs.get((p, j), 0.0) > 0
+        and any(r.node in releasing for r in plan.reservations if (r.project, r.job) == (p, j) and r.firm)
     ]
 
 
@@ -81,6 +84,19 @@ def _held(state: ClusterState) -> dict[str, int]:
         for r in job.replicas:
             held[r.node] = held.get(r.node, 0) + r.gpus
     return held
+
+
+def _idle(after: ClusterState, plan: Plan) -> dict[str, int]:
+    """GPUs of each schedulable node neither held (releasing replicas included) nor reserved by the plan;
+    negative where the plan's holds take GPUs still being released."""
+    idle = {n.name: n.gpus for n in after.nodes if n.schedulable}
+    for node, held in _held(after).items():
+        if node in idle:
+            idle[node] -= held
+    for r in plan.reservations:
+        if r.node in idle:
+            idle[r.node] -= r.gpus
+    return idle
 
 
 def _alloc(state: ClusterState, *, interactive: bool | None = None) -> dict[str, int]:
@@ -223,13 +239,9 @@ def _fits_idle(job: Job, idle: dict[str, int], domain: dict[str, str]) -> int:
 def _work_conserved(after: ClusterState, plan: Plan, config: Config, now: float) -> list[str]:
     """R4: no idle GPU (not held, not reserved) while a preemptible replica that may use it waits. A
     project's reservations count against its own room, as the core counts them (decisions 3 and 18)."""
-    idle = {n.name: n.gpus for n in after.nodes if n.schedulable}
-    for node, held in _held(after).items():
-        if node in idle:
-            idle[node] -= held
+    idle = _idle(after, plan)
     alloc = _alloc(after)
     for r in plan.reservations:
-        idle[r.node] -= r.gpus
         alloc[r.project] += r.gpus
     projects = {p.name: p for p in after.projects}
     depts = _dept_room(after, config, held=alloc)

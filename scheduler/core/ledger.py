@@ -73,6 +73,7 @@ class Ledger:
     draining: dict[str, int] = field(default_factory=dict)  # GPUs held for drains (not firm), per project
     drain_holder: dict[str, JobKey] = field(default_factory=dict)  # the one job each node drains for
     top_reserved: dict[Top, int] = field(default_factory=dict)
+    dipped: set[str] = field(default_factory=set)  # nodes where a hold took GPUs still being released
     _undo: list[Callable[[], None]] = field(default_factory=list)
     _capacity: dict[str, int] = field(default_factory=dict)
     _cluster_slots: dict[int, int] = field(default_factory=dict)
@@ -423,6 +424,9 @@ class Ledger:
         """Take ``g`` GPUs on ``node``: free ones first, then releasing ones."""
         from_free = min(self.free.value[node], g)
         self._set(node, -from_free, -(g - from_free))
+        if g > from_free and node not in self.dipped:
+            self.dipped.add(node)
+            self._undo.append(lambda: self.dipped.discard(node))
 
     def _set(self, node: str, d_free: int, d_rel: int) -> None:
         if node not in self.free.value:

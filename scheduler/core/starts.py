@@ -186,7 +186,8 @@ def start_whole(ledger: Ledger, claims: Claims) -> None:
     """R18 (decision 62): a job that would start now and grow as soon as GPUs being released for it are free
     starts once, at its full size, when they are: with a resize cost, growing a job that has just started
     restarts it (every replica pays the restart again) for one cycle's head start. Its started replicas become
-    firm holds on the same GPUs, beside those it waits for; without a resize cost nothing changes."""
+    firm holds on the same GPUs, beside those it waits for; without a resize cost nothing changes. Only GPUs
+    being released make it wait: when all that is held for it is idle now, it starts at once."""
     costs = ledger.resize_costs
     if not costs:
         return
@@ -195,6 +196,8 @@ def start_whole(ledger: Ledger, claims: Claims) -> None:
         job = ledger.jobs[key]
         if any(not r.releasing for r in job.replicas):
             continue  # a running job's growth is a resize either way
+        if not any(r.node in ledger.dipped for r in ledger.reservations if (r.project, r.job) == key):
+            continue  # what is held for it is idle now, not being released: waiting would leave it idle
         now = len(ledger.started[key])
         ledger.defer_start(job)
         claims.start_reasons.pop(key, None)

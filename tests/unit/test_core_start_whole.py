@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_core_properties import Spec, _replay, workloads
 
-from scheduler.core import Action, Plan
+from scheduler.core import Action, Node, Plan, apply_plan
+from scheduler.core.invariants import _idle
 
 
 def actions(plan: Plan, name: str) -> list[tuple[str, int]]:
@@ -82,8 +83,28 @@ def test_costly_jobs_start_whole_and_keep_every_invariant_on_random_clusters(
     c, specs, rng = w
     c.config = replace(c.config, resize_cost_seconds=cost)
     _replay(c, specs, rng)
-    for before, after in zip(c.plans, c.plans[1:], strict=False):
-        held = {(r.project, r.job) for r in before.reservations if r.firm}
+    for state, before, after in zip(c.states, c.plans, c.plans[1:], strict=False):
+        # held for it on GPUs still being released (holds on idle GPUs start the job at once)
+        releasing = {
+            n
+            for n, gpus in _idle(apply_plan(state, before, now=0.0, instant=False), before).items()
+            if gpus < 0
+        }
+        held = {(r.project, r.job) for r in before.reservations if r.firm and r.node in releasing}
         started = {(d.project, d.job) for d in before.decisions if d.action == Action.START}
         grown = {(d.project, d.job) for d in after.decisions if d.action == Action.GROW}
         assert not (started & held & grown), (started & held & grown, before, after)
+
+
+def test_a_costly_job_whose_held_gpus_are_idle_starts_at_once_rather_than_leave_them_idle() -> None:
+    """Found by the property test below: a priority job held GPUs that were idle (nothing was being
+    released), and waiting to start whole left them and the GPUs beside them idle for a cycle."""
+    c = Cluster([Node("n0", 8)]).project("p0", 6, resize_cost_seconds=1.0).project("p1", 0)
+    c = c.project("p2", 3, allow_over_quota=False)
+    for i in range(4):
+        c.submit("p0", f"j{i}")
+    c.submit("p2", "j6", gpus=4)  # over its quota of 3: never starts
+    c.cycle()
+    c.submit("p0", "j4").submit("p0", "j5", min=1, max=2, priority=1)
+    plan = c.cycle()  # the invariants (work conservation among them) hold
+    assert "j5" in {d.job for d in plan.decisions if d.action == Action.START}
