@@ -9,11 +9,12 @@ each timed whole and by phase (``sync_nodes``, ``observe``, ``record_observation
 ``launch_waiting``). After the first cycle the heap is settled as in ``tide serve``'s engine process
 (``api.server.engine.host.tune_engine_process``). The first cycle starts everything that fits; the last ones are a settled, full
 cluster with thousands of jobs waiting; the last line gives their medians (cycle, cycle over ``plan_cycle``,
-the snapshot's read as a share of the cycle, ``persist_plan``). ``--profile`` adds cProfile's top functions over the
+the snapshot's read as a share of the cycle, the persist phase (``persist_plan`` and its transaction), and the
+first cycle's persist phase: the fill, thousands of starts). ``--profile`` adds cProfile's top functions over the
 last 3 cycles. ``--churn N`` makes the settled cycles those of a busy cluster: before each cycle from the
 second on, ``N`` running jobs end (their replicas exit 0) and ``N`` new ones are submitted, so each cycle
 starts jobs, writes their events and moves places in line. ``--statements`` adds where ``persist_plan``'s
-time went, statement by statement (SQL text cut short: time, executions, rows), in the first cycle (the fill)
+time went, statement by statement (SQL text cut short: time, executions, rows as the driver counts them), in the first cycle (the fill)
 and in the settled ones. No HTTP and no second process: what ``bench/live_scale.py``'s cycle figures are made
 of.
 
@@ -155,7 +156,7 @@ class Statements:
         total = sum(v[0] for v in self.spent.values())
         print(
             f"{title}: persist phase {persist * 1e3 / cycles:.1f} ms a cycle, of which SQL"
-            f" {total * 1e3 / cycles:.1f} ms (statements: ms a cycle, executions, rows)"
+            f" {total * 1e3 / cycles:.1f} ms (statements: ms a cycle, executions, rows as the driver counts them)"
         )
         for statement, (took, runs, rows) in sorted(self.spent.items(), key=lambda kv: -kv[1][0])[:12]:
             print(f"  {took * 1e3 / cycles:8.1f} {runs / cycles:7.1f} {rows / cycles:8.0f}  {statement}")
@@ -190,7 +191,7 @@ def summary(settled: list[tuple[float, ...]], statements: Statements) -> None:
     print(
         f"settled cycles {SETTLED_FROM}-{SETTLED_FROM + len(settled) - 1}: median cycle {statistics.median(c[0] for c in settled):.0f} ms,"
         f" cycle / plan_cycle {ratio:.2f}, snapshot read / cycle {share:.1%},"
-        f" persist {statistics.median(c[4] for c in settled):.1f} ms"
+        f" persist {statistics.median(c[4] for c in settled):.1f} ms (the first cycle's: {statements.persisted[0] * 1e3:.0f} ms)"
     )
     if statements.spent:
         statements.report(
