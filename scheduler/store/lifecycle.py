@@ -39,7 +39,7 @@ import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, text, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Cause, Placement
@@ -164,19 +164,17 @@ class Starts:
 
 
 _REPLICA_DEFAULTS = {"desired": ReplicaDesired.RUN.value, "status": ReplicaStatus.STARTING.value}
-# the columns to set are the keys of the rows given (``job_id`` names the row)
-_STARTED = update(JobRow.__table__).where(JobRow.__table__.c.id == bindparam("job_id"))
 
 
 def _write_starts_rows(session: Session, starts: Starts, jobs: list[LockedJob]) -> None:
-    """SQLite: each table's rows in one executemany."""
+    """SQLite: each table's rows in one executemany (the ORM's bulk statements: no objects)."""
     if starts.replicas:
-        session.execute(insert(ReplicaRow.__table__), [r | _REPLICA_DEFAULTS for r in starts.replicas])
+        session.execute(insert(ReplicaRow), [r | _REPLICA_DEFAULTS for r in starts.replicas])
     session.execute(
-        _STARTED,
+        update(JobRow),  # by primary key
         [
             {
-                "job_id": job.id,
+                "id": job.id,
                 "status": job.status,
                 "started_at": job.started_at,
                 "last_resized_at": starts.resized[job.id][0],
@@ -186,7 +184,7 @@ def _write_starts_rows(session: Session, starts: Starts, jobs: list[LockedJob]) 
             for job in jobs
         ],
     )
-    session.execute(insert(EventRow.__table__), starts.events)
+    session.execute(insert(EventRow), starts.events)
 
 
 # PostgreSQL: each table in one statement whose values come as arrays (a statement of many rows of values
