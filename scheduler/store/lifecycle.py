@@ -47,7 +47,7 @@ from scheduler.elastic.policy import RESTART
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store.changes import accounted
 from scheduler.store.models import EventRow, JobRow, ReplicaRow
-from scheduler.store.queries import LockedJob, add_event
+from scheduler.store.queries import LockedJob, add_event, texts
 
 # given the replicas a release marked: the words and length of the preemption notice they got, if any
 Notify = Callable[[list[ReplicaRow]], tuple[str, float] | None]
@@ -187,14 +187,15 @@ def _write_starts_rows(session: Session, starts: Starts, jobs: list[LockedJob]) 
     session.execute(insert(EventRow), starts.events)
 
 
-# PostgreSQL: each table in one statement whose values come as arrays (a statement of many rows of values
-# spent more time being parsed by the driver than run)
+# PostgreSQL: each table in one statement whose values come as arrays, the strings as JSON arrays
+# (``queries.texts``) (a statement of many rows of values spent more time being parsed by the driver than run)
 _INSERT_REPLICAS = text(
     f"INSERT INTO {ReplicaRow.__tablename__} (job_id, index, node, gpus, share, shared_gpu, desired, status, "
     "created_at) SELECT v.job_id, v.index, v.node, v.gpus, v.share, v.shared_gpu, :desired, :status, "
-    "v.created_at FROM unnest(CAST(:job_ids AS integer[]), CAST(:indices AS integer[]), "
-    "CAST(:nodes AS text[]), CAST(:gpus AS integer[]), CAST(:shares AS text[]), "
-    "CAST(:shared_gpus AS integer[]), CAST(:created AS float8[])) WITH ORDINALITY "
+    "v.created_at FROM ROWS FROM (unnest(CAST(:job_ids AS integer[])), unnest(CAST(:indices AS integer[])), "
+    "json_array_elements_text(CAST(:nodes AS json)), unnest(CAST(:gpus AS integer[])), "
+    "json_array_elements_text(CAST(:shares AS json)), unnest(CAST(:shared_gpus AS integer[])), "
+    "unnest(CAST(:created AS float8[]))) WITH ORDINALITY "
     "AS v(job_id, index, node, gpus, share, shared_gpu, created_at, n) ORDER BY v.n"
 )
 _UPDATE_STARTED = text(
@@ -208,9 +209,12 @@ _UPDATE_STARTED = text(
 _INSERT_EVENTS = text(
     f"INSERT INTO {EventRow.__tablename__} (time, kind, project, job, replicas, reason, cause, details) "
     "SELECT v.time, v.kind, v.project, v.job, CAST(v.replicas AS json), v.reason, v.cause, "
-    "CAST(v.details AS json) FROM unnest(CAST(:times AS float8[]), CAST(:kinds AS text[]), "
-    "CAST(:projects AS text[]), CAST(:jobs AS text[]), CAST(:replicas AS text[]), CAST(:reasons AS text[]), "
-    "CAST(:causes AS text[]), CAST(:details AS text[])) WITH ORDINALITY "
+    "CAST(v.details AS json) FROM ROWS FROM (unnest(CAST(:times AS float8[])), "
+    + ", ".join(
+        f"json_array_elements_text(CAST(:{name} AS json))"
+        for name in ("kinds", "projects", "jobs", "replicas", "reasons", "causes", "details")
+    )
+    + ") WITH ORDINALITY "
     "AS v(time, kind, project, job, replicas, reason, cause, details, n) ORDER BY v.n"
 )
 
@@ -229,13 +233,13 @@ def _write_starts_arrays(session: Session, starts: Starts, jobs: list[LockedJob]
                     for name, key in (
                         ("job_ids", "job_id"),
                         ("indices", "index"),
-                        ("nodes", "node"),
                         ("gpus", "gpus"),
-                        ("shares", "share"),
                         ("shared_gpus", "shared_gpu"),
                         ("created", "created_at"),
                     )
                 },
+                "nodes": texts(r["node"] for r in replicas),
+                "shares": texts(r["share"] for r in replicas),
             },
         )
     session.execute(
@@ -254,13 +258,13 @@ def _write_starts_arrays(session: Session, starts: Starts, jobs: list[LockedJob]
         _INSERT_EVENTS,
         {
             "times": [e["time"] for e in events],
-            "kinds": [e["kind"] for e in events],
-            "projects": [e["project"] for e in events],
-            "jobs": [e["job"] for e in events],
-            "replicas": [json.dumps(e["replicas"]) for e in events],
-            "reasons": [e["reason"] for e in events],
-            "causes": [e["cause"] for e in events],
-            "details": [json.dumps(e["details"]) for e in events],  # None: JSON null, as the ORM writes it
+            "kinds": texts(e["kind"] for e in events),
+            "projects": texts(e["project"] for e in events),
+            "jobs": texts(e["job"] for e in events),
+            "replicas": texts(json.dumps(e["replicas"]) for e in events),  # each a JSON text, as the ORM's
+            "reasons": texts(e["reason"] for e in events),
+            "causes": texts(e["cause"] for e in events),
+            "details": texts(json.dumps(e["details"]) for e in events),  # None: JSON null, as the ORM writes
         },
     )
 

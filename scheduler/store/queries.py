@@ -6,6 +6,7 @@ Contract: functions take an open ``Session`` and neither commit nor roll back. `
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -77,13 +78,21 @@ class LockedJob:
     generation: int
 
 
+def texts(values: Iterable[str | None]) -> str:
+    """PostgreSQL: strings (or None) as one JSON array, for ``json_array_elements_text(CAST(:x AS json))``
+    where a ``text[]`` would do: psycopg escapes each string of a ``text[]`` in Python (3,000 reasons in
+    line took 9 ms, against 0.4 ms for ``json.dumps``, and the server reads the JSON faster too)."""
+    return json.dumps(list(values))
+
+
 # PostgreSQL: the jobs of any number of (project, name) keys, locked, in one statement (the keys as arrays)
 _LOCK_ARRAYS = text(
     f"SELECT {JobRow.__tablename__}.id, {ProjectRow.__tablename__}.name, {JobRow.__tablename__}.name, "
     f"{JobRow.__tablename__}.status, {JobRow.__tablename__}.started_at, {JobRow.__tablename__}.generation "
     f"FROM {JobRow.__tablename__} JOIN {ProjectRow.__tablename__} "
     f"ON {ProjectRow.__tablename__}.id = {JobRow.__tablename__}.project_id "
-    "JOIN unnest(CAST(:projects AS text[]), CAST(:names AS text[])) AS k(project, name) "
+    "JOIN ROWS FROM (json_array_elements_text(CAST(:projects AS json)), "
+    "json_array_elements_text(CAST(:names AS json))) AS k(project, name) "
     f"ON {ProjectRow.__tablename__}.name = k.project AND {JobRow.__tablename__}.name = k.name "
     f"WHERE {JobRow.__tablename__}.status IN ({', '.join(repr(str(s.value)) for s in ACTIVE)}) "
     f"FOR UPDATE OF {JobRow.__tablename__}"
@@ -97,7 +106,7 @@ def lock_active(session: Session, keys: Iterable[tuple[str, str]]) -> dict[tuple
     if not wanted:
         return {}
     if session.get_bind().dialect.name == "postgresql":
-        arrays = {"projects": [k[0] for k in wanted], "names": [k[1] for k in wanted]}
+        arrays = {"projects": texts(k[0] for k in wanted), "names": texts(k[1] for k in wanted)}
         rows: list[Any] = list(session.connection().execute(_LOCK_ARRAYS, arrays))  # a read: no write seen
     else:
         rows = []
