@@ -8,6 +8,11 @@ launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-
 once), and EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason; a
 SHRINK's or EVICT's also carries the work the job loses (``details["lost_gpu_seconds"]``).
 
+The starts and grows, most of a large plan's decisions, are read (``queries.lock_active``) and written
+(``lifecycle.Starts``) without the ORM, each table in one statement; the releases, few, go through the ORM
+with their jobs' replicas loaded. Rows are written in the plan's order (the ids of replicas and events
+follow it), whichever way.
+
 A SHRINK or EVICT caused by a reclaim or a preemption (``notice.NOTICE_CAUSES``) of a job whose project
 (else department) sets a preemption notice gives each released replica that notice (``notice.give``, cut to
 the job's grace period) where ``reaches(job)`` says the executor can deliver it; its event's reason then says
@@ -41,7 +46,7 @@ from scheduler.store import lifecycle
 from scheduler.store.changes import accounted
 from scheduler.store.mapper import Notes
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
-from scheduler.store.queries import active_jobs
+from scheduler.store.queries import active_jobs, lock_active, texts
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +65,38 @@ def persist_plan(
     """Persist ``plan``; return the decisions applied (skipped ones are logged). ``reaches``: whether a
     job's replicas can be given a preemption notice (None: no notices); ``grace_period``: the service's."""
     applied: list[Decision] = []
-    jobs = active_jobs(session, ((d.project, d.job) for d in plan.decisions))
-    for decision in plan.decisions:
-        job = jobs.get((decision.project, decision.job))
-        if job is None or job.status not in ACTIVE:
+    keys = [(d.project, d.job) for d in plan.decisions]
+    released = {key for key, d in zip(keys, plan.decisions, strict=True) if d.action in _RELEASES}
+    jobs = active_jobs(session, released)  # ORM objects, with their replicas: the releases' transitions
+    locked = lock_active(session, (key for key in keys if key not in released))  # the other starts: columns
+    starts = lifecycle.Starts()
+    for key, decision in zip(keys, plan.decisions, strict=True):
+        job = jobs.get(key)
+        started = locked.get(key) if job is None else None
+        if (job is None or job.status not in ACTIVE) and started is None:
             log.info(
                 "skipping %s of %s/%s: no longer active", decision.action, decision.project, decision.job
             )
             continue
-        _apply(session, job, decision, now=now, reaches=reaches, grace_period=grace_period)
+        if started is not None:
+            grow = decision.action is Action.GROW
+            starts.add(
+                started, decision.replicas, grow=grow, now=now, cause=decision.cause, reason=decision.reason
+            )
+        else:
+            assert job is not None
+            starts.write(session)  # the starts before it, first: ids in the plan's order
+            _apply(session, job, decision, now=now, reaches=reaches, grace_period=grace_period)
         applied.append(decision)
+    starts.write(session)
     _write_notes(session, plan, notes)
     _write_shares(session, plan)
     if usage_half_life > 0:
         _write_usage(session, plan, now, usage_half_life, over_quota or {})
     return applied
+
+
+_RELEASES = (Action.SHRINK, Action.EVICT)
 
 
 def _apply(
@@ -137,10 +159,12 @@ _NOTE_UPDATE = (
 
 
 # PostgreSQL: every changed note in one statement, its values as three arrays (thousands of places in line
-# move when one job starts: 3,000 changed notes took 58-67 ms as one UPDATE a row, 37-43 ms so)
+# move when one job starts: 3,000 changed notes took 58-67 ms as one UPDATE a row, 37-43 ms so), the
+# reasons as a JSON array (``queries.texts``)
 _NOTE_UPDATE_ARRAYS = text(
     f"UPDATE {JobRow.__tablename__} SET pending_reason = v.reason, queue_position = v.position "
-    "FROM unnest(CAST(:ids AS integer[]), CAST(:reasons AS text[]), CAST(:positions AS integer[])) "
+    "FROM ROWS FROM (unnest(CAST(:ids AS integer[])), json_array_elements_text(CAST(:reasons AS json)), "
+    "unnest(CAST(:positions AS integer[]))) "
     f"AS v(id, reason, position) WHERE {JobRow.__tablename__}.id = v.id "
     f"AND {JobRow.__tablename__}.status IN ({', '.join(repr(str(s.value)) for s in ACTIVE)})"
 )
@@ -163,7 +187,7 @@ def _write_notes(session: Session, plan: Plan, notes: Notes) -> None:
                 _NOTE_UPDATE_ARRAYS,
                 {
                     "ids": [job_id for job_id, _ in changed],
-                    "reasons": [note[0] for _, note in changed],
+                    "reasons": texts(note[0] for _, note in changed),
                     "positions": [note[1] for _, note in changed],
                 },
             )

@@ -7,7 +7,8 @@ its event, the same whichever path asked for it (the plan, a taken node, an exit
 
 - ``start``: wanted placements become replicas (``run``, ``starting``: the engine launches them once their
   GPUs are free); the job is ``running``, its first start and last resize are ``now``, its generation moves
-  on. Event ``start`` or ``grow``.
+  on. Event ``start`` or ``grow``. ``Starts`` is the same transition for many jobs at once (a plan's starts
+  and grows), read and written without the ORM: the same rows, one statement per table.
 - ``release``: replicas stop (``mark_stopping``): the ones named, or every wanted one for an eviction; the
   job's last resize is ``now`` and its generation moves on; a job left with no wanted replica is ``pending``
   again (an eviction counts a restart). Event ``shrink`` or ``evict`` naming the replicas given.
@@ -34,10 +35,11 @@ started), ``mark_restarting`` (still wanted, but its process ends before its job
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.plan import Action, Cause, Placement
@@ -45,7 +47,7 @@ from scheduler.elastic.policy import RESTART
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store.changes import accounted
 from scheduler.store.models import EventRow, JobRow, ReplicaRow
-from scheduler.store.queries import add_event
+from scheduler.store.queries import LockedJob, add_event, texts
 
 # given the replicas a release marked: the words and length of the preemption notice they got, if any
 Notify = Callable[[list[ReplicaRow]], tuple[str, float] | None]
@@ -86,6 +88,185 @@ def start(
     job.generation += 1
     action = Action.GROW if grow else Action.START
     _event(session, job, action, now=now, replicas=[p.index for p in placements], reason=reason, cause=cause)
+
+
+class Starts:
+    """``start`` for many ``LockedJob``s (locked by ``queries.lock_active``), gathered by ``add`` and written by
+    ``write``: the replicas, the jobs and the events ``start`` writes, the same rows in the same order, each
+    table in one statement (a fill of thousands of starts spent seconds in the ORM's unit of work)."""
+
+    def __init__(self) -> None:
+        self.replicas: list[dict[str, Any]] = []
+        self.jobs: dict[int, LockedJob] = {}  # by id: the job as its last start left it
+        self.resized: dict[int, tuple[float, float | None]] = {}  # by job id: last resize, ``resize_from``
+        self.events: list[dict[str, Any]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.events)
+
+    def add(
+        self,
+        job: LockedJob,
+        placements: Sequence[Placement],
+        *,
+        grow: bool,
+        now: float,
+        cause: Cause,
+        reason: str,
+    ) -> None:
+        """Start ``job`` (or grow it) with the replicas ``placements``, as ``start`` does."""
+        for placement in placements:
+            self.replicas.append(
+                {
+                    "job_id": job.id,
+                    "index": placement.index,
+                    "node": placement.node,
+                    "gpus": placement.gpus,
+                    "share": None if placement.share is None else str(placement.share),  # R20
+                    "shared_gpu": placement.gpu,
+                    "created_at": now,
+                }
+            )
+        self.resized[job.id] = (now, now if grow else None)  # R18: as in ``start``
+        job.status = JobStatus.RUNNING
+        if job.started_at is None:
+            job.started_at = now
+        job.generation += 1
+        self.jobs[job.id] = job
+        action = Action.GROW if grow else Action.START
+        self.events.append(
+            {
+                "time": now,
+                "kind": action.value,
+                "project": job.project,
+                "job": job.name,
+                "replicas": [p.index for p in placements],
+                "reason": reason,
+                "cause": cause.value,
+                "details": None,
+            }
+        )
+
+    def write(self, session: Session) -> None:
+        """Write what was gathered (in the caller's transaction) and start empty again. What the session
+        holds unwritten (transitions through the ORM, made before these) is flushed first."""
+        if not self:
+            return
+        session.flush()
+        jobs = list(self.jobs.values())
+        postgres = session.get_bind().dialect.name == "postgresql"
+        with accounted(session, jobs=[job.id for job in jobs]):
+            if postgres:
+                _write_starts_arrays(session, self, jobs)
+            else:
+                _write_starts_rows(session, self, jobs)
+        self.replicas, self.jobs, self.resized, self.events = [], {}, {}, []
+
+
+_REPLICA_DEFAULTS = {"desired": ReplicaDesired.RUN.value, "status": ReplicaStatus.STARTING.value}
+
+
+def _write_starts_rows(session: Session, starts: Starts, jobs: list[LockedJob]) -> None:
+    """SQLite: each table's rows in one executemany (the ORM's bulk statements: no objects)."""
+    if starts.replicas:
+        session.execute(insert(ReplicaRow), [r | _REPLICA_DEFAULTS for r in starts.replicas])
+    session.execute(
+        update(JobRow),  # by primary key
+        [
+            {
+                "id": job.id,
+                "status": job.status,
+                "started_at": job.started_at,
+                "last_resized_at": starts.resized[job.id][0],
+                "resize_from": starts.resized[job.id][1],
+                "generation": job.generation,
+            }
+            for job in jobs
+        ],
+    )
+    session.execute(insert(EventRow), starts.events)
+
+
+# PostgreSQL: each table in one statement whose values come as arrays, the strings as JSON arrays
+# (``queries.texts``) (a statement of many rows of values spent more time being parsed by the driver than run)
+_INSERT_REPLICAS = text(
+    f"INSERT INTO {ReplicaRow.__tablename__} (job_id, index, node, gpus, share, shared_gpu, desired, status, "
+    "created_at) SELECT v.job_id, v.index, v.node, v.gpus, v.share, v.shared_gpu, :desired, :status, "
+    "v.created_at FROM ROWS FROM (unnest(CAST(:job_ids AS integer[])), unnest(CAST(:indices AS integer[])), "
+    "json_array_elements_text(CAST(:nodes AS json)), unnest(CAST(:gpus AS integer[])), "
+    "json_array_elements_text(CAST(:shares AS json)), unnest(CAST(:shared_gpus AS integer[])), "
+    "unnest(CAST(:created AS float8[]))) WITH ORDINALITY "
+    "AS v(job_id, index, node, gpus, share, shared_gpu, created_at, n) ORDER BY v.n"
+)
+_UPDATE_STARTED = text(
+    f"UPDATE {JobRow.__tablename__} SET status = :status, started_at = v.started_at, "
+    "last_resized_at = v.resized_at, resize_from = v.resize_from, generation = v.generation "
+    "FROM unnest(CAST(:ids AS integer[]), CAST(:started AS float8[]), CAST(:resized AS float8[]), "
+    "CAST(:resize_from AS float8[]), CAST(:generations AS integer[])) "
+    "AS v(id, started_at, resized_at, resize_from, generation) "
+    f"WHERE {JobRow.__tablename__}.id = v.id"
+)
+_INSERT_EVENTS = text(
+    f"INSERT INTO {EventRow.__tablename__} (time, kind, project, job, replicas, reason, cause, details) "
+    "SELECT v.time, v.kind, v.project, v.job, CAST(v.replicas AS json), v.reason, v.cause, "
+    "CAST(v.details AS json) FROM ROWS FROM (unnest(CAST(:times AS float8[])), "
+    + ", ".join(
+        f"json_array_elements_text(CAST(:{name} AS json))"
+        for name in ("kinds", "projects", "jobs", "replicas", "reasons", "causes", "details")
+    )
+    + ") WITH ORDINALITY "
+    "AS v(time, kind, project, job, replicas, reason, cause, details, n) ORDER BY v.n"
+)
+
+
+def _write_starts_arrays(session: Session, starts: Starts, jobs: list[LockedJob]) -> None:
+    """PostgreSQL: each table in one statement, the rows' values as arrays (ids in the rows' order)."""
+    replicas = starts.replicas
+    if replicas:
+        session.execute(
+            _INSERT_REPLICAS,
+            {
+                "desired": _REPLICA_DEFAULTS["desired"],
+                "status": _REPLICA_DEFAULTS["status"],
+                **{
+                    name: [r[key] for r in replicas]
+                    for name, key in (
+                        ("job_ids", "job_id"),
+                        ("indices", "index"),
+                        ("gpus", "gpus"),
+                        ("shared_gpus", "shared_gpu"),
+                        ("created", "created_at"),
+                    )
+                },
+                "nodes": texts(r["node"] for r in replicas),
+                "shares": texts(r["share"] for r in replicas),
+            },
+        )
+    session.execute(
+        _UPDATE_STARTED,
+        {
+            "status": JobStatus.RUNNING.value,
+            "ids": [job.id for job in jobs],
+            "started": [job.started_at for job in jobs],
+            "resized": [starts.resized[job.id][0] for job in jobs],
+            "resize_from": [starts.resized[job.id][1] for job in jobs],
+            "generations": [job.generation for job in jobs],
+        },
+    )
+    events = starts.events
+    session.execute(
+        _INSERT_EVENTS,
+        {
+            "times": [e["time"] for e in events],
+            "kinds": texts(e["kind"] for e in events),
+            "projects": texts(e["project"] for e in events),
+            "jobs": texts(e["job"] for e in events),
+            "replicas": texts(json.dumps(e["replicas"]) for e in events),  # each a JSON text, as the ORM's
+            "reasons": texts(e["reason"] for e in events),
+            "causes": texts(e["cause"] for e in events),
+            "details": texts(json.dumps(e["details"]) for e in events),  # None: JSON null, as the ORM writes
+        },
+    )
 
 
 def release(

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, String, and_, cast, func, or_, select, tuple_
+from sqlalchemy import Select, String, and_, cast, func, or_, select, text, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
@@ -63,6 +63,71 @@ def active_jobs(session: Session, keys: Iterable[tuple[str, str]]) -> dict[tuple
         )
         found |= {(job.project.name, job.name): job for job in session.scalars(query)}
     return found
+
+
+@dataclass(slots=True)
+class LockedJob:
+    """An active job locked for a transition, the columns a start reads and changes, read without the ORM
+    (``scheduler.store.lifecycle.Starts``)."""
+
+    id: int
+    project: str
+    name: str
+    status: str
+    started_at: float | None
+    generation: int
+
+
+def texts(values: Iterable[str | None]) -> str:
+    """PostgreSQL: strings (or None) as one JSON array, for ``json_array_elements_text(CAST(:x AS json))``
+    where a ``text[]`` would do: psycopg escapes each string of a ``text[]`` in Python (3,000 reasons in
+    line took 9 ms, against 0.4 ms for ``json.dumps``, and the server reads the JSON faster too)."""
+    return json.dumps(list(values))
+
+
+# PostgreSQL: the jobs of any number of (project, name) keys, locked, in one statement (the keys as arrays)
+_LOCK_ARRAYS = text(
+    f"SELECT {JobRow.__tablename__}.id, {ProjectRow.__tablename__}.name, {JobRow.__tablename__}.name, "
+    f"{JobRow.__tablename__}.status, {JobRow.__tablename__}.started_at, {JobRow.__tablename__}.generation "
+    f"FROM {JobRow.__tablename__} JOIN {ProjectRow.__tablename__} "
+    f"ON {ProjectRow.__tablename__}.id = {JobRow.__tablename__}.project_id "
+    "JOIN ROWS FROM (json_array_elements_text(CAST(:projects AS json)), "
+    "json_array_elements_text(CAST(:names AS json))) AS k(project, name) "
+    f"ON {ProjectRow.__tablename__}.name = k.project AND {JobRow.__tablename__}.name = k.name "
+    f"WHERE {JobRow.__tablename__}.status IN ({', '.join(repr(str(s.value)) for s in ACTIVE)}) "
+    f"FOR UPDATE OF {JobRow.__tablename__}"
+)
+
+
+def lock_active(session: Session, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], LockedJob]:
+    """What ``active_jobs`` finds and locks, as ``LockedJob``s (no ORM objects): one statement on
+    PostgreSQL, one per 400 keys on SQLite."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    if session.get_bind().dialect.name == "postgresql":
+        arrays = {"projects": texts(k[0] for k in wanted), "names": texts(k[1] for k in wanted)}
+        rows: list[Any] = list(session.connection().execute(_LOCK_ARRAYS, arrays))  # a read: no write seen
+    else:
+        rows = []
+        columns = (
+            JobRow.id,
+            ProjectRow.name,
+            JobRow.name,
+            JobRow.status,
+            JobRow.started_at,
+            JobRow.generation,
+        )
+        for start in range(0, len(wanted), 400):
+            query = (
+                select(*columns)
+                .join(ProjectRow, JobRow.project_id == ProjectRow.id)
+                .where(tuple_(ProjectRow.name, JobRow.name).in_(wanted[start : start + 400]))
+                .where(JobRow.status.in_(ACTIVE))
+                .with_for_update(of=JobRow)
+            )
+            rows += session.execute(query).all()
+    return {(row[1], row[2]): LockedJob(*row) for row in rows}
 
 
 def held_gpu_ids(session: Session) -> dict[str, set[int]]:
