@@ -69,14 +69,9 @@ def start(
         session.add(
             ReplicaRow(
                 job=job,
-                index=placement.index,
-                node=placement.node,
-                gpus=placement.gpus,
-                share=None if placement.share is None else str(placement.share),  # R20
-                shared_gpu=placement.gpu,
                 desired=ReplicaDesired.RUN,
                 status=ReplicaStatus.STARTING,
-                created_at=now,
+                **_replica_fields(placement, now),
             )
         )
     # R18: a grow of a running job is a resize whose pause is measured (``resumed``); a start is not
@@ -88,6 +83,18 @@ def start(
     job.generation += 1
     action = Action.GROW if grow else Action.START
     _event(session, job, action, now=now, replicas=[p.index for p in placements], reason=reason, cause=cause)
+
+
+def _replica_fields(placement: Placement, now: float) -> dict[str, Any]:
+    """A started replica's columns from its placement (``start`` and ``Starts`` write the same)."""
+    return {
+        "index": placement.index,
+        "node": placement.node,
+        "gpus": placement.gpus,
+        "share": None if placement.share is None else str(placement.share),  # R20
+        "shared_gpu": placement.gpu,
+        "created_at": now,
+    }
 
 
 class Starts:
@@ -115,18 +122,7 @@ class Starts:
         reason: str,
     ) -> None:
         """Start ``job`` (or grow it) with the replicas ``placements``, as ``start`` does."""
-        for placement in placements:
-            self.replicas.append(
-                {
-                    "job_id": job.id,
-                    "index": placement.index,
-                    "node": placement.node,
-                    "gpus": placement.gpus,
-                    "share": None if placement.share is None else str(placement.share),  # R20
-                    "shared_gpu": placement.gpu,
-                    "created_at": now,
-                }
-            )
+        self.replicas.extend({"job_id": job.id, **_replica_fields(p, now)} for p in placements)
         self.resized[job.id] = (now, now if grow else None)  # R18: as in ``start``
         job.status = JobStatus.RUNNING
         if job.started_at is None:

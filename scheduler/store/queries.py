@@ -159,7 +159,16 @@ def project_figures(
 def project_jobs(session: Session, project_id: int | None = None) -> list[tuple[int, str, int, int]]:
     """Per project and status: ``(project_id, status, jobs, min GPUs)`` of active jobs (one query; what a
     submit changes)."""
-    jobs = _job_counts()
+    jobs = (
+        select(
+            JobRow.project_id,
+            JobRow.status,
+            func.count(),
+            func.sum(JobRow.min_replicas * JobRow.gpus_per_replica),
+        )
+        .where(JobRow.status.in_(ACTIVE))
+        .group_by(JobRow.project_id, JobRow.status)
+    )
     if project_id is not None:
         jobs = jobs.where(JobRow.project_id == project_id)
     return [(p, status, int(n), int(gpus or 0)) for p, status, n, gpus in session.execute(jobs)]
@@ -194,19 +203,6 @@ def project_holdings(session: Session, project_id: int | None = None) -> list[tu
     for p, _node, _number in session.execute(shared):
         counts[p] += 1
     return held_rows + sorted(counts.items())
-
-
-def _job_counts() -> Select[int, str, int, int]:
-    return (
-        select(
-            JobRow.project_id,
-            JobRow.status,
-            func.count(),
-            func.sum(JobRow.min_replicas * JobRow.gpus_per_replica),
-        )
-        .where(JobRow.status.in_(ACTIVE))
-        .group_by(JobRow.project_id, JobRow.status)
-    )
 
 
 class Slot(NamedTuple):
