@@ -7,14 +7,17 @@ Contract:
 - ``gather(session, state, config, now=...)``: the ``EtaTask`` for the cycle's snapshot: each active job's
   time left from its declared ``expected_duration`` and first start, else from that history.
 - ``store(session, etas)``: write ``jobs.eta``, only the rows that changed; an active job the forecast did not
-  answer for (no longer waiting) gets ``None``.
+  answer for (no longer waiting) gets ``None``. On PostgreSQL the changed rows go in one statement (ids and
+  forecasts as two arrays; tens of thousands of waiting jobs' forecasts change at each forecast), elsewhere
+  one UPDATE a row.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from scheduler.core.estimate import Estimate, Estimator, Finished
@@ -85,11 +88,27 @@ def store(session: Session, etas: dict[str, dict[str, Any]]) -> int:
         .where(JobRow.status.in_(ACTIVE))
     )
     changed = [
-        {"id": job_id, "eta": wanted}
+        (job_id, wanted)
         for job_id, project, name, eta in current
         if (wanted := etas.get(f"{project}/{name}")) != eta
     ]
-    if changed:
-        with accounted(session):  # forecasts: nothing the scheduling snapshot reads
-            session.execute(update(JobRow), changed)
+    if not changed:
+        return 0
+    with accounted(session):  # forecasts: nothing the scheduling snapshot reads
+        connection = session.connection()
+        if connection.dialect.name == "postgresql":
+            ids = [job_id for job_id, _ in changed]
+            forecasts = json.dumps([eta for _, eta in changed])
+            connection.execute(_ETA_UPDATE_ARRAYS, {"ids": ids, "etas": forecasts})
+        else:
+            session.execute(update(JobRow), [{"id": job_id, "eta": eta} for job_id, eta in changed])
     return len(changed)
+
+
+# PostgreSQL: every changed forecast in one statement (40,960 waiting jobs' forecasts took seconds as one
+# UPDATE a row); a job without one gets a JSON null, as the ORM's JSON column writes None
+_ETA_UPDATE_ARRAYS = text(
+    f"UPDATE {JobRow.__tablename__} SET eta = v.eta "
+    "FROM ROWS FROM (unnest(CAST(:ids AS integer[])), json_array_elements(CAST(:etas AS json))) "
+    f"AS v(id, eta) WHERE {JobRow.__tablename__}.id = v.id"
+)

@@ -1,7 +1,9 @@
 """Runs start-time forecasts in a child process at a lower CPU priority, so the loop never waits on one.
 
 Contract: ``EtaWorker(every)`` paces and runs ``scheduler.engine.eta.compute``:
-- ``due(now)``: no forecast in flight, and ``every`` seconds passed since the last one began;
+- ``due(now)``: no forecast in flight, and ``every`` seconds passed since the last one began, and ``SPACING``
+  times what the last one took (a forecast of tens of thousands of jobs takes tens of seconds of a core: they
+  come less often rather than keep a core of a small host busy);
 - ``start(task)``: hand one to the child (started on first use: a ``spawn``ed process at ``nice`` +10 that
   imports only the core, so it inherits no thread, lock or database connection of the loop; it dies with the
   engine: ``lifeline``);
@@ -23,6 +25,7 @@ from scheduler.engine.eta import EtaTask, compute
 from scheduler.engine.lifeline import die_with_parent
 
 NICE = 10
+SPACING = 10.0  # a forecast starts no sooner than this many times what the last one took after it began
 
 
 def _child_start(parent: int) -> None:
@@ -40,11 +43,12 @@ class EtaWorker:
     def __init__(self, every: float) -> None:
         self.every = every
         self.last_start = -math.inf
+        self.took = 0.0  # seconds the last finished forecast took
         self._pool: ProcessPoolExecutor | None = None
         self._future: Future[tuple[dict[str, dict[str, Any]], float]] | None = None
 
     def due(self, now: float) -> bool:
-        return self._future is None and now - self.last_start >= self.every
+        return self._future is None and now - self.last_start >= max(self.every, SPACING * self.took)
 
     def start(self, task: EtaTask) -> None:
         if self._pool is None:
@@ -61,10 +65,12 @@ class EtaWorker:
             return None
         self._future = None
         try:
-            return future.result()
+            done = future.result()
         except BaseException:
             self._drop_pool()  # a broken pool (the child died) never recovers: the next start makes a new one
             raise
+        self.took = done[1]
+        return done
 
     def _drop_pool(self) -> None:
         if self._pool is not None:

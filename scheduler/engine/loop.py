@@ -258,8 +258,10 @@ class Engine:
                 grace_period=self.settings.grace_period,
             )
         self.metrics.phase_done("persist", time.perf_counter() - phase)
+        phase = time.perf_counter()
         self._forecast(state, plan, now)
         self._expire(now)
+        self.metrics.phase_done("forecast", time.perf_counter() - phase)
         phase = time.perf_counter()
         with self._write() as session:
             self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)

@@ -28,7 +28,14 @@ ETA_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 EXECUTOR_OPERATIONS = ("start", "cycle")  # a replica that could not start; a call that failed a cycle
 ERROR_KINDS = ("executor", "database", "other")
-PHASES = ("observe", "read", "plan", "persist", "apply")  # of a cycle, each timed (tide_cycle_phase_seconds)
+PHASES = (
+    "observe",
+    "read",
+    "plan",
+    "persist",
+    "forecast",
+    "apply",
+)  # of a cycle, each timed (tide_cycle_phase_seconds)
 
 
 def error_kind(error: BaseException) -> str:
@@ -91,7 +98,8 @@ class EngineMetrics:
             "tide_cycle_phase_seconds",
             "Seconds each phase of a scheduling cycle took: observe (nodes synced, the executor observed, its "
             "observations recorded), read (the snapshot, read again where it changed), plan (plan_cycle alone), persist (the "
-            "plan written) and apply (stops and launches).",
+            "plan written), forecast (a start-time forecast handed to its worker or stored, finished jobs past their "
+            "retention removed) and apply (stops and launches).",
             ["phase"],
             buckets=CYCLE_BUCKETS,
             registry=self.registry,

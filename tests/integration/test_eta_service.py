@@ -123,6 +123,20 @@ def test_without_a_declared_duration_the_projects_jobs_of_the_same_shape_answer(
         engine.close()
 
 
+def test_a_slow_forecast_makes_the_next_one_wait_ten_times_as_long() -> None:
+    """Forecasts come every ``every`` seconds while they are quick; one that took 10 s (tens of thousands of
+    waiting jobs) is followed by the next 100 s after it began, so forecasts keep at most a tenth of a core."""
+    worker = EtaWorker(every=30)
+    try:
+        worker.start(EtaTask(ClusterState((Node("n", 1),), ()), Config(), 0.0, {}, Horizon()))
+        wait_for(worker.poll, timeout=60, what="the forecast")
+        assert worker.took < 3 and not worker.due(29.0) and worker.due(30.0)
+        worker.took = 10.0  # as if it had taken 10 s
+        assert not worker.due(30.0) and not worker.due(99.0) and worker.due(100.0)
+    finally:
+        worker.close()
+
+
 def test_the_worker_reports_a_failed_forecast_once_and_recovers() -> None:
     worker = EtaWorker(every=0)
     try:

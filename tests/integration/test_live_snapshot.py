@@ -335,6 +335,40 @@ def test_a_write_nobody_signals_is_found_as_drift_and_mended(pg_url: str) -> Non
         db.dispose()
 
 
+def test_a_slow_check_comes_less_often_so_checks_stay_a_small_part_of_the_loop(db_url: str) -> None:
+    """Checks come every ``check_every`` seconds while a full read is quick; when one took 2 s (a large
+    cluster), the next waits 50 times that (100 s), not the 60 s set."""
+    db = Database(db_url)
+    upgrade(db)
+    now, took, elapsed = [0.0], [0.001], [0.0]
+
+    def timer() -> float:  # a check reads it before and after its full read, which takes ``took[0]``
+        elapsed[0] += took[0]
+        return elapsed[0]
+
+    live = LiveSnapshot(db, check_every=60.0, clock=lambda: now[0], timer=timer)
+
+    def checks_at(*times: float) -> list[int]:
+        counts = []
+        for t in times:
+            now[0] = t
+            with db.read() as session:
+                live.read(session)
+            counts.append(live.checks)
+        return counts
+
+    try:
+        assert checks_at(0.0, 30.0, 60.0, 90.0) == [1, 1, 2, 2]  # quick reads: every 60 s
+        took[0] = 2.0
+        assert checks_at(120.0) == [3]  # this one took 2 s
+        assert checks_at(180.0, 219.0) == [3, 3]  # so the next comes 100 s later
+        took[0] = 0.001
+        assert checks_at(220.0, 250.0, 280.0) == [4, 4, 5]  # quick again: 60 s
+    finally:
+        live.detach()
+        db.dispose()
+
+
 def test_a_change_signal_that_cannot_be_read_means_everything() -> None:
     assert Changes.decode("garbled")[2].everything
     assert Changes.decode("s w - 1,x")[2].everything

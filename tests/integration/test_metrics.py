@@ -80,7 +80,7 @@ def test_metrics_follow_the_seed_scenario(svc: RunningService) -> None:
     assert value(after, "tide_leader") == value(after, "tide_state_up") == 1
     assert value(after, "tide_cycle_duration_seconds_count") >= cycles > 0
     # the snapshot kept in memory: its read and the plan timed apart, its first check found no drift
-    for phase in ("observe", "read", "plan", "persist", "apply"):
+    for phase in ("observe", "read", "plan", "persist", "forecast", "apply"):
         assert value(after, "tide_cycle_phase_seconds_count", phase=phase) >= cycles, phase
     assert value(after, "tide_state_checks_total") >= 1 and value(after, "tide_state_drift_total") == 0
     submits = {"route": "/api/v1/projects/{project}/jobs", "method": "POST", "status": "201"}
