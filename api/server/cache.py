@@ -23,6 +23,9 @@ a write of this service always sees it: the write bumped the version first. At m
 client varying query strings cannot grow it without bound. A build may return ``Payload`` instead of bytes
 to send headers along with the body (a paged read's ``X-Total-Count``), an ETag of its own (one of the
 parts it spliced, not of megabytes) and a ``value`` for views made of it; they are kept with the view.
+``ViewCache.value(key, build, version=)`` is the same for a value a write path reads (from any thread, built
+in the caller's): a submit's check of which node sizes exist reads them once per change of the nodes' version
+(or ``max_age``), not once per submit.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -119,6 +123,8 @@ class ViewCache:
         self._views: OrderedDict[str, View] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._values: dict[str, tuple[int, float, object]] = {}  # ``value``'s: version, built at, value
+        self._values_lock = threading.Lock()
 
     def _view(self, key: str, version: int, ages: float) -> View | None:
         """The view of ``key`` if it was built at ``version`` or later, at most ``ages`` times its age limit
@@ -129,6 +135,20 @@ class ViewCache:
         if self.clock() - view.built_at > ages * max(self.max_age, COST_AGES * view.cost):
             return None
         return view
+
+    def value(self, key: str, build: Callable[[], object], *, version: Version | None = None) -> object:
+        """What ``build`` returned at ``version`` (``current`` unless told) less than ``max_age`` ago, else
+        what it returns now (run in the caller's thread; two callers at once may both run it)."""
+        wanted = (version or self.version.current)()
+        with self._values_lock:
+            kept = self._values.get(key)
+        if kept is not None and kept[0] >= wanted and self.clock() - kept[1] <= self.max_age:
+            return kept[2]
+        started = self.clock()
+        built = build()
+        with self._values_lock:
+            self._values[key] = (wanted, started, built)
+        return built
 
     async def get(self, key: str, build: Build, *, version: Version | None = None) -> View:
         """The view of ``key``, ``build`` run in a worker thread when it must be built. ``version``: the count

@@ -163,3 +163,20 @@ def test_a_costly_view_is_kept_ten_times_its_build() -> None:
         assert (await cache.get("k", slow)).body == b"4"
 
     asyncio.run(scenario())
+
+
+def test_a_value_the_write_path_reads_is_built_once_per_change_of_its_version() -> None:
+    """A submit's check of the node sizes: read once while nothing that nodes show changed, read again after
+    such a change (not after a submit, which ``nodes`` does not count), or once it is past its age."""
+    reads, version = Reads(), StateVersion()
+    cache = ViewCache(version, max_age=1.0, clock=lambda: reads.now)
+    sizes = version.nodes
+    assert cache.value("sizes", reads.build, version=sizes) == b"1"
+    assert cache.value("sizes", reads.build, version=sizes) == b"1"  # from memory
+    version.bump(nodes=False)  # a submit: what nodes show did not change
+    assert cache.value("sizes", reads.build, version=sizes) == b"1"
+    version.bump()  # a cordon, a node gone
+    assert cache.value("sizes", reads.build, version=sizes) == b"2"
+    reads.now += 1.5  # past its age: another instance may have changed the nodes
+    assert cache.value("sizes", reads.build, version=sizes) == b"3"
+    assert reads.count == 3
