@@ -16,7 +16,8 @@ The model is the Pollux artifact's, re-implemented here (``docs/simulator.md``, 
 Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job reports its samples per second at the
 sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``), ``tide-goodput-cost``
 (and R18 told that a resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14, fair share over time,
-with a one-hour half-life), ``tide-one-project-goodput-cost`` (as ``tide-goodput-cost``, with the whole cluster
+with a one-hour half-life), ``tide-goodput-cost-usage-half-to-given`` (as ``tide-goodput-cost-usage``, each job
+elastic from half its given size to that size instead of 1 GPU to twice it), ``tide-one-project-goodput-cost`` (as ``tide-goodput-cost``, with the whole cluster
 one project instead of a project per job), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
 16 GPU-hour threshold and no starvation limit, first-fit in queue order, most-free node first, as the
 Pollux artifact's baseline). Two references that are not Tide policies, to tell what allocation alone can reach
@@ -519,15 +520,18 @@ class TidePolicy:
       a GPU into the most progress"). A job of a project never takes a running job's extras at equal
       priority (decision 47), so a new job starts only on GPUs that are idle or freed by an ending job.
 
-    A job runs from 1 replica of 1 GPU to ``max_factor x`` its given size (as the Philly replays let elastic
-    jobs grow to twice their request), at most what its batch can be split over (a local batch no smaller than
-    the smallest measured one) and 64.
+    A job runs from ``min_factor x`` its given size (1 GPU at least; by default 1 GPU) to ``max_factor x`` it (by
+    default twice, as the Philly replays let elastic jobs grow to twice their request), at most what its batch
+    can be split over (a local batch no smaller than the smallest measured one) and 64.
     """
 
-    def __init__(self, config: Config, max_factor: float = 2.0, mapping: str = JOB_PROJECTS) -> None:
+    def __init__(
+        self, config: Config, max_factor: float = 2.0, mapping: str = JOB_PROJECTS, min_factor: float = 0.0
+    ) -> None:
         if mapping not in MAPPINGS:
             raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
         self.config, self.max_factor, self.mapping = config, max_factor, mapping
+        self.min_factor = min_factor
         self.nodes = tuple(Node(f"node{i:02d}", GPUS_PER_NODE) for i in range(NODES))
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.jobs: dict[str, Job] = {}
@@ -541,7 +545,8 @@ class TidePolicy:
             top = max(1, min(NODES * GPUS_PER_NODE, row.batch // sim.app.lmin))
             top = min(top, max(row.replicas, math.floor(row.replicas * self.max_factor)))
             project = CLUSTER_PROJECT if self.mapping == ONE_PROJECT else row.name
-            job = Job(project, row.name, 1, top, submitted_at=row.submit)
+            low = min(top, max(1, math.floor(row.replicas * self.min_factor)))
+            job = Job(project, row.name, low, top, submitted_at=row.submit)
         if self.config.goodput:  # what it reported: samples per second at each size it ran
             job = replace(job, throughput=fit(sim.measured.items()))
         return job
@@ -626,6 +631,11 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "tide-goodput-cost": lambda: TidePolicy(tide_config(goodput=True, resize_cost=STALL_SECONDS)),
     "tide-goodput-cost-usage": lambda: TidePolicy(
         tide_config(goodput=True, resize_cost=STALL_SECONDS, usage_half_life=USAGE_HALF_LIFE)
+    ),
+    "tide-goodput-cost-usage-half-to-given": lambda: TidePolicy(
+        tide_config(goodput=True, resize_cost=STALL_SECONDS, usage_half_life=USAGE_HALF_LIFE),
+        min_factor=0.5,
+        max_factor=1.0,
     ),
     "tide-one-project-goodput-cost": lambda: TidePolicy(
         tide_config(goodput=True, resize_cost=STALL_SECONDS), mapping=ONE_PROJECT

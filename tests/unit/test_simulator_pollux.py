@@ -88,6 +88,24 @@ def test_one_project_owns_the_cluster_and_a_new_job_waits_for_a_free_gpu() -> No
         TidePolicy(Config(), mapping="teams")
 
 
+def test_half_to_given_declares_each_job_elastic_between_half_and_its_given_size() -> None:
+    """``min_factor``/``max_factor``: a 12-GPU job runs on 6 to 12 GPUs, a 1-GPU job on 1; by default 1 GPU
+    to twice the given size (at most what the batch can be split over)."""
+    rows = load_workload(WORKLOADS / "workload-6.csv")
+    twelve = next(r for r in rows if r.replicas == 12)
+    one = next(r for r in rows if r.replicas == 1)
+    jobs = [SimJob(r, load_app(r.app)) for r in (twelve, one)]
+    half = POLICIES["tide-goodput-cost-usage-half-to-given"]()
+    assert isinstance(half, TidePolicy)
+    out = half(jobs, max(twelve.submit, one.submit) + 60)
+    declared = {n: (j.min_replicas, j.max_replicas) for n, j in half.jobs.items()}
+    assert declared == {twelve.name: (6, 12), one.name: (1, 1)}
+    assert len(out[twelve.name]) == 12 and len(out[one.name]) == 1
+    default = TidePolicy(Config())
+    default(jobs, max(twelve.submit, one.submit) + 60)
+    assert default.jobs[twelve.name].min_replicas == 1 and default.jobs[twelve.name].max_replicas > 12
+
+
 def _checked(policy: Policy) -> Policy:
     """``policy`` with every round's allocation checked: no node over 4 GPUs, a job spanning nodes alone on
     them, no job past what its batch can be split over."""
@@ -168,6 +186,7 @@ def test_bench_json_on_a_slice_has_avg_jct_per_policy() -> None:
         "tide-goodput",
         "tide-goodput-cost",
         "tide-goodput-cost-usage",
+        "tide-goodput-cost-usage-half-to-given",
         "tide-one-project-goodput-cost",
         "tide",
         "tiresias",
