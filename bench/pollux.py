@@ -7,12 +7,13 @@ Policies: ``tide-goodput`` (Tide with goodput-aware growth, R19), ``tide-goodput
 resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14's fair share over time, a one-hour
 half-life), ``tide-goodput-cost-usage-half-to-given`` (the same, each job elastic from half its given size to
 that size), ``tide-one-project-goodput-cost`` (``tide-goodput-cost`` with the whole cluster one project, so
-that goodput decides which job grows, instead of a project per job), ``tide`` (Tide as before R19), ``tiresias`` (the jobs' given sizes, least-attained-service queue: the artifact's baseline, whose
-3,469.69 s on workload-6 the Pollux simulator reports), and two references that are not Tide policies:
-``pollux-fixed-batch`` (Pollux's allocation objective with each job's batch size fixed) and ``oracle-fixed-batch``
-(the job with the least work left first, read from the model: what allocation reaches knowing job lengths).
-Prints a table; ``--json`` prints one object with
-``avg_jct_s`` per policy (``--all``: per workload, and their mean).
+that goodput decides which job grows, instead of a project per job), ``tide`` (Tide as before R19),
+``tiresias`` (the jobs' given sizes, least-attained-service queue: the artifact's baseline, whose 3,469.69 s
+on workload-6 the Pollux simulator reports), and two references that are not Tide policies:
+``pollux-fixed-batch`` (Pollux's allocation objective with each job's batch size fixed) and
+``oracle-fixed-batch`` (the job with the least work left first, read from the model: what allocation reaches
+knowing job lengths). Prints a table; ``--json`` prints one object with ``avg_jct_s`` per policy (``--all``:
+per workload, and their mean).
 
     python bench/pollux.py                      # workload-6
     python bench/pollux.py --all                # the eight workloads and the mean

@@ -13,18 +13,19 @@ The model is the Pollux artifact's, re-implemented here (``docs/simulator.md``, 
   triangulates with SciPy, so the two differ slightly off the measured placements). Progress per second is
   the statistical gain at the effective batch divided by the step time; the job is done after its last epoch.
 
-Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job reports its samples per second at the
-sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``), ``tide-goodput-cost``
-(and R18 told that a resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14, fair share over time,
-with a one-hour half-life), ``tide-goodput-cost-usage-half-to-given`` (as ``tide-goodput-cost-usage``, each job
-elastic from half its given size to that size instead of 1 GPU to twice it), ``tide-one-project-goodput-cost`` (as ``tide-goodput-cost``, with the whole cluster
-one project instead of a project per job), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
-16 GPU-hour threshold and no starvation limit, first-fit in queue order, most-free node first, as the
-Pollux artifact's baseline). Two references that are not Tide policies, to tell what allocation alone can reach
-with every batch size fixed: ``pollux-fixed-batch`` (``PolluxFixedBatch``: the Pollux simulator's objective,
-searched greedily over the model's true speeds) and ``oracle-fixed-batch`` (``RemainingWorkOracle``: the
-job with the least work left first, which no scheduler knows). How Tide sees the jobs (a project each, or all in one project; 1 GPU to twice the
-given size) is in ``TidePolicy``.
+Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job reports its samples per second at
+the sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``),
+``tide-goodput-cost`` (and R18 told that a resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14,
+fair share over time, with a one-hour half-life), ``tide-goodput-cost-usage-half-to-given`` (as
+``tide-goodput-cost-usage``, each job elastic from half its given size to that size instead of 1 GPU to twice
+it), ``tide-one-project-goodput-cost`` (as ``tide-goodput-cost``, with the whole cluster one project instead
+of a project per job), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes,
+two-queue least-attained-service with a 16 GPU-hour threshold and no starvation limit, first-fit in queue
+order, most-free node first, as the Pollux artifact's baseline). Two references that are not Tide policies, to
+tell what allocation alone can reach with every batch size fixed: ``pollux-fixed-batch``
+(``PolluxFixedBatch``: the Pollux simulator's objective, searched greedily over the model's true speeds) and
+``oracle-fixed-batch`` (``RemainingWorkOracle``: the job with the least work left first, which no scheduler
+knows). How Tide sees the jobs (a project each, or all in one project; which sizes) is in ``TidePolicy``.
 """
 
 from __future__ import annotations
@@ -331,7 +332,7 @@ def _compact(gpus: int) -> tuple[int, ...]:
 
 
 def rate(app: App, batch: int, placement: tuple[int, ...], epoch: int) -> float:
-    """Progress per second of a job at global ``batch`` on ``placement`` during ``epoch`` (the model's own)."""
+    """Progress per second at global ``batch`` on ``placement`` during ``epoch`` (the model's own)."""
     replicas = sum(placement)
     m, a = app.micro_batches(batch, replicas)
     step, sync = app.step_time(placement, m)
@@ -520,9 +521,9 @@ class TidePolicy:
       a GPU into the most progress"). A job of a project never takes a running job's extras at equal
       priority (decision 47), so a new job starts only on GPUs that are idle or freed by an ending job.
 
-    A job runs from ``min_factor x`` its given size (1 GPU at least; by default 1 GPU) to ``max_factor x`` it (by
-    default twice, as the Philly replays let elastic jobs grow to twice their request), at most what its batch
-    can be split over (a local batch no smaller than the smallest measured one) and 64.
+    A job runs from ``min_factor x`` its given size (1 GPU at least; by default 1 GPU) to ``max_factor x``
+    it (by default twice, as the Philly replays let elastic jobs grow to twice their request), at most what
+    its batch can be split over (a local batch no smaller than the smallest measured one) and 64.
     """
 
     def __init__(
