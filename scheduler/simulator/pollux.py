@@ -359,7 +359,7 @@ class PolluxFixedBatch:
 
     Each round it maximises the Pollux simulator's objective, the power mean (p = -1) of the jobs' speedups,
     each speedup the job's progress rate on its allocation over its rate on a fair share (``ceil(64 / J)``
-    GPUs on one node), a changed allocation's speedup multiplied by the restart factor
+    GPUs on as few nodes), a changed allocation's speedup multiplied by the restart factor
     ``max(age - 30 x restarts, 0) / (age + 30)``; as in Pollux, a job spanning nodes has them to itself, no
     quotas, a job from 0 GPUs up to what its batch can be split over (64 at most). Unlike Pollux, which
     searches with a genetic algorithm over fitted models, it reads the progress model's true rates (an oracle)
