@@ -5,10 +5,15 @@ under the Pollux simulator's progress model: every 60 s all jobs advance and the
 allocation stalls its job 30 s, each job keeps its given global batch size (Tide does not tune batch sizes).
 Policies: ``tide-goodput`` (Tide with goodput-aware growth, R19), ``tide-goodput-cost`` (and R18 knowing each
 resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14's fair share over time, a one-hour
-half-life), ``tide-one-project-goodput-cost`` (``tide-goodput-cost`` with the whole cluster one project, so
-that goodput decides which job grows, instead of a project per job), ``tide`` (Tide as before R19), ``tiresias`` (the jobs' given sizes, least-attained-service queue: the artifact's baseline, whose
-3,469.69 s on workload-6 the Pollux simulator reports). Prints a table; ``--json`` prints one object with
-``avg_jct_s`` per policy (``--all``: per workload, and their mean).
+half-life), ``tide-goodput-cost-usage-half-to-given`` (the same, each job elastic from half its given size to
+that size), ``tide-one-project-goodput-cost`` (``tide-goodput-cost`` with the whole cluster one project, so
+that goodput decides which job grows, instead of a project per job), ``tide`` (Tide as before R19),
+``tiresias`` (the jobs' given sizes, least-attained-service queue: the artifact's baseline, whose 3,469.69 s
+on workload-6 the Pollux simulator reports), and two references that are not Tide policies:
+``pollux-fixed-batch`` (Pollux's allocation objective with each job's batch size fixed) and
+``oracle-fixed-batch`` (the job with the least work left first, read from the model: what allocation reaches
+knowing job lengths). Prints a table; ``--json`` prints one object with ``avg_jct_s`` per policy (``--all``:
+per workload, and their mean).
 
     python bench/pollux.py                      # workload-6
     python bench/pollux.py --all                # the eight workloads and the mean
@@ -65,14 +70,14 @@ def table(title: str, results: dict[str, dict[str, float]], pollux: bool) -> str
     """One workload's rows; ``pollux``: with the ratio to Pollux's published figure (workload-6 only)."""
     lines = [
         title,
-        f"{'policy':<31}{'avg JCT s':>11}{'median s':>10}{'makespan s':>12}{'allocs/job':>12}"
+        f"{'policy':<40}{'avg JCT s':>11}{'median s':>10}{'makespan s':>12}{'allocs/job':>12}"
         f"{'vs Tiresias':>13}" + (f"{'vs Pollux':>11}" if pollux else ""),
     ]
     base = results.get("tiresias", {}).get("avg_jct_s")
     for name, r in results.items():
         vs_t = f"{r['avg_jct_s'] / base:.2f}x" if base else "-"
         lines.append(
-            f"{name:<31}{r['avg_jct_s']:>11,.0f}{r['median_jct_s']:>10,.0f}{r['makespan_s']:>12,.0f}"
+            f"{name:<40}{r['avg_jct_s']:>11,.0f}{r['median_jct_s']:>10,.0f}{r['makespan_s']:>12,.0f}"
             f"{r['allocations_per_job']:>12.2f}{vs_t:>13}"
             + (f"{r['avg_jct_s'] / REFERENCE['pollux']:>10.2f}x" if pollux else "")
         )

@@ -13,14 +13,19 @@ The model is the Pollux artifact's, re-implemented here (``docs/simulator.md``, 
   triangulates with SciPy, so the two differ slightly off the measured placements). Progress per second is
   the statistical gain at the effective batch divided by the step time; the job is done after its last epoch.
 
-Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job reports its samples per second at the
-sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``), ``tide-goodput-cost``
-(and R18 told that a resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14, fair share over time,
-with a one-hour half-life), ``tide-one-project-goodput-cost`` (as ``tide-goodput-cost``, with the whole cluster
-one project instead of a project per job), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes, two-queue least-attained-service with a
-16 GPU-hour threshold and no starvation limit, first-fit in queue order, most-free node first, as the
-Pollux artifact's baseline). How Tide sees the jobs (a project each, or all in one project; 1 GPU to twice the
-given size) is in ``TidePolicy``.
+Policies (``POLICIES``): ``tide-goodput`` (the core with R19 on; each job reports its samples per second at
+the sizes it ran and the shell fits ``scheduler.core.goodput.fit`` into ``Job.throughput``),
+``tide-goodput-cost`` (and R18 told that a resize costs the 30 s stall), ``tide-goodput-cost-usage`` (and R14,
+fair share over time, with a one-hour half-life), ``tide-goodput-cost-usage-half-to-given`` (as
+``tide-goodput-cost-usage``, each job elastic from half its given size to that size instead of 1 GPU to twice
+it), ``tide-one-project-goodput-cost`` (as ``tide-goodput-cost``, with the whole cluster one project instead
+of a project per job), ``tide`` (the core with R19 off: today's rule) and ``tiresias`` (the jobs' given sizes,
+two-queue least-attained-service with a 16 GPU-hour threshold and no starvation limit, first-fit in queue
+order, most-free node first, as the Pollux artifact's baseline). Two references that are not Tide policies, to
+tell what allocation alone can reach with every batch size fixed: ``pollux-fixed-batch``
+(``PolluxFixedBatch``: the Pollux simulator's objective, searched greedily over the model's true speeds) and
+``oracle-fixed-batch`` (``RemainingWorkOracle``: the job with the least work left first, which no scheduler
+knows). How Tide sees the jobs (a project each, or all in one project; which sizes) is in ``TidePolicy``.
 """
 
 from __future__ import annotations
@@ -320,6 +325,183 @@ class Tiresias:
         return {k: tuple(v) for k, v in self.alloc.items()}
 
 
+def _compact(gpus: int) -> tuple[int, ...]:
+    """``gpus`` on as few nodes as hold them: whole nodes, then the rest on one more."""
+    whole, rest = divmod(gpus, GPUS_PER_NODE)
+    return (GPUS_PER_NODE,) * whole + ((rest,) if rest else ())
+
+
+def rate(app: App, batch: int, placement: tuple[int, ...], epoch: int) -> float:
+    """Progress per second at global ``batch`` on ``placement`` during ``epoch`` (the model's own)."""
+    replicas = sum(placement)
+    m, a = app.micro_batches(batch, replicas)
+    step, sync = app.step_time(placement, m)
+    sqr, var = app.grad_stats(replicas * m * (a + 1), epoch)
+    effective = replicas * m * (a + 1)
+    return (var + sqr) / (var * app.b0 / effective + sqr) / (step + a * (step - sync))
+
+
+def _pack(sizes: Iterable[int]) -> int:
+    """Nodes that first-fit decreasing needs for single-node jobs of ``sizes`` GPUs."""
+    bins: list[int] = []
+    for size in sorted(sizes, reverse=True):
+        for i, free in enumerate(bins):
+            if free >= size:
+                bins[i] -= size
+                break
+        else:
+            bins.append(GPUS_PER_NODE - size)
+    return len(bins)
+
+
+class PolluxFixedBatch:
+    """A reference, not a Tide policy: Pollux's allocation with every job's batch size fixed.
+
+    Each round it maximises the Pollux simulator's objective, the power mean (p = -1) of the jobs' speedups,
+    each speedup the job's progress rate on its allocation over its rate on a fair share (``ceil(64 / J)``
+    GPUs on as few nodes), a changed allocation's speedup multiplied by the restart factor
+    ``max(age - 30 x restarts, 0) / (age + 30)``; as in Pollux, a job spanning nodes has them to itself, no
+    quotas, a job from 0 GPUs up to what its batch can be split over (64 at most). Unlike Pollux, which
+    searches with a genetic algorithm over fitted models, it reads the progress model's true rates (an oracle)
+    and searches greedily: sizes 1-4 on one node or whole nodes, the next GPUs always to the move (any job,
+    any larger size) that lowers ``sum(1 / speedup)`` the most per GPU, while the jobs still fit the nodes.
+    Jobs that keep their size keep their GPUs; the others are placed on whole free nodes or, within one node,
+    on the fullest node that fits.
+    """
+
+    def __init__(self) -> None:
+        self.alloc: dict[str, tuple[int, ...]] = {}  # job -> node index per GPU
+        self.attained: dict[str, float] = {}  # GPU-seconds, the order among equal moves
+        self.last = 0
+
+    def __call__(self, jobs: Sequence[SimJob], now: int) -> Mapping[str, tuple[int, ...]]:
+        alive = {j.row.name: j for j in jobs}
+        self.alloc = {k: v for k, v in self.alloc.items() if k in alive}
+        for key, job in alive.items():
+            self.attained[key] = self.attained.get(key, 0.0) + job.gpus * (now - self.last)
+        self.last = now
+        order = sorted(alive, key=lambda k: (self.attained[k], alive[k].row.submit, k))
+        fair = max(1, math.ceil(NODES * GPUS_PER_NODE / len(alive)))
+        values: dict[str, dict[int, float]] = {}
+        for key in order:
+            job = alive[key]
+            top = max(1, min(NODES * GPUS_PER_NODE, job.row.batch // job.app.lmin))
+            sizes = [n for n in (1, 2, 3, 4, *range(8, 65, 4)) if n <= top]
+            epoch = min(job.epoch, job.app.epochs - 1)
+            base = rate(job.app, job.row.batch, _compact(min(fair, top)), epoch)
+            age = now - job.row.submit
+            factor = max(age - RESTART * job.allocations, 0) / (age + RESTART)
+            held = len(self.alloc.get(key, ()))
+            values[key] = {0: 1e-3}
+            for n in sizes:
+                speedup = 0.25 * rate(job.app, job.row.batch, _compact(n), epoch) / base
+                values[key][n] = speedup * (1.0 if n == held else factor) + 1e-3
+        size = dict.fromkeys(order, 0)
+        while True:
+            best: tuple[float, str, int] | None = None
+            for key in order:
+                now_v = 1 / values[key][size[key]]
+                for n, v in values[key].items():
+                    if n <= size[key]:
+                        continue
+                    gain = (now_v - 1 / v) / (n - size[key])
+                    if gain > 0 and (best is None or gain > best[0]) and self._fits(size, key, n):
+                        best = (gain, key, n)
+            if best is None:
+                break
+            size[best[1]] = best[2]
+        return self._place(size, order)
+
+    @staticmethod
+    def _fits(size: Mapping[str, int], key: str, n: int) -> bool:
+        sizes = [n if k == key else s for k, s in size.items() if (n if k == key else s)]
+        whole = sum(s // GPUS_PER_NODE for s in sizes if s > GPUS_PER_NODE)
+        return whole + _pack(s for s in sizes if s <= GPUS_PER_NODE) <= NODES
+
+    def _place(self, size: Mapping[str, int], order: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        free = [GPUS_PER_NODE] * NODES
+        owner: list[str | None] = [None] * NODES  # a node a distributed job has to itself
+        out: dict[str, tuple[int, ...]] = {}
+        for key in order:  # jobs that keep their size keep their GPUs
+            old = self.alloc.get(key, ())
+            if size[key] and len(old) == size[key]:
+                out[key] = old
+                for n in old:
+                    free[n] -= 1
+                    if size[key] > GPUS_PER_NODE:
+                        owner[n] = key
+        moved = [k for k in order if size[k] and k not in out]
+        for key in sorted(moved, key=lambda k: -size[k]):
+            n = size[key]
+            if n > GPUS_PER_NODE:
+                empty = [i for i in range(NODES) if free[i] == GPUS_PER_NODE]
+                if len(empty) < n // GPUS_PER_NODE:
+                    continue  # fragmented by jobs kept in place: it waits a round
+                nodes = empty[: n // GPUS_PER_NODE]
+                out[key] = tuple(i for i in nodes for _ in range(GPUS_PER_NODE))
+                for i in nodes:
+                    free[i], owner[i] = 0, key
+            else:
+                fits = [i for i in range(NODES) if owner[i] is None and free[i] >= n]
+                if not fits:
+                    continue
+                i = min(fits, key=lambda i: (free[i], i))
+                free[i] -= n
+                out[key] = (i,) * n
+        self.alloc = out
+        return out
+
+
+def remaining_seconds(job: SimJob, gpus: int) -> float:
+    """Seconds ``job`` still needs on ``gpus`` GPUs placed compactly (the model's truth: an oracle's view)."""
+    seconds, progress = 0.0, job.progress
+    for epoch in range(job.epoch, job.app.epochs):
+        seconds += (job.app.epoch_end[epoch] - progress) / rate(job.app, job.row.batch, _compact(gpus), epoch)
+        progress = job.app.epoch_end[epoch]
+    return seconds
+
+
+class RemainingWorkOracle(PolluxFixedBatch):
+    """A reference, not a Tide policy: what allocation alone reaches when it knows every job's remaining work.
+
+    Each round the jobs go in order of the GPU-seconds they still need at their given size (shortest
+    remaining processing time first, read from the progress model: no scheduler knows it), each at its given
+    size rounded down to 1-4 GPUs on one node or whole nodes, as many as fit; the GPUs left over then go, one
+    move at a time, to the running job whose step time a larger size cuts by the largest fraction per added
+    GPU. Batch sizes stay fixed; jobs that keep their size keep their GPUs, as in ``PolluxFixedBatch``.
+    """
+
+    def __call__(self, jobs: Sequence[SimJob], now: int) -> Mapping[str, tuple[int, ...]]:
+        alive = {j.row.name: j for j in jobs}
+        self.alloc = {k: v for k, v in self.alloc.items() if k in alive}
+        sizes: dict[str, list[int]] = {}
+        speed: dict[str, dict[int, float]] = {}
+        for key, job in alive.items():
+            top = max(1, min(NODES * GPUS_PER_NODE, job.row.batch // job.app.lmin))
+            sizes[key] = [n for n in (1, 2, 3, 4, *range(8, 65, 4)) if n <= top]
+            epoch = min(job.epoch, job.app.epochs - 1)
+            speed[key] = {n: rate(job.app, job.row.batch, _compact(n), epoch) for n in sizes[key]}
+        given = {k: max(n for n in sizes[k] if n <= max(alive[k].row.replicas, 1)) for k in alive}
+        order = sorted(alive, key=lambda k: (given[k] * remaining_seconds(alive[k], given[k]), k))
+        size = dict.fromkeys(order, 0)
+        for key in order:
+            size[key] = next(
+                (n for n in reversed(sizes[key]) if n <= given[key] and self._fits(size, key, n)), 0
+            )
+        while True:
+            best: tuple[float, str, int] | None = None
+            for key in order:
+                have = size[key]
+                for n in sizes[key]:
+                    gain = (1 - speed[key][have] / speed[key][n]) / (n - have) if have and n > have else 0.0
+                    if gain > 0 and (best is None or gain > best[0]) and self._fits(size, key, n):
+                        best = (gain, key, n)
+            if best is None:
+                break
+            size[best[1]] = best[2]
+        return self._place(size, order)
+
+
 JOB_PROJECTS, ONE_PROJECT = "job-projects", "one-project"
 MAPPINGS = (JOB_PROJECTS, ONE_PROJECT)
 CLUSTER_PROJECT = "cluster"  # the one project of ``ONE_PROJECT``
@@ -339,15 +521,18 @@ class TidePolicy:
       a GPU into the most progress"). A job of a project never takes a running job's extras at equal
       priority (decision 47), so a new job starts only on GPUs that are idle or freed by an ending job.
 
-    A job runs from 1 replica of 1 GPU to ``max_factor x`` its given size (as the Philly replays let elastic
-    jobs grow to twice their request), at most what its batch can be split over (a local batch no smaller than
-    the smallest measured one) and 64.
+    A job runs from ``min_factor x`` its given size (1 GPU at least; by default 1 GPU) to ``max_factor x``
+    it (by default twice, as the Philly replays let elastic jobs grow to twice their request), at most what
+    its batch can be split over (a local batch no smaller than the smallest measured one) and 64.
     """
 
-    def __init__(self, config: Config, max_factor: float = 2.0, mapping: str = JOB_PROJECTS) -> None:
+    def __init__(
+        self, config: Config, max_factor: float = 2.0, mapping: str = JOB_PROJECTS, min_factor: float = 0.0
+    ) -> None:
         if mapping not in MAPPINGS:
             raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
         self.config, self.max_factor, self.mapping = config, max_factor, mapping
+        self.min_factor = min_factor
         self.nodes = tuple(Node(f"node{i:02d}", GPUS_PER_NODE) for i in range(NODES))
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.jobs: dict[str, Job] = {}
@@ -361,7 +546,8 @@ class TidePolicy:
             top = max(1, min(NODES * GPUS_PER_NODE, row.batch // sim.app.lmin))
             top = min(top, max(row.replicas, math.floor(row.replicas * self.max_factor)))
             project = CLUSTER_PROJECT if self.mapping == ONE_PROJECT else row.name
-            job = Job(project, row.name, 1, top, submitted_at=row.submit)
+            low = min(top, max(1, math.floor(row.replicas * self.min_factor)))
+            job = Job(project, row.name, low, top, submitted_at=row.submit)
         if self.config.goodput:  # what it reported: samples per second at each size it ran
             job = replace(job, throughput=fit(sim.measured.items()))
         return job
@@ -447,9 +633,16 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "tide-goodput-cost-usage": lambda: TidePolicy(
         tide_config(goodput=True, resize_cost=STALL_SECONDS, usage_half_life=USAGE_HALF_LIFE)
     ),
+    "tide-goodput-cost-usage-half-to-given": lambda: TidePolicy(
+        tide_config(goodput=True, resize_cost=STALL_SECONDS, usage_half_life=USAGE_HALF_LIFE),
+        min_factor=0.5,
+        max_factor=1.0,
+    ),
     "tide-one-project-goodput-cost": lambda: TidePolicy(
         tide_config(goodput=True, resize_cost=STALL_SECONDS), mapping=ONE_PROJECT
     ),
     "tide": lambda: TidePolicy(tide_config(goodput=False)),
     "tiresias": Tiresias,
+    "pollux-fixed-batch": PolluxFixedBatch,
+    "oracle-fixed-batch": RemainingWorkOracle,
 }
