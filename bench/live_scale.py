@@ -9,7 +9,11 @@ the end), and measures, for each:
    the jobs in half of the projects, so those borrow and the others are owed); throughput and p50/p99;
 2. fill: seconds from the first submit until 95 % of the GPUs are allocated (``GET /cluster``);
 3. cycle: the loop's mean and p95 cycle time from ``/metrics`` (``tide_cycle_duration_seconds``) over a
-   ``--window`` with the cluster full and thousands of jobs waiting;
+   ``--window`` with the cluster full and thousands of jobs waiting, twice: right after the fill, while
+   plans still reshuffle (reclaims, grows; the decisions in the window are counted), and once the cluster
+   settled (three cycles in a row and 15 s without a decision, longer than the 10 s settle time after
+   which a job just resized may be resized again; waited for up to ``--settle-timeout``): the
+   targets on the cycle are the settled one's;
 4. R2 at scale: a 102nd project, holding nothing, submits a gang of 2 x 8 GPUs (16 owed GPUs, two whole
    nodes to free by reclaim); seconds from the submit until both replicas run. The memory executor's
    replicas exit at the loop's next look, so the grace period is 0 and the bound is 2 cycles: twice the
@@ -77,6 +81,7 @@ DESERVED = 100
 JSON_HEADERS = {**AUTH, "Content-Type": "application/json"}
 TARGETS = {"cycle_mean_ms": 200.0, "submits_per_s": 200.0, "cluster_p50_ms": 20.0, "peak_rss_mib": 1024.0}
 CYCLE_PERIOD = 1.0  # seconds (tide serve --cycle-period)
+QUIET_S = 15.0  # seconds without a decision that make the cluster settled (the default settle time is 10 s)
 CYCLE_OVER_PLAN = 1.25  # a settled cycle's mean over plan_cycle's alone
 READ_SHARE = 0.10  # the snapshot's read, a share of the cycle
 
@@ -205,6 +210,29 @@ async def watch_fill(port: int, total: int, started: float, timeout: float) -> f
         connection.close()
 
 
+def decisions_and_cycles(port: int) -> tuple[float, float]:
+    """Decisions applied and cycles run so far, from /metrics."""
+    values = scrape(port)
+    decided = sum(v for k, v in values.items() if k.startswith("tide_decisions_total{"))
+    return decided, values.get("tide_cycle_duration_seconds_count", 0.0)
+
+
+def settle(port: int, timeout: float, quiet_cycles: int = 3, quiet_s: float = QUIET_S) -> float:
+    """Seconds until ``quiet_cycles`` cycles in a row and ``quiet_s`` seconds applied no decision (the cluster
+    settled: longer than the settle time, after which a job just resized may be resized again), at most
+    ``timeout`` (then ``nan``)."""
+    started = since = time.perf_counter()
+    decided, cycles = decisions_and_cycles(port)
+    while time.perf_counter() - started < timeout:
+        time.sleep(0.5)
+        now_decided, now_cycles = decisions_and_cycles(port)
+        if now_decided != decided:
+            decided, cycles, since = now_decided, now_cycles, time.perf_counter()  # still deciding
+        elif now_cycles - cycles >= quiet_cycles and time.perf_counter() - since >= quiet_s:
+            return time.perf_counter() - started
+    return float("nan")
+
+
 def cycle_window(port: int, seconds: float) -> dict[str, float]:
     """Mean and p95 of the cycles that ended within the next ``seconds``, and the means of their phases, from
     two scrapes of /metrics."""
@@ -221,8 +249,11 @@ def cycle_window(port: int, seconds: float) -> dict[str, float]:
         p0, n0 = labelled_histogram(before, "tide_cycle_phase_seconds", f'phase="{phase}"')
         p1, n1 = labelled_histogram(after, "tide_cycle_phase_seconds", f'phase="{phase}"')
         phases[f"{phase}_mean_ms"] = (p1 - p0) / (n1 - n0) * 1e3 if n1 > n0 else float("nan")
+    decided = sum(v for k, v in after.items() if k.startswith("tide_decisions_total{"))
+    decided -= sum(v for k, v in before.items() if k.startswith("tide_decisions_total{"))
     return {
         "cycles": cycles,
+        "decisions": decided,
         "cycle_mean_ms": (s1 - s0) / cycles * 1e3 if cycles else float("nan"),
         "cycle_p95_ms": quantile(delta, 0.95) * 1e3,
         **phases,
@@ -282,7 +313,9 @@ def measure(database_url: str | None, size: Size, args: argparse.Namespace) -> d
 
         latencies, elapsed, fill_s = asyncio.run(submit_and_fill())
         load = os.getloadavg()
-        window = cycle_window(port, args.window)
+        busy = cycle_window(port, args.window)  # right after the fill: the plans still reshuffle
+        settled_s = settle(port, args.settle_timeout)
+        window = cycle_window(port, args.window)  # settled: what the targets are about
         r2 = asyncio.run(r2_wait(port, 60.0, statuses))
         cluster = asyncio.run(reads(port, "/api/v1/cluster", args.reads, statuses))
         jobs = asyncio.run(reads(port, "/api/v1/jobs", max(5, args.reads // 4), statuses))
@@ -303,7 +336,12 @@ def measure(database_url: str | None, size: Size, args: argparse.Namespace) -> d
         "submit_p50_ms": round(statistics.median(latencies) * 1e3, 1),
         "submit_p99_ms": round(percentile(latencies, 0.99) * 1e3, 1),
         "fill_95_s": round(fill_s, 2),
+        "busy_cycle_mean_ms": round(busy["cycle_mean_ms"], 1),
+        "busy_plan_mean_ms": round(busy["plan_mean_ms"], 1),
+        "busy_decisions": int(busy["decisions"]),
+        "settled_after_s": round(settled_s, 1),
         "cycles_in_window": int(window["cycles"]),
+        "decisions_in_window": int(window["decisions"]),
         "cycle_mean_ms": round(window["cycle_mean_ms"], 1),
         "cycle_p95_ms": round(window["cycle_p95_ms"], 1),
         "read_mean_ms": round(window["read_mean_ms"], 1),
@@ -383,10 +421,21 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("submit p50 / p99 ms", *(f"{r['submit_p50_ms']} / {r['submit_p99_ms']}" for r in rows)),
         ("95 % of GPUs allocated after s", *(str(r["fill_95_s"]) for r in rows)),
         (
-            "cycle mean / p95 ms (cluster full)",
+            "right after the fill: cycle / plan_cycle mean ms, decisions",
+            *(f"{r['busy_cycle_mean_ms']} / {r['busy_plan_mean_ms']}, {r['busy_decisions']}" for r in rows),
+        ),
+        (
+            "settled (3 cycles and 15 s without a decision) after s",
+            *(str(r["settled_after_s"]) for r in rows),
+        ),
+        (
+            "settled: cycle mean / p95 ms",
             *(f"{r['cycle_mean_ms']} / {r['cycle_p95_ms']}" for r in rows),
         ),
-        ("cycles in the window", *(str(r["cycles_in_window"]) for r in rows)),
+        (
+            "cycles / decisions in the window",
+            *(f"{r['cycles_in_window']} / {r['decisions_in_window']}" for r in rows),
+        ),
         ("read / plan_cycle mean ms", *(f"{r['read_mean_ms']} / {r['plan_mean_ms']}" for r in rows)),
         (
             "observe / persist / forecast / apply mean ms",
@@ -433,7 +482,15 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1280)
     parser.add_argument("--jobs", type=int, default=5120)
     parser.add_argument("--projects", type=int, default=101, help="projects that submit (one more is owed)")
-    parser.add_argument("--window", type=float, default=30.0, help="seconds of cycles measured, cluster full")
+    parser.add_argument(
+        "--window",
+        type=float,
+        default=30.0,
+        help="seconds of cycles measured, right after the fill and settled",
+    )
+    parser.add_argument(
+        "--settle-timeout", type=float, default=300.0, help="seconds to wait for cycles without decisions"
+    )
     parser.add_argument("--reads", type=int, default=40, help="GET /cluster reads (a quarter as many /jobs)")
     parser.add_argument("--fill-timeout", type=float, default=180.0)
     parser.add_argument("--quick", action="store_true", help="160 nodes, 640 jobs, 5 s window")
