@@ -17,7 +17,9 @@ caused it, and prints tables (or, with ``--json``, one object):
   simulator models no failures, so none are counted;
 - by the job's size (GPUs it held before the decision) and by how long it had run since its last restart;
 - for growth, whether it paid: the progress the new size added until the job's next resize or end, against
-  what it would have made at the old size over the same time (``paid`` = net gain above 0).
+  what it would have made at the old size over the same time (``paid`` = net gain above 0);
+- regrowth: growth of a job whose previous resize was a shrink by reclaim (GPUs lent, taken back, lent
+  again), with its restarts, and the restarts of the shrinks that came before a regrowth.
 
 Restarts cut short by the next decision are charged as far as they ran, as the report charges them, so the
 totals equal the report's lost GPU-hours.
@@ -74,6 +76,7 @@ class Segment:
     ran: str
     grown_from: int = 0  # for growth: GPUs before it
     started: float = 0.0
+    regrowth: bool = False  # growth right after a shrink by reclaim
 
 
 class Watching(Simulator):
@@ -87,6 +90,10 @@ class Watching(Simulator):
         self.pending_cause: dict[tuple[str, str], tuple[str, str, str]] = {}  # evicted: its restart's cause
         self.decision: dict[tuple[str, str], tuple[Action, str]] = {}
         self.growth: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # count, GPU-h of restart
+        # regrowth: growth after a shrink by reclaim; the restarts of those shrinks (count, GPU-h each)
+        self.regrowth = [0, 0.0]
+        self.shrink_before_regrowth = [0, 0.0]
+        self.reclaim_shrink: dict[tuple[str, str], float] = {}  # job -> its last shrink's restart GPU-s
 
     def _apply(self, plan: Plan, now: float) -> None:
         self.decision = {(d.project, d.job): (d.action, _cause(d)) for d in plan.decisions}
@@ -101,6 +108,10 @@ class Watching(Simulator):
         """The segment ends: book its restart pause, and judge a growth by what it added."""
         seg = self.segment.pop(run.spec.key, None)
         self._book(run.spec.key, seg, run.restart_loss(now))
+        if seg is not None and seg.regrowth:
+            self.regrowth[1] += run.restart_loss(now) / HOUR
+        if seg is not None and seg.cause.startswith("shrink by reclaim"):
+            self.reclaim_shrink[run.spec.key] = run.restart_loss(now)
         if seg is not None and seg.cause.startswith("growth"):
             span = now - run.seg_start
             made = run.rate * max(0.0, span - run.seg_delay)
@@ -125,6 +136,8 @@ class Watching(Simulator):
         size, since = bucket(old or gpus, SIZES), bucket(max(ran, 0.0), RAN)
         if old > 0:
             self._close(run, now)
+        if gpus == 0:
+            self.reclaim_shrink.pop(key, None)  # a regrowth follows a shrink directly, not a restart
         if old > 0 and gpus == 0:
             _, wasted = run.rollback(now, self.opts.checkpoint_seconds)
             k = (f"eviction by {cause}: rolled back", size, since)
@@ -142,7 +155,13 @@ class Watching(Simulator):
             return
         settling = ran < resize_cost.settle(self.opts.restart_seconds, self.config)
         label = f"growth {cause}{' (settling)' if settling else ''}" if gpus > old else f"shrink by {cause}"
-        self.segment[key] = Segment(label, size, since, grown_from=old, started=now)
+        shrunk = self.reclaim_shrink.pop(key, None)
+        regrowth = gpus > old and shrunk is not None
+        if regrowth:
+            self.regrowth[0] += 1
+            self.shrink_before_regrowth[0] += 1
+            self.shrink_before_regrowth[1] += (shrunk or 0.0) / HOUR
+        self.segment[key] = Segment(label, size, since, grown_from=old, started=now, regrowth=regrowth)
         self.count[(label, size, since)] += 1
 
 
@@ -204,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         "by_size": {k: s / HOUR for k, (_, s) in group(sim, 1).items()},
         "by_ran": {k: s / HOUR for k, (_, s) in group(sim, 2).items()},
         "growth": {k: {"decisions": v[0], "lost_gpu_h": v[1]} for k, v in sim.growth.items()},
+        "regrowth": {
+            "decisions": sim.regrowth[0],
+            "lost_gpu_h": sim.regrowth[1],
+            "shrinks_before_gpu_h": sim.shrink_before_regrowth[1],
+        },
         "cpu_s": time.process_time() - cpu,
     }
     if args.json:
@@ -227,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| growth | decisions | its restarts GPU-h |\n|---|---|---|")
     for k, (n, h) in sim.growth.items():
         print(f"| {k} | {n:,} | {h:,.1f} |")
+    n, h = sim.regrowth
+    print(f"| of which regrowth after a shrink by reclaim | {n:,.0f} | {h:,.1f} "
+          f"(and {sim.shrink_before_regrowth[1]:,.1f} in the shrinks before them) |")  # fmt: skip
     return 0
 
 

@@ -46,3 +46,9 @@ def test_on_a_slice_the_booked_gpu_hours_are_the_reports_lost_gpu_hours() -> Non
     assert abs(report["booked_gpu_h"] - report["lost_gpu_h"]) < 1e-6
     by_cause = sum(v["lost_gpu_h"] for v in report["by_cause"].values())
     assert abs(by_cause - report["lost_gpu_h"]) < 1e-6
+    # regrowth (growth right after a shrink by reclaim) is part of growth, its shrinks part of those by reclaim
+    growth = report["growth"].values()
+    assert 0 < report["regrowth"]["decisions"] <= sum(v["decisions"] for v in growth)
+    assert report["regrowth"]["lost_gpu_h"] <= sum(v["lost_gpu_h"] for v in growth) + 1e-9
+    shrinks = sum(v["lost_gpu_h"] for k, v in report["by_cause"].items() if k.startswith("shrink by reclaim"))
+    assert report["regrowth"]["shrinks_before_gpu_h"] <= shrinks + 1e-9
