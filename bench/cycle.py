@@ -11,6 +11,7 @@ not fade away.
     python bench/cycle.py --gpus 10240 --all-rules   # R14, R15, R16 and R17 on (see --help)
     python bench/cycle.py --gpus 2048 --gpus 10240 --all-rules --cycles 12 --hash   # plans' fingerprint
     python bench/cycle.py --gpus 10240 --fractions   # a quarter of the jobs fractional, beside whole-GPU jobs
+    python bench/cycle.py --gpus 10240 --gpus 81920 --live-mix   # the state of bench/live_scale.py, settled
 
 ``--hash`` prints, per size, a SHA-256 over every cycle's decisions and notes (their ``repr``): a refactor or
 a speed-up of the core that must not change what it decides is checked by running it before and after.
@@ -21,6 +22,12 @@ the first measured cycle, and every start or resize restarts the clock), ``--all
 jobs run only at powers of two between their minimum and maximum), ``--domain-size`` (R17: nodes in
 topology domains of that many; every fourth job requires one). ``--all-rules`` is ``--usage-half-life 3600
 --min-runtime 300 --allowed-sizes --domain-size 16``.
+
+``--live-mix`` builds the state that ``bench/live_scale.py`` reaches at that size instead: its projects (deserved
+100 GPUs each, weights 1-3, in departments at 81,920 GPUs, and the owed project ``r2``) and its job list in
+its order; the jobs are placed as above, then ``--warmup`` unmeasured cycles run with the live service's
+settle time (10 s) and period (1 s) and no churn, until the cluster is full and settled with jobs waiting;
+the measured cycles follow, with that settle time and the churn above.
 
 ``--fractions`` (R20) measures each size twice in one run, alternating the two from cycle to cycle: the
 workload as it is, and the same workload with every fourth job fractional (a rigid job whose replicas take
@@ -44,8 +51,11 @@ from fractions import Fraction
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scheduler.core import ClusterState, Config, Job, Node, Project, apply_plan, plan_cycle
+from live_sizes import GPUS_PER_NODE, department_specs, project_specs, size_of
+
+from scheduler.core import ClusterState, Config, Department, Job, Node, Project, apply_plan, plan_cycle
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,7 @@ class Rules:
     allowed_sizes: bool = False
     domain_size: int = 0
     fractional: bool = False  # R20: every fourth job takes a share of one GPU per replica
+    live_mix: bool = False  # the projects, departments and jobs of bench/live_scale.py at that size
 
 
 def with_rules(state: ClusterState, rules: Rules, rng: random.Random) -> ClusterState:
@@ -94,6 +105,7 @@ def shaped(job: Job, rules: Rules) -> Job:
 
 
 SIZES = (64, 1024, 10240, 51200)
+LIVE_SETTLE = 10.0  # seconds: the service's default settle time (R7), with --live-mix
 FRACTIONS = (Fraction(1, 4), Fraction(1, 2), Fraction(1, 2), Fraction(3, 4))
 SIZES_GPR = (1, 1, 1, 2, 2, 4, 8)
 
@@ -111,6 +123,27 @@ def synthetic(gpus: int, seed: int = 1, rules: Rules | None = None) -> ClusterSt
     if rules is not None and rules.fractional:
         jobs = [shaped(j, Rules(fractional=True)) for j in jobs]
     return _place_greedy(ClusterState(nodes, projects, ()), jobs)
+
+
+def live(gpus: int) -> ClusterState:
+    """The snapshot ``bench/live_scale.py`` submits at ``gpus`` GPUs (its departments, projects and jobs, in its
+    order), placed as ``synthetic`` places its jobs."""
+    size = size_of(gpus)
+    departments = tuple(Department(d["name"], d["deserved_gpus"]) for d in department_specs(size))
+    projects = tuple(
+        Project(
+            p["name"],
+            p["deserved_gpus"],
+            over_quota_weight=float(p.get("over_quota_weight", 1.0)),
+            department=p.get("department"),
+            created_at=float(i),  # the order the live bench creates them in
+        )
+        for i, p in enumerate(project_specs(size))
+    )
+    rng = random.Random(1)  # ``live_scale.job_bodies``
+    jobs = [_job(rng, f"p{_skewed(rng, size.projects)}", f"j{i}", float(i)) for i in range(size.jobs)]
+    nodes = tuple(Node(f"node-{i}", GPUS_PER_NODE) for i in range(size.nodes))
+    return _place_greedy(ClusterState(nodes, projects, (), departments), jobs)
 
 
 def _skewed(rng: random.Random, n: int) -> int:
@@ -146,11 +179,18 @@ def churn(state: ClusterState, rng: random.Random, step: int, rules: Rules) -> C
     return replace(state, jobs=tuple(kept + fresh))
 
 
-def measure(gpus: int, cycles: int, seed: int = 1, rules: Rules | None = None) -> dict[str, float | int]:
+def measure(
+    gpus: int, cycles: int, seed: int = 1, rules: Rules | None = None, warmup: int = 0
+) -> dict[str, float | int]:
     rng = random.Random(seed)
     rules = rules or Rules()
-    state = with_rules(synthetic(gpus, seed, rules), rules, rng)
-    config = Config(settle_seconds=0, usage_half_life=rules.usage_half_life)
+    start = live(gpus) if rules.live_mix else synthetic(gpus, seed, rules)
+    state = with_rules(start, rules, rng)
+    config = Config(
+        settle_seconds=LIVE_SETTLE if rules.live_mix else 0, usage_half_life=rules.usage_half_life
+    )
+    for step in range(-warmup, 0):  # unmeasured: the live service's cycles after its fill, no churn
+        state = apply_plan(state, plan_cycle(state, config, now=float(step)), now=float(step))
     times: list[float] = []
     cpu: list[float] = []
     ref: list[float] = []
@@ -270,15 +310,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--fractions", action="store_true", help="R20: each size also with a quarter of the jobs fractional"
     )
+    ap.add_argument(
+        "--live-mix",
+        action="store_true",
+        help="the state of bench/live_scale.py at each size (module docstring)",
+    )
+    ap.add_argument("--warmup", type=int, default=10, help="with --live-mix: unmeasured cycles (default 10)")
     args = ap.parse_args(argv)
     if args.cycles < 1 or any(g < 8 for g in args.gpus or ()):
         ap.error("--cycles must be >= 1 and --gpus >= 8")
     rules = Rules(args.usage_half_life, args.min_runtime, args.allowed_sizes, args.domain_size)
     if args.all_rules:
         rules = Rules(3600.0, 300.0, True, 16)
+    rules = replace(rules, live_mix=args.live_mix)
     if args.fractions:
         return side_by_side(args.gpus or [10240], args.cycles, rules)
-    rows = [measure(g, args.cycles, rules=rules) for g in (args.gpus or SIZES)]
+    warmup = args.warmup if args.live_mix else 0
+    rows = [measure(g, args.cycles, rules=rules, warmup=warmup) for g in (args.gpus or SIZES)]
     if args.hash:
         for row in rows:
             print(f"{row['gpus']:>7} GPUs, {row['cycles']} cycles, {rules}: {row['plans_sha256']}")

@@ -55,7 +55,6 @@ import statistics
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cycle import _job, _skewed  # the same job mix as the pure cycle's bench
+from live_sizes import GPUS_PER_NODE, Size, department_specs, project_specs, size_of
 from livekit import (
     AUTH,
     Connection,
@@ -75,40 +75,12 @@ from livekit import (
     serve,
 )
 
-CLIENTS = 8
-GPUS_PER_NODE = 8
-DESERVED = 100
 JSON_HEADERS = {**AUTH, "Content-Type": "application/json"}
 TARGETS = {"cycle_mean_ms": 200.0, "submits_per_s": 200.0, "cluster_p50_ms": 20.0, "peak_rss_mib": 1024.0}
 CYCLE_PERIOD = 1.0  # seconds (tide serve --cycle-period)
 QUIET_S = 15.0  # seconds without a decision that make the cluster settled (the default settle time is 10 s)
 CYCLE_OVER_PLAN = 1.25  # a settled cycle's mean over plan_cycle's alone
 READ_SHARE = 0.10  # the snapshot's read, a share of the cycle
-
-
-@dataclass(frozen=True)
-class Size:
-    """One size of the run: nodes of 8 GPUs, projects that submit, departments they are in, jobs, clients."""
-
-    nodes: int
-    projects: int
-    jobs: int
-    departments: int = 0
-    clients: int = CLIENTS
-    submits_per_s: float = 200.0
-    peak_rss_mib: float = 1024.0
-
-    @property
-    def gpus(self) -> int:
-        return self.nodes * GPUS_PER_NODE
-
-
-def size_of(gpus: int) -> Size:
-    """The mix at ``gpus`` GPUs (see the module)."""
-    if gpus == 81920:
-        return Size(10240, 800, 40960, departments=40, clients=16, submits_per_s=500.0, peak_rss_mib=2048.0)
-    nodes = gpus // GPUS_PER_NODE
-    return Size(nodes, max(13, nodes * 101 // 1280), nodes * 4)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -135,28 +107,14 @@ def job_bodies(jobs: int, projects: int, seed: int = 1) -> list[tuple[str, dict[
 
 
 async def create_projects(port: int, size: Size, statuses: Counter[int]) -> None:
-    rng = random.Random(7)
     connection = await Connection.open(port)
-    projects, departments = size.projects, size.departments
     try:
-        for d in range(departments):
-            share = DESERVED * len(range(d, projects, departments))
-            status, _, _ = await post(
-                connection, "/api/v1/departments", {"name": f"d{d}", "deserved_gpus": share}
-            )
+        for body in department_specs(size):
+            status, _, _ = await post(connection, "/api/v1/departments", body)
             statuses[status] += 1
-        for i in range(projects):
-            body: dict[str, Any] = {
-                "name": f"p{i}",
-                "deserved_gpus": DESERVED,
-                "over_quota_weight": rng.choice([1, 2, 3]),
-            }
-            if departments:
-                body["department"] = f"d{i % departments}"
+        for body in project_specs(size):
             status, _, _ = await post(connection, "/api/v1/projects", body)
             statuses[status] += 1
-        status, _, _ = await post(connection, "/api/v1/projects", {"name": "r2", "deserved_gpus": DESERVED})
-        statuses[status] += 1
     finally:
         connection.close()
 

@@ -62,6 +62,7 @@ def _plan(state: ClusterState, config: Config, now: float, explain_waiting: bool
     serve_claims(ledger, order, claims)  # 4
     grow_idle(ledger, claims)  # 5
     start_whole(ledger, claims)  # R18: a start about to grow waits to start whole (decision 62)
+    dept_alloc = _dept_alloc(state, ledger)
     return Plan(  # 6
         decisions=_decisions(ledger, claims),
         notes=_notes(ledger, claims) if explain_waiting else (),
@@ -71,7 +72,7 @@ def _plan(state: ClusterState, config: Config, now: float, explain_waiting: bool
                 d.name,
                 d.deserved_gpus,
                 shares.department[d.name],
-                _dept_alloc(state, d.name),
+                dept_alloc.get(d.name, 0),
                 0,
                 d.over_quota_weight,
             )
@@ -132,9 +133,13 @@ def _shares(state: ClusterState, ledger: Ledger) -> tuple[ProjectShare, ...]:
     )
 
 
-def _dept_alloc(state: ClusterState, dept: str) -> int:
-    members = {p.name for p in state.projects if p.department == dept}
-    return sum(r.gpus for j in state.jobs if j.project in members for r in j.replicas if not r.releasing)
+def _dept_alloc(state: ClusterState, ledger: Ledger) -> dict[str, int]:
+    """GPUs in the snapshot's active replicas per department: its projects' (``Ledger.held_by_project``)."""
+    out: dict[str, int] = {}
+    for p in state.projects:
+        if p.department is not None:
+            out[p.department] = out.get(p.department, 0) + ledger.held_by_project[p.name]
+    return out
 
 
 def apply_plan(state: ClusterState, plan: Plan, *, now: float, instant: bool = True) -> ClusterState:

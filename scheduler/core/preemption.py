@@ -16,7 +16,7 @@ from collections.abc import Callable
 from scheduler.core import minruntime, sizes
 from scheduler.core.explain import counted
 from scheduler.core.fairshare import DEPARTMENT
-from scheduler.core.ledger import JobKey, Ledger
+from scheduler.core.ledger import Ledger
 from scheduler.core.memo import ReclaimPowers, fails, note_failure
 from scheduler.core.model import UNLIMITED, Job
 from scheduler.core.plan import Cause
@@ -62,17 +62,24 @@ class Reclaimer:
         return self.ledger.claimed(project) - self.ledger.shares.project[project]
 
     def allowed(self, project: str, unit: Unit) -> bool:
+        largest = self.largest(project)
+        return largest is not None and unit.gpus <= largest
+
+    def largest(self, project: str) -> int | None:
+        """The most GPUs one unit of ``project`` may hold as the ledger stands (R7 down to the floor, and its
+        department's share), or ``None`` when none may be taken. It only falls as units are taken."""
         ledger, floor = self.ledger, self.floor
         share, guarantee = ledger.shares.project[project], ledger.shares.guarantee[project]
-        if not _keeps(ledger.claimed(project), share, guarantee, unit.gpus, floor):
-            return False
+        most = _most_taken(ledger.claimed(project), share, guarantee, floor)
         v_top = ledger.top_key(project)
         if v_top == self.c_top:
-            return True
+            return most
+        if not self.c_top_ok:
+            return None
         # a department has no guarantee of its own: below its fair share only with R2's full power
         top_floor = Floor.SHARE if floor == Floor.SHARE else Floor.ANY
         top_held = ledger.top_claimed(v_top)
-        return self.c_top_ok and _keeps(top_held, _top_share(ledger, project), 0, unit.gpus, top_floor)
+        return min(most, _most_taken(top_held, _top_share(ledger, project), 0, top_floor))
 
     def eligible(self, job: Job) -> bool:
         ledger = self.ledger
@@ -111,7 +118,7 @@ class Reclaimer:
             within=within,
             order=self.order,
             eligible=eligible,
-            allowed=self.allowed,
+            largest=self.largest,
             over=over,
             reason=self.reason,
             cause=Cause.RECLAIM,
@@ -343,7 +350,7 @@ def from_siblings(ledger: Ledger, claim: Job, *, below_guarantee: bool) -> int:
 
 def lost_to_reclaim(ledger: Ledger, project: str) -> bool:
     """A project that was a reclaim victim this cycle reclaims nothing itself before the next (R7)."""
-    return any(key[0] == project and rel.cause == Cause.RECLAIM for key, rel in ledger.released.items())
+    return ledger.reclaimed.get(project, 0) > 0
 
 
 def fits(ledger: Ledger, claim: Job, count: int) -> Callable[[], bool]:
@@ -366,32 +373,29 @@ def _take_until_fits(
     within: str | None = None,
     order: VictimOrder,
     eligible: Callable[[Job], bool],
-    allowed: Callable[[str, Unit], bool],
+    largest: Callable[[str], int | None],
     over: Callable[[str], int],
     reason: str,
     cause: Cause,
 ) -> list[Unit] | None:
+    """Units of the project furthest above its fair share first (``heap``), re-ranked after each, until
+    ``done()``. A project's next unit is the first in R5 order that it may give (``largest``: a job whose
+    unit is bigger than that gives nothing, its smaller units being taken first, and the bound only falls
+    as units are taken); a project that has none drops out."""
     mark = ledger.checkpoint()
     taken: list[Unit] = []
-    too_big: set[JobKey] = set()  # jobs whose next unit may not be taken: try the project's smaller ones
     while not done():
         if not heap:
             ledger.rollback(mark)
             return None
         _, project = heapq.heappop(heap)
+        bound = largest(project)
+        if bound is None:
+            continue
         unit = order.next_unit(
-            ledger,
-            project,
-            lambda j: j.key not in too_big and eligible(j),
-            fits=node_min,
-            most=most,
-            within=within,
+            ledger, project, eligible, fits=node_min, most=most, within=within, largest=bound
         )
         if unit is None:
-            continue
-        if not allowed(project, unit):
-            too_big.add(unit.key)
-            heapq.heappush(heap, (-over(project), project))
             continue
         why = f"{reason}: {standing(ledger, project)}{minruntime.overridden(ledger.young, unit.key, claim.project)}"
         ledger.release(unit.key, list(unit.replicas), why, cause, claim.key)
@@ -423,15 +427,15 @@ def _gives_back_allowed(ledger: Ledger, unit: Unit) -> bool:
     return not job.allowed_replicas or sizes.allowed(job, len(ledger.active[unit.key]) + len(unit.replicas))
 
 
-def _keeps(alloc: int, share: int, guarantee: int, gpus: int, floor: Floor) -> bool:
-    """R7: a victim stays at or above its fair share, unless R2 needs an indivisible unit of a project above
-    its share: then down to its guarantee (``Floor.GUARANTEE``), or below it (``Floor.ANY``)."""
-    after = alloc - gpus
-    if after >= share:
-        return True
+def _most_taken(alloc: int, share: int, guarantee: int, floor: Floor) -> int:
+    """R7: the most GPUs one unit of a victim holding ``alloc`` may take from it: it stays at or above its
+    fair share, unless R2 needs an indivisible unit of a project above its share: then down to its guarantee
+    (``Floor.GUARANTEE``), or below it (``Floor.ANY``: any unit)."""
     if floor == Floor.SHARE or alloc <= share:
-        return False
-    return floor == Floor.ANY or after >= guarantee
+        return alloc - share
+    if floor == Floor.ANY:
+        return UNLIMITED
+    return alloc - min(share, guarantee)
 
 
 def _top_share(ledger: Ledger, project: str) -> int:

@@ -133,26 +133,34 @@ class VictimOrder:
         fits: int = 0,
         most: int = UNLIMITED,
         within: str | None = None,
+        largest: int = UNLIMITED,
     ) -> Unit | None:
         """The next unit of ``project`` in R5 order; a job started or grown this cycle is not a victim.
 
         ``fits``: skip units with no replica on a node of at least that many GPUs (they cannot help a
         claimant whose replicas need that much). ``most``: skip whole jobs holding more GPUs than that.
         ``within``: with ``fits``, count only nodes of that R17 domain (a claimant that must fit in it).
+        ``largest``: skip jobs whose unit holds more GPUs than that (their whole job too, which holds more).
         """
+        most = min(most, largest)
         for tier in self._tiers.get(project, ()):
             if self.costs:
-                unit = self._cheapest(ledger, tier, eligible, fits=fits, most=most, within=within)
+                unit = self._cheapest(
+                    ledger, tier, eligible, fits=fits, most=most, within=within, largest=largest
+                )
                 if unit is not None:
                     return unit
                 continue
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
-                extra = len(act) > job.min_replicas and key not in ledger.started and eligible(job)
-                if extra and not job.allowed_replicas and _helps(ledger, act[-1:], fits, within):
-                    return Unit(key, (act[-1],), False)
-                if extra and job.allowed_replicas and (step := _step_down(ledger, job, act, fits, within)):
-                    return step
+                if len(act) <= job.min_replicas or key in ledger.started or not eligible(job):
+                    continue
+                if not job.allowed_replicas:
+                    extra = Unit(key, (act[-1],), False) if _helps(ledger, act[-1:], fits, within) else None
+                else:
+                    extra = _step_down(ledger, job, act, fits, within)
+                if extra is not None and extra.gpus <= largest:
+                    return extra
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 whole = act and key not in ledger.started and eligible(job)
@@ -169,9 +177,10 @@ class VictimOrder:
         fits: int,
         most: int,
         within: str | None,
+        largest: int = UNLIMITED,
     ) -> Unit | None:
         """R18 (decision 48): the tier's unit whose taking costs its job the least (``unit_cost``), an eviction
-        against a shrink; R5 order (the tier's) among equal costs."""
+        against a shrink; R5 order (the tier's) among equal costs. ``largest``: as in ``next_unit``."""
         best: Unit | None = None
         best_rank = 0.0
         for key in tier:
@@ -186,7 +195,7 @@ class VictimOrder:
                     unit = _step_down(ledger, job, act, fits, within)
             if unit is None and _helps(ledger, act, fits, within) and _gpus(act) <= most:
                 unit = Unit(key, tuple(act), True)  # (an extra costs less than its whole job, if it helps)
-            if unit is None:
+            if unit is None or unit.gpus > largest:
                 continue
             rank = unit_cost(ledger, unit, self.lost[key], self.costs.get(key, 0.0))
             if best is None or rank < best_rank:
