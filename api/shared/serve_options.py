@@ -115,7 +115,11 @@ class ServeOptions:
     )
     eta_every: float = field(
         default=30.0,
-        metadata=option("Seconds between start-time forecasts of waiting jobs (0: none).", least=0),
+        metadata=option(
+            "Seconds between start-time forecasts of waiting jobs (0: none); a forecast is also followed no "
+            "sooner than ten times what it took (tens of thousands of waiting jobs).",
+            least=0,
+        ),
     )
     usage_half_life: float = field(  # R14
         default=0.0,
