@@ -397,19 +397,11 @@ class PolluxFixedBatch:
                 speedup = 0.25 * rate(job.app, job.row.batch, _compact(n), epoch) / base
                 values[key][n] = speedup * (1.0 if n == held else factor) + 1e-3
         size = dict.fromkeys(order, 0)
-        while True:
-            best: tuple[float, str, int] | None = None
-            for key in order:
-                now_v = 1 / values[key][size[key]]
-                for n, v in values[key].items():
-                    if n <= size[key]:
-                        continue
-                    gain = (now_v - 1 / v) / (n - size[key])
-                    if gain > 0 and (best is None or gain > best[0]) and self._fits(size, key, n):
-                        best = (gain, key, n)
-            if best is None:
-                break
-            size[best[1]] = best[2]
+
+        def gain(key: str, have: int, n: int) -> float:
+            return (1 / values[key][have] - 1 / values[key][n]) / (n - have)
+
+        _grow_greedily(size, order, {k: sorted(v) for k, v in values.items()}, gain, self._fits)
         return self._place(size, order)
 
     @staticmethod
@@ -488,18 +480,36 @@ class RemainingWorkOracle(PolluxFixedBatch):
             size[key] = next(
                 (n for n in reversed(sizes[key]) if n <= given[key] and self._fits(size, key, n)), 0
             )
-        while True:
-            best: tuple[float, str, int] | None = None
-            for key in order:
-                have = size[key]
-                for n in sizes[key]:
-                    gain = (1 - speed[key][have] / speed[key][n]) / (n - have) if have and n > have else 0.0
-                    if gain > 0 and (best is None or gain > best[0]) and self._fits(size, key, n):
-                        best = (gain, key, n)
-            if best is None:
-                break
-            size[best[1]] = best[2]
+
+        def gain(key: str, have: int, n: int) -> float:
+            return (1 - speed[key][have] / speed[key][n]) / (n - have) if have else 0.0
+
+        _grow_greedily(size, order, sizes, gain, self._fits)
         return self._place(size, order)
+
+
+def _grow_greedily(
+    size: dict[str, int],
+    order: Sequence[str],
+    sizes: Mapping[str, Sequence[int]],
+    gain: Callable[[str, int, int], float],
+    fits: Callable[[Mapping[str, int], str, int], bool],
+) -> None:
+    """Move one job at a time to the larger size with the highest positive ``gain(key, have, n)`` that
+    ``fits``, until none has one (ties: the first in ``order``, then the smaller size)."""
+    while True:
+        best: tuple[float, str, int] | None = None
+        for key in order:
+            have = size[key]
+            for n in sizes[key]:
+                if n <= have:
+                    continue
+                g = gain(key, have, n)
+                if g > 0 and (best is None or g > best[0]) and fits(size, key, n):
+                    best = (g, key, n)
+        if best is None:
+            return
+        size[best[1]] = best[2]
 
 
 JOB_PROJECTS, ONE_PROJECT = "job-projects", "one-project"
