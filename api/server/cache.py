@@ -38,12 +38,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+T = TypeVar("T")
 COST_AGES = 10.0  # a view is kept at least this many times what it took to build: rebuilds <= 10 % of a core
 
 
@@ -136,14 +138,15 @@ class ViewCache:
             return None
         return view
 
-    def value(self, key: str, build: Callable[[], object], *, version: Version | None = None) -> object:
+    def value(self, key: str, build: Callable[[], T], *, version: Version | None = None) -> T:
         """What ``build`` returned at ``version`` (``current`` unless told) less than ``max_age`` ago, else
-        what it returns now (run in the caller's thread; two callers at once may both run it)."""
+        what it returns now (run in the caller's thread; two callers at once may both run it). One key, one
+        ``build`` (of one type)."""
         wanted = (version or self.version.current)()
         with self._values_lock:
             kept = self._values.get(key)
         if kept is not None and kept[0] >= wanted and self.clock() - kept[1] <= self.max_age:
-            return kept[2]
+            return cast(T, kept[2])
         started = self.clock()
         built = build()
         with self._values_lock:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import cast
 
 from fastapi import HTTPException, status
 from sqlalchemy import func, select
@@ -68,10 +67,7 @@ def _fit_warning(svc: Services, session: Session, body: schemas.JobCreate) -> st
     # nodes by size, not one row each, and read once per change of what nodes show, not once per submit:
     # at 10,240 nodes the count takes 2 ms of the database, a core's worth at 500 submits a second
     views = svc.views
-    sizes = cast(
-        list[tuple[int, int]],
-        views.value("submit:node-sizes", lambda: _node_sizes(session), version=views.version.nodes),
-    )
+    sizes = views.value("submit:node-sizes", lambda: _node_sizes(session), version=views.version.nodes)
     if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
     if body.gpu_fraction is not None:
