@@ -168,11 +168,15 @@ async def watch_fill(port: int, total: int, started: float, timeout: float) -> f
         connection.close()
 
 
+def decided(values: dict[str, float]) -> float:
+    """Decisions applied so far, every kind and cause, in one scrape of /metrics."""
+    return sum(v for k, v in values.items() if k.startswith("tide_decisions_total{"))
+
+
 def decisions_and_cycles(port: int) -> tuple[float, float]:
     """Decisions applied and cycles run so far, from /metrics."""
     values = scrape(port)
-    decided = sum(v for k, v in values.items() if k.startswith("tide_decisions_total{"))
-    return decided, values.get("tide_cycle_duration_seconds_count", 0.0)
+    return decided(values), values.get("tide_cycle_duration_seconds_count", 0.0)
 
 
 def settle(port: int, timeout: float, quiet_cycles: int = 3, quiet_s: float = QUIET_S) -> float:
@@ -180,12 +184,12 @@ def settle(port: int, timeout: float, quiet_cycles: int = 3, quiet_s: float = QU
     settled: longer than the settle time, after which a job just resized may be resized again), at most
     ``timeout`` (then ``nan``)."""
     started = since = time.perf_counter()
-    decided, cycles = decisions_and_cycles(port)
+    made, cycles = decisions_and_cycles(port)
     while time.perf_counter() - started < timeout:
         time.sleep(0.5)
-        now_decided, now_cycles = decisions_and_cycles(port)
-        if now_decided != decided:
-            decided, cycles, since = now_decided, now_cycles, time.perf_counter()  # still deciding
+        now_made, now_cycles = decisions_and_cycles(port)
+        if now_made != made:
+            made, cycles, since = now_made, now_cycles, time.perf_counter()  # still deciding
         elif now_cycles - cycles >= quiet_cycles and time.perf_counter() - since >= quiet_s:
             return time.perf_counter() - started
     return float("nan")
@@ -207,11 +211,9 @@ def cycle_window(port: int, seconds: float) -> dict[str, float]:
         p0, n0 = labelled_histogram(before, "tide_cycle_phase_seconds", f'phase="{phase}"')
         p1, n1 = labelled_histogram(after, "tide_cycle_phase_seconds", f'phase="{phase}"')
         phases[f"{phase}_mean_ms"] = (p1 - p0) / (n1 - n0) * 1e3 if n1 > n0 else float("nan")
-    decided = sum(v for k, v in after.items() if k.startswith("tide_decisions_total{"))
-    decided -= sum(v for k, v in before.items() if k.startswith("tide_decisions_total{"))
     return {
         "cycles": cycles,
-        "decisions": decided,
+        "decisions": decided(after) - decided(before),
         "cycle_mean_ms": (s1 - s0) / cycles * 1e3 if cycles else float("nan"),
         "cycle_p95_ms": quantile(delta, 0.95) * 1e3,
         **phases,
