@@ -76,13 +76,19 @@ def start(
         )
     # R18: a grow of a running job is a resize whose pause is measured (``resumed``); a start is not
     job.resize_from = now if grow else None
+    _mark_started(job, now)
+    job.last_resized_at = now
+    action = Action.GROW if grow else Action.START
+    _event(session, job, action, now=now, replicas=[p.index for p in placements], reason=reason, cause=cause)
+
+
+def _mark_started(job: JobRow | LockedJob, now: float) -> None:
+    """The job's own columns a start or a grow changes (``start`` and ``Starts`` alike): running, first
+    started now if never before, one generation more."""
     job.status = JobStatus.RUNNING
     if job.started_at is None:
         job.started_at = now
-    job.last_resized_at = now
     job.generation += 1
-    action = Action.GROW if grow else Action.START
-    _event(session, job, action, now=now, replicas=[p.index for p in placements], reason=reason, cause=cause)
 
 
 def _replica_fields(placement: Placement, now: float) -> dict[str, Any]:
@@ -124,10 +130,7 @@ class Starts:
         """Start ``job`` (or grow it) with the replicas ``placements``, as ``start`` does."""
         self.replicas.extend({"job_id": job.id, **_replica_fields(p, now)} for p in placements)
         self.resized[job.id] = (now, now if grow else None)  # R18: as in ``start``
-        job.status = JobStatus.RUNNING
-        if job.started_at is None:
-            job.started_at = now
-        job.generation += 1
+        _mark_started(job, now)
         self.jobs[job.id] = job
         action = Action.GROW if grow else Action.START
         self.events.append(
