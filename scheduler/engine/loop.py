@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, plan_cycle
+from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, collector, plan_cycle
 from scheduler.core.forecast import waiting
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import over_quota
@@ -223,6 +223,13 @@ class Engine:
                 self.on_change()
 
     def _cycle(self) -> Plan:
+        # With the collector on, the objects a cycle allocates (rows, the plan, the ORM's) trigger collections
+        # that walk all of them while they are still alive (80 ms each at 10,240 GPUs); paused, what the cycle
+        # frees by reference counting never counts and the collector has nothing left to do after it.
+        with collector.paused():
+            return self._cycle_paused()
+
+    def _cycle_paused(self) -> Plan:
         started = time.perf_counter()
         self._sync_nodes()
         seen = self.executor.observe()
