@@ -65,6 +65,7 @@ from scheduler.store import lifecycle
 from scheduler.store.changes import Changes, changes_of
 from scheduler.store.db import Database, WriteWatch
 from scheduler.store.live import LiveSnapshot, read_snapshot
+from scheduler.store.live_replicas import LiveReplicas
 from scheduler.store.models import NodeRow, ReplicaRow
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ class Engine:
         self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
         self.live = LiveSnapshot(db, check_every=settings.state_check_every)
+        self.replicas = LiveReplicas(db, self.live, check_every=settings.state_check_every)
         self.announcer = Announcer(executor)  # decisions shown where jobs run (Kubernetes Events)
         self._expired_at = -math.inf  # the last removal of expired finished jobs
         self._lock = threading.Lock()
@@ -165,6 +167,7 @@ class Engine:
             if not self.leadership.holds():
                 if self.role == "leader":
                     self.live.close()  # a standby keeps nothing: the leader writes
+                    self.replicas.invalidate()
                 self.role = "standby"
                 self.leading_since = None
                 return None
@@ -186,6 +189,7 @@ class Engine:
                 self.announcer.start(session)
         self._synced_nodes = None
         self.live.invalidate()  # another leader wrote meanwhile: read everything again
+        self.replicas.invalidate()
         self._sync_nodes()
         self.role = "leader"
         self.changes += 1  # /cluster shows who leads
@@ -233,10 +237,15 @@ class Engine:
         started = time.perf_counter()
         self._sync_nodes()
         seen = self.executor.observe()
+        checks, drift = self.replicas.checks, self.replicas.drift
         with self._write() as session:
-            lingering = record_observations(session, self.executor, seen, now=self.clock(), knobs=self.knobs)
+            live = self.replicas.read(session)  # the live replicas, read again only where they changed
+            lingering = record_observations(
+                session, self.executor, seen, now=self.clock(), knobs=self.knobs, live=live
+            )
             release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
         self.metrics.phase_done("observe", time.perf_counter() - started)
+        self.metrics.state_read(self.replicas.checks - checks, self.replicas.drift - drift)
         checks, drift = self.live.checks, self.live.drift
         phase = time.perf_counter()
         with self.db.read() as session:
@@ -372,5 +381,6 @@ class Engine:
         if self.eta is not None:
             self.eta.close()
         self.live.detach()
+        self.replicas.detach()
         self.leadership.release()
         self.role = "stopped"

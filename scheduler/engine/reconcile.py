@@ -77,16 +77,23 @@ class Knobs:
 
 
 def record_observations(
-    session: Session, executor: Executor, seen: Mapping[int, Observation], *, now: float, knobs: Knobs
+    session: Session,
+    executor: Executor,
+    seen: Mapping[int, Observation],
+    *,
+    now: float,
+    knobs: Knobs,
+    live: Mapping[int, str] | None = None,
 ) -> set[int]:
-    """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed."""
+    """Fold ``seen`` into the store; return the replicas whose unrecorded process is still being killed.
+    ``live``: every live replica's status, by id, as the engine keeps it (``LiveReplicas``); None: read here.
+    Whatever acts on a replica reads its row again first, so a ``live`` a write behind only delays the act."""
     record_checkpoints(session, seen)
-    # Every live replica, every cycle (thousands at scale): read on the connection, past the ORM's result
-    # processing, once what the session holds is flushed (as the ORM's own query would have).
-    session.flush()
-    live: dict[int, str] = dict(
-        session.connection().execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all()
-    )
+    if live is None:
+        # every live replica (thousands at scale): read on the connection, past the ORM's result processing,
+        # once what the session holds is flushed (as the ORM's own query would have)
+        session.flush()
+        live = dict(session.connection().execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
     started = [
         rid for rid, status in live.items() if status == ReplicaStatus.STARTING and _started(seen.get(rid))
     ]
@@ -102,12 +109,15 @@ def record_observations(
     for replica_id, obs in seen.items():
         if replica_id in live:
             continue
-        if not _known(session, replica_id):
+        row = session.get(ReplicaRow, replica_id)
+        if row is None or row.exit_code is not None:  # the store does not know it (or saw it exit)
             if obs.running:
                 log.warning("stopping replica %s: the store does not want it", replica_id)
                 executor.stop(replica_id, knobs.grace_period)
             else:
                 executor.forget(replica_id)
+        elif row.pid is not None:
+            continue  # live after all: its launch was recorded after ``live`` was read
         elif obs.running:  # launched, but the launch was never committed: kill it, launch it again
             log.warning("killing replica %s: its launch was not recorded; it starts again", replica_id)
             executor.stop(replica_id, 0.0)
@@ -169,17 +179,12 @@ def _with_jobs(session: Session, ids: list[int]) -> list[ReplicaRow]:
         return []
     query = (
         select(ReplicaRow)
-        .where(ReplicaRow.id.in_(ids))
+        .where(ReplicaRow.id.in_(ids), *LIVE)  # one seen exiting since ``live`` was read is not again
         .options(selectinload(ReplicaRow.job).selectinload(JobRow.replicas))
         .options(selectinload(ReplicaRow.job).selectinload(JobRow.project))
         .order_by(ReplicaRow.id)
     )
     return list(session.scalars(query).all())
-
-
-def _known(session: Session, replica_id: int) -> bool:
-    replica = session.get(ReplicaRow, replica_id)
-    return replica is not None and replica.exit_code is None
 
 
 def _replica_exited(

@@ -470,7 +470,7 @@ def mark_running(session: Session, ids: Collection[int], *, now: float) -> None:
         with accounted(session):  # status and start time: nothing the scheduling snapshot reads
             session.execute(
                 update(ReplicaRow)
-                .where(ReplicaRow.id.in_(ids))
+                .where(ReplicaRow.id.in_(ids), ReplicaRow.status == ReplicaStatus.STARTING)
                 .values(status=ReplicaStatus.RUNNING, started_at=now),
                 execution_options={"synchronize_session": False},
             )

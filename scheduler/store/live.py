@@ -127,6 +127,7 @@ class LiveSnapshot:
         self._projects: tuple[Project, ...] = ()
         self._departments: tuple[Department, ...] = ()
         self._job_tuple: tuple[Job, ...] | None = None
+        self._watchers: list[Callable[[Changes], None]] = []
         db.subscribe(self._changed)
 
     def _changed(self, changes: Changes) -> None:
@@ -154,8 +155,27 @@ class LiveSnapshot:
         self.close()
         self.db.unsubscribe(self._changed)
 
+    def watch(self, watcher: Callable[[Changes], None]) -> None:
+        """Tell ``watcher`` what the other processes changed, each time it is heard (``hear``, each read)."""
+        self._watchers.append(watcher)
+
+    def hear(self) -> None:
+        """Collect the other processes' changes now: the next read applies them, and watchers are told. Run
+        inside a transaction holding the write lock, it hears every writer that held the lock before."""
+        foreign = self._foreign()
+        with self._lock:
+            self._pending.add(foreign)
+
     def _gather(self) -> Changes:
         """Take what changed since the last read, this process's writes and the other processes'."""
+        foreign = self._foreign()
+        with self._lock:
+            taken = self._pending.take()
+        taken.add(foreign)
+        return taken
+
+    def _foreign(self) -> Changes:
+        """What the other processes changed since the last time this was asked (told to the watchers)."""
         foreign = Changes()
         try:
             if self.db.is_sqlite:
@@ -170,10 +190,10 @@ class LiveSnapshot:
         except Exception:
             self.close()
             raise
-        with self._lock:
-            taken = self._pending.take()
-        taken.add(foreign)
-        return taken
+        if foreign:
+            for watcher in list(self._watchers):
+                watcher(foreign)
+        return foreign
 
     def read(self, session: Session) -> Snapshot:
         changes = self._gather()

@@ -12,7 +12,7 @@ signals is found by the check, counted as drift, and mended.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from scheduler.core import Config, Node
+from scheduler.core import Cause, Config, Node, Placement
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.executors.fake import FakeExecutor
@@ -31,9 +31,11 @@ from scheduler.store import lifecycle
 from scheduler.store.changes import Changes, accounted
 from scheduler.store.db import Database
 from scheduler.store.live import LiveSnapshot
+from scheduler.store.live_replicas import LiveReplicas
 from scheduler.store.mapper import Snapshot, load_snapshot
 from scheduler.store.migrate import upgrade
-from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow
+from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow
+from scheduler.store.queries import LIVE
 
 NODES = tuple(Node(f"node-{i}", 4) for i in range(4))
 PROJECTS = ("a", "b", "c")
@@ -236,6 +238,7 @@ def test_the_kept_snapshot_equals_a_full_read_after_any_writes(
     world.agrees()
     assert world.engine.live.checks > 0
     assert world.engine.live.drift == 0, world.engine.live.last_drift
+    assert world.engine.replicas.checks > 0 and world.engine.replicas.drift == 0
     assert world.engine.violations == []
 
 
@@ -257,6 +260,16 @@ def test_each_cycle_plans_what_a_full_read_would_have_planned(
         return kept
 
     live.read = read  # type: ignore[method-assign]
+    replicas = world.engine.replicas
+    observed: list[int] = []
+
+    def read_replicas(session: Session) -> Mapping[int, str]:
+        kept = LiveReplicas.read(replicas, session)
+        assert dict(kept) == every_live_replica(session)
+        observed.append(len(kept))
+        return kept
+
+    replicas.read = read_replicas  # type: ignore[method-assign]
     cycle(world)
     for step in steps:
         run(world, step)
@@ -264,7 +277,127 @@ def test_each_cycle_plans_what_a_full_read_would_have_planned(
     assert (
         len(compared) >= 2 and live.checks == 1
     )  # only the first read was checked: none replaced what it kept
+    assert len(observed) >= 2 and replicas.checks == 0  # none replaced what it kept
     assert world.engine.violations == []
+
+
+def every_live_replica(session: Session) -> dict[int, str]:
+    """What ``record_observations`` read itself before the engine kept it: every live replica's status."""
+    return dict(session.execute(select(ReplicaRow.id, ReplicaRow.status).where(*LIVE)).all())
+
+
+def test_a_settled_cluster_s_cycles_read_no_replica_again(unchecked_world: World) -> None:
+    """Once nothing changes, a cycle reads no replica row: the live replicas it compares with what the
+    executor sees are the ones it kept (read once, at the start)."""
+    world = unchecked_world
+    for project in range(3):
+        submit(world, "here", project, low=1, high=2, gpus=2)
+    for _ in range(4):
+        cycle(world)
+    replicas = world.engine.replicas
+    with world.here.read() as session:
+        assert dict(replicas._status) == every_live_replica(session) and len(replicas._status) >= 3
+    again: list[set[int]] = []
+    read_again = replicas._again
+
+    def spy(session: Session, jobs: set[int]) -> None:
+        again.append(set(jobs))
+        read_again(session, jobs)
+
+    replicas._again = spy  # type: ignore[method-assign]
+    full_reads = replicas.full_reads
+    for _ in range(3):
+        cycle(world)
+    assert again == [] and replicas.full_reads == full_reads
+    submit(world, "here", 0, low=1, high=1, gpus=1)
+    cycle(world)  # it starts: the next look reads that job's replicas again, and only those
+    cycle(world)
+    assert again and all(jobs == again[0] for jobs in again) and len(again[0]) == 1
+    assert replicas.full_reads == full_reads
+
+
+@pytest.mark.postgres
+def test_another_process_s_change_to_a_replica_is_heard_before_the_executor_is_compared(pg_url: str) -> None:
+    """A replica another process changed (here: a cancel, which marks the job's replicas to stop) is read
+    again at the next look, within the transaction that records what the executor saw, not a cycle later."""
+    here, there = Database(pg_url), Database(pg_url)
+    upgrade(here)
+    with here.write() as session:
+        session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
+    snapshot = LiveSnapshot(here, check_every=math.inf)
+    kept = LiveReplicas(here, snapshot, check_every=math.inf)
+    world = World(here, there, engine=None, watcher=snapshot)  # type: ignore[arg-type]
+    try:
+        submit(world, "here", 0, low=2, high=2, gpus=1)
+        with here.write() as session:
+            job = session.scalars(select(JobRow)).one()
+            lifecycle.start(
+                session,
+                job,
+                (Placement(0, "node-0", 1), Placement(1, "node-1", 1)),
+                grow=False,
+                now=1.0,
+                cause=Cause.FAIR_SHARE,
+                reason="a test starts it",
+            )
+        with here.write() as session:
+            for replica in session.scalars(select(ReplicaRow)):
+                lifecycle.launched(replica, pid=100 + replica.index, gpu_ids=[0], now=1.0, running=True)
+        with here.write() as session:
+            assert set(kept.read(session).values()) == {"running"}
+        reads = kept.full_reads
+        touch_job(world, "there", 0, "cancel")
+        with here.write() as session:
+            assert dict(kept.read(session)) == every_live_replica(session)
+            assert set(kept.read(session).values()) == {"terminating"}
+        assert kept.full_reads == reads  # that job's replicas only
+    finally:
+        kept.detach()
+        snapshot.detach()
+        here.dispose()
+        there.dispose()
+
+
+@pytest.mark.postgres
+def test_a_replica_changed_behind_the_service_s_back_is_found_as_drift_and_mended(pg_url: str) -> None:
+    db = Database(pg_url)
+    upgrade(db)
+    with db.write() as session:
+        session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
+    snapshot = LiveSnapshot(db, check_every=math.inf)
+    kept = LiveReplicas(db, snapshot, check_every=math.inf)
+    world = World(db, db, engine=None, watcher=snapshot)  # type: ignore[arg-type]
+    try:
+        submit(world, "here", 0, low=1, high=1, gpus=1)
+        with db.write() as session:
+            job = session.scalars(select(JobRow)).one()
+            lifecycle.start(
+                session,
+                job,
+                (Placement(0, "node-0", 1),),
+                grow=False,
+                now=1.0,
+                cause=Cause.FAIR_SHARE,
+                reason="a test starts it",
+            )
+        with db.write() as session:
+            replica = session.scalars(select(ReplicaRow)).one()
+            lifecycle.launched(replica, pid=7, gpu_ids=[0], now=1.0, running=True)
+        with db.write() as session:
+            assert len(kept.read(session)) == 1
+        conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("UPDATE replicas SET exit_code = 0")
+        with db.write() as session:
+            assert len(kept.read(session)) == 1  # nobody said so
+        kept.check_every = 0.0
+        with db.write() as session:
+            assert len(kept.read(session)) == 0
+        assert kept.checks == 1 and kept.drift == 1
+    finally:
+        kept.detach()
+        snapshot.detach()
+        db.dispose()
 
 
 def test_this_process_s_writes_are_read_again_job_by_job(world: World) -> None:
