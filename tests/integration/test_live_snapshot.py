@@ -316,6 +316,20 @@ def test_a_settled_cluster_s_cycles_read_no_replica_again(unchecked_world: World
     assert replicas.full_reads == full_reads
 
 
+def run_a_job(world: World, *, replicas: int) -> None:
+    """Submit a job of ``replicas`` one-GPU replicas in project a and launch them all, running."""
+    submit(world, "here", 0, low=replicas, high=replicas, gpus=1)
+    with world.here.write() as session:
+        job = session.scalars(select(JobRow)).one()
+        placements = tuple(Placement(i, f"node-{i}", 1) for i in range(replicas))
+        lifecycle.start(
+            session, job, placements, grow=False, now=1.0, cause=Cause.FAIR_SHARE, reason="a test starts it"
+        )
+    with world.here.write() as session:
+        for replica in session.scalars(select(ReplicaRow)):
+            lifecycle.launched(replica, pid=100 + replica.index, gpu_ids=[0], now=1.0, running=True)
+
+
 @pytest.mark.postgres
 def test_another_process_s_change_to_a_replica_is_heard_before_the_executor_is_compared(pg_url: str) -> None:
     """A replica another process changed (here: a cancel, which marks the job's replicas to stop) is read
@@ -328,21 +342,7 @@ def test_another_process_s_change_to_a_replica_is_heard_before_the_executor_is_c
     kept = LiveReplicas(here, snapshot, check_every=math.inf)
     world = World(here, there, engine=None, watcher=snapshot)  # type: ignore[arg-type]
     try:
-        submit(world, "here", 0, low=2, high=2, gpus=1)
-        with here.write() as session:
-            job = session.scalars(select(JobRow)).one()
-            lifecycle.start(
-                session,
-                job,
-                (Placement(0, "node-0", 1), Placement(1, "node-1", 1)),
-                grow=False,
-                now=1.0,
-                cause=Cause.FAIR_SHARE,
-                reason="a test starts it",
-            )
-        with here.write() as session:
-            for replica in session.scalars(select(ReplicaRow)):
-                lifecycle.launched(replica, pid=100 + replica.index, gpu_ids=[0], now=1.0, running=True)
+        run_a_job(world, replicas=2)
         with here.write() as session:
             assert set(kept.read(session).values()) == {"running"}
         reads = kept.full_reads
@@ -360,6 +360,8 @@ def test_another_process_s_change_to_a_replica_is_heard_before_the_executor_is_c
 
 @pytest.mark.postgres
 def test_a_replica_changed_behind_the_service_s_back_is_found_as_drift_and_mended(pg_url: str) -> None:
+    """A replica's row changed straight in PostgreSQL (no signal) is kept as it was until the periodic check,
+    which counts the drift and keeps the full read."""
     db = Database(pg_url)
     upgrade(db)
     with db.write() as session:
@@ -368,21 +370,7 @@ def test_a_replica_changed_behind_the_service_s_back_is_found_as_drift_and_mende
     kept = LiveReplicas(db, snapshot, check_every=math.inf)
     world = World(db, db, engine=None, watcher=snapshot)  # type: ignore[arg-type]
     try:
-        submit(world, "here", 0, low=1, high=1, gpus=1)
-        with db.write() as session:
-            job = session.scalars(select(JobRow)).one()
-            lifecycle.start(
-                session,
-                job,
-                (Placement(0, "node-0", 1),),
-                grow=False,
-                now=1.0,
-                cause=Cause.FAIR_SHARE,
-                reason="a test starts it",
-            )
-        with db.write() as session:
-            replica = session.scalars(select(ReplicaRow)).one()
-            lifecycle.launched(replica, pid=7, gpu_ids=[0], now=1.0, running=True)
+        run_a_job(world, replicas=1)
         with db.write() as session:
             assert len(kept.read(session)) == 1
         conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://")
