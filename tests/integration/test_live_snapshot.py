@@ -330,62 +330,59 @@ def run_a_job(world: World, *, replicas: int) -> None:
             lifecycle.launched(replica, pid=100 + replica.index, gpu_ids=[0], now=1.0, running=True)
 
 
-@pytest.mark.postgres
-def test_another_process_s_change_to_a_replica_is_heard_before_the_executor_is_compared(pg_url: str) -> None:
-    """A replica another process changed (here: a cancel, which marks the job's replicas to stop) is read
-    again at the next look, within the transaction that records what the executor saw, not a cycle later."""
+@pytest.fixture
+def kept_replicas(pg_url: str) -> Iterator[tuple[World, LiveReplicas]]:
+    """Project a on PostgreSQL, the live replicas kept as the engine keeps them, and a second process."""
     here, there = Database(pg_url), Database(pg_url)
     upgrade(here)
     with here.write() as session:
         session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
     snapshot = LiveSnapshot(here, check_every=math.inf)
     kept = LiveReplicas(here, snapshot, check_every=math.inf)
-    world = World(here, there, engine=None, watcher=snapshot)  # type: ignore[arg-type]
-    try:
-        run_a_job(world, replicas=2)
-        with here.write() as session:
-            assert set(kept.read(session).values()) == {"running"}
-        reads = kept.full_reads
-        touch_job(world, "there", 0, "cancel")
-        with here.write() as session:
-            assert dict(kept.read(session)) == every_live_replica(session)
-            assert set(kept.read(session).values()) == {"terminating"}
-        assert kept.full_reads == reads  # that job's replicas only
-    finally:
-        kept.detach()
-        snapshot.detach()
-        here.dispose()
-        there.dispose()
+    yield World(here, there, engine=None, watcher=snapshot), kept  # type: ignore[arg-type]
+    kept.detach()
+    snapshot.detach()
+    here.dispose()
+    there.dispose()
 
 
 @pytest.mark.postgres
-def test_a_replica_changed_behind_the_service_s_back_is_found_as_drift_and_mended(pg_url: str) -> None:
+def test_another_process_s_change_to_a_replica_is_heard_before_the_executor_is_compared(
+    kept_replicas: tuple[World, LiveReplicas],
+) -> None:
+    """A replica another process changed (here: a cancel, which marks the job's replicas to stop) is read
+    again at the next look, within the transaction that records what the executor saw, not a cycle later."""
+    world, kept = kept_replicas
+    run_a_job(world, replicas=2)
+    with world.here.write() as session:
+        assert set(kept.read(session).values()) == {"running"}
+    reads = kept.full_reads
+    touch_job(world, "there", 0, "cancel")
+    with world.here.write() as session:
+        assert dict(kept.read(session)) == every_live_replica(session)
+        assert set(kept.read(session).values()) == {"terminating"}
+    assert kept.full_reads == reads  # that job's replicas only
+
+
+@pytest.mark.postgres
+def test_a_replica_changed_behind_the_service_s_back_is_found_as_drift_and_mended(
+    kept_replicas: tuple[World, LiveReplicas], pg_url: str
+) -> None:
     """A replica's row changed straight in PostgreSQL (no signal) is kept as it was until the periodic check,
     which counts the drift and keeps the full read."""
-    db = Database(pg_url)
-    upgrade(db)
-    with db.write() as session:
-        session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
-    snapshot = LiveSnapshot(db, check_every=math.inf)
-    kept = LiveReplicas(db, snapshot, check_every=math.inf)
-    world = World(db, db, engine=None, watcher=snapshot)  # type: ignore[arg-type]
-    try:
-        run_a_job(world, replicas=1)
-        with db.write() as session:
-            assert len(kept.read(session)) == 1
-        conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://")
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute("UPDATE replicas SET exit_code = 0")
-        with db.write() as session:
-            assert len(kept.read(session)) == 1  # nobody said so
-        kept.check_every = 0.0
-        with db.write() as session:
-            assert len(kept.read(session)) == 0
-        assert kept.checks == 1 and kept.drift == 1
-    finally:
-        kept.detach()
-        snapshot.detach()
-        db.dispose()
+    world, kept = kept_replicas
+    run_a_job(world, replicas=1)
+    with world.here.write() as session:
+        assert len(kept.read(session)) == 1
+    conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("UPDATE replicas SET exit_code = 0")
+    with world.here.write() as session:
+        assert len(kept.read(session)) == 1  # nobody said so
+    kept.check_every = 0.0
+    with world.here.write() as session:
+        assert len(kept.read(session)) == 0
+    assert kept.checks == 1 and kept.drift == 1
 
 
 def test_this_process_s_writes_are_read_again_job_by_job(world: World) -> None:
