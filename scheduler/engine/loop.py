@@ -6,8 +6,10 @@ cycles (``scheduler.engine.leader``); on becoming leader it adopts what the exec
 records the executor's nodes (again whenever they change: Kubernetes nodes come, go, are cordoned).
 One cycle (``run_cycle``), each step its own transaction:
 
-1. record what the executor observed (exits finish replicas and jobs, orphans are stopped), then release
-   what is still wanted on nodes an admin drained or lost (``scheduler.engine.nodes``);
+1. record what the executor observed (exits finish replicas and jobs, orphans are stopped), compared with
+   the live replicas the engine keeps (``scheduler.store.live_replicas``: read again only where a write
+   touched them), then release what is still wanted on nodes an admin drained or lost
+   (``scheduler.engine.nodes``);
 2. read the snapshot (a read of only what changed since the last cycle: the engine keeps it in memory,
    ``scheduler.store.live``, read whole on taking the lead and checked against a full read every
    ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist the plan with its events (one

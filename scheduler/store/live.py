@@ -16,6 +16,10 @@ database state:
   or departments: both tables; nodes: the nodes; anything else, a lost or new listening connection, the
   first read and one after ``invalidate()`` (the engine calls it when it takes the lead): everything.
 
+``hear()`` collects the other processes' signals ahead of a read (the next read applies them) and
+``watch(watcher)`` hands each batch heard to a watcher too (``scheduler.store.live_replicas``, which keeps
+the live replicas from the same signals).
+
 A commit that ends after the round trip may show in rows read again for another reason; its signal comes
 next cycle and the rows are read again then. Every ``check_every`` seconds (or, where a full read is slow,
 after ``CHECK_SPACING`` times what the last one took, so checks take at most about 2 % of the loop: at 81,920
