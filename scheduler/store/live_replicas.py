@@ -80,8 +80,9 @@ class LiveReplicas:
     def _changed(self, changes: Changes) -> None:
         with self._lock:
             if changes.everything:
-                self._everything = True
-            self._dirty |= changes.jobs
+                self._everything, self._dirty = True, set()
+            elif not self._everything:  # all is read again anyway (a standby gathers nothing meanwhile)
+                self._dirty |= changes.jobs
 
     def invalidate(self) -> None:
         """Read every live replica next time (the engine took the lead: another leader may have written)."""
