@@ -21,8 +21,10 @@ One cycle (``run_cycle``), each step its own transaction:
 With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
 
-While replicas are stopping, the next cycle comes after ``RELEASE_POLL_SECONDS`` rather than a full period,
-so reclaimed GPUs reach their claimant about as soon as the processes exit (R2).
+While replicas are stopping, a release turn every ``RELEASE_POLL_SECONDS`` between cycles (``release``: the
+executor observed, what exited recorded, what the stored plan wants launched where GPUs came free; no plan)
+hands reclaimed GPUs to their claimant about as soon as the processes exit (R2), however long a cycle takes;
+the next cycle comes at once when none is left stopping.
 
 Every time comes from ``clock`` (the shell's, never the core's). ``leading_since`` is when it took the lead
 (None while it does not hold it) and ``last_cycle_at`` when its last cycle completed: ``/healthz`` compares
@@ -41,7 +43,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
@@ -238,16 +240,8 @@ class Engine:
     def _cycle_paused(self) -> Plan:
         started = time.perf_counter()
         self._sync_nodes()
-        seen = self.executor.observe()
-        checks, drift = self.replicas.checks, self.replicas.drift
-        with self._write() as session:
-            live = self.replicas.read(session)  # the live replicas, read again only where they changed
-            lingering = record_observations(
-                session, self.executor, seen, now=self.clock(), knobs=self.knobs, live=live
-            )
-            release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
+        lingering = self._observe()
         self.metrics.phase_done("observe", time.perf_counter() - started)
-        self.metrics.state_read(self.replicas.checks - checks, self.replicas.drift - drift)
         checks, drift = self.live.checks, self.live.drift
         phase = time.perf_counter()
         with self.db.read() as session:
@@ -281,9 +275,7 @@ class Engine:
         self._expire(now)
         self.metrics.phase_done("forecast", time.perf_counter() - phase)
         phase = time.perf_counter()
-        with self._write() as session:
-            self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
-            launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
+        self._apply(lingering)
         self.metrics.phase_done("apply", time.perf_counter() - phase)
         if self.announcer.active:
             with self.db.read() as session:
@@ -293,6 +285,39 @@ class Engine:
         self.last_cycle_seconds = time.perf_counter() - started
         self.metrics.cycle_done(self.last_cycle_seconds, applied)
         return plan
+
+    def _observe(self) -> Collection[int]:
+        """Record what the executor observed (exits, starts, orphans) against the live replicas kept in
+        memory, and release what is still wanted on nodes taken away; the replicas whose unrecorded process
+        is still being killed."""
+        seen = self.executor.observe()
+        checks, drift = self.replicas.checks, self.replicas.drift
+        with self._write() as session:
+            live = self.replicas.read(session)  # the live replicas, read again only where they changed
+            lingering = record_observations(
+                session, self.executor, seen, now=self.clock(), knobs=self.knobs, live=live
+            )
+            release_taken_nodes(session, self.executor, now=self.clock(), knobs=self.knobs)
+        self.metrics.state_read(self.replicas.checks - checks, self.replicas.drift - drift)
+        return lingering
+
+    def _apply(self, lingering: Collection[int]) -> None:
+        """Signal what the stored plan stops (master last) and launch what it wants where the GPUs are free."""
+        with self._write() as session:
+            self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
+            launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
+
+    def release(self) -> bool:
+        """Between cycles, while replicas are stopping: record what exited and launch what the GPUs it freed
+        were kept for by the stored plan (R2), without planning again (a cycle at 81,920 GPUs takes seconds;
+        this, an observation and the launches). False, doing nothing, where this process does not lead."""
+        with self._lock:
+            if not self.is_leader or not self.leadership.holds():
+                return False
+            started = time.perf_counter()
+            self._apply(self._observe())
+            self.metrics.release_done(time.perf_counter() - started)
+            return True
 
     def _forecast(self, before: ClusterState, plan: Plan, now: float) -> None:
         """Store a start-time forecast that finished, and start the next one when due (in the worker: the
@@ -354,19 +379,39 @@ class Engine:
     async def run(self) -> None:
         """Cycle until ``stop()``; a failing cycle is logged and retried next period."""
         self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
+        self._wake = wake = asyncio.Event()
         while not self._stopping:
             await self.turn()
             self.on_change()
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._next_wait())
-            self._wake.clear()
+            await self._until_next_cycle(wake)
 
-    def _next_wait(self) -> float:
-        """A period, or less while replicas are stopping: their GPUs go to a claimant as soon as they exit."""
-        if self.stopping and self.is_leader:
-            return min(self.settings.cycle_period, RELEASE_POLL_SECONDS)
-        return self.settings.cycle_period
+    async def _until_next_cycle(self, wake: asyncio.Event) -> None:
+        """Wait a period, or less on a wake. While replicas are stopping, a release turn every
+        ``RELEASE_POLL_SECONDS`` meanwhile launches what their exit freed (R2: the claimant starts as soon as
+        the processes are gone, not a whole cycle later); once none is left stopping, the next cycle comes
+        at once, as it would after any exit."""
+        due = time.monotonic() + self.settings.cycle_period
+        while not self._stopping:
+            polling = self.stopping > 0 and self.is_leader
+            left = due - time.monotonic()
+            with suppress(TimeoutError):
+                await asyncio.wait_for(
+                    wake.wait(), timeout=min(left, RELEASE_POLL_SECONDS) if polling else left
+                )
+            if wake.is_set() or not polling or time.monotonic() >= due:
+                break
+            try:
+                if not await asyncio.to_thread(self.release):
+                    break
+            except Exception as error:  # as a failed cycle: logged and counted, the next cycle retries
+                self.last_error = f"{type(error).__name__}: {error}"
+                self.metrics.cycle_failed(error)
+                log.exception("release turn failed")
+                break
+            self.on_change()
+            if not self.stopping:
+                break
+        wake.clear()
 
     def trigger(self) -> None:
         """Ask for a cycle now (from any thread)."""

@@ -2,7 +2,8 @@
 
 Contract: ``EngineMetrics(registry)`` registers its collectors on the given ``CollectorRegistry`` (one per
 service, never the process-global one, so several services in one process do not clash). The engine calls
-``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle raised, ``eta_done``/``eta_failed``
+``cycle_done`` after every cycle it ran, ``cycle_failed`` when a cycle (or a release turn) raised, ``release_done`` after a release turn between
+cycles, ``eta_done``/``eta_failed``
 after a start-time forecast, ``phase_done`` with the seconds each phase of a cycle took, ``state_read`` after each read of the snapshot (full checks of the one kept in
 memory and the drift they found), and ``executor_error`` when an executor call failed and was handled (a replica
 that could not start). Every label is bounded: ``kind`` is a
@@ -104,6 +105,13 @@ class EngineMetrics:
             buckets=CYCLE_BUCKETS,
             registry=self.registry,
         )
+        self.release_seconds = Histogram(
+            "tide_release_turn_seconds",
+            "Seconds one release turn took: between cycles, while replicas are stopping, what exited recorded "
+            "and what its GPUs were kept for launched, without planning again.",
+            buckets=CYCLE_BUCKETS,
+            registry=self.registry,
+        )
         self.state_checks = Counter(
             "tide_state_checks",
             "Full reads of the database that checked the scheduling snapshot the engine keeps in memory.",
@@ -140,6 +148,9 @@ class EngineMetrics:
 
     def phase_done(self, phase: str, seconds: float) -> None:
         self.phase_seconds.labels(phase=phase).observe(seconds)
+
+    def release_done(self, seconds: float) -> None:
+        self.release_seconds.observe(seconds)
 
     def state_read(self, checks: int, drift: int) -> None:
         self.state_checks.inc(checks)

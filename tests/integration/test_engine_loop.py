@@ -8,17 +8,21 @@ the master's success completes it); a process the store does not want is stopped
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import Histogram
 from sqlalchemy import select
 
 from scheduler.core import Config, Node
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.engine.persist import persist_plan
-from scheduler.executors.base import LaunchSpec
+from scheduler.executors.base import LaunchSpec, Observation
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store import lifecycle
 from scheduler.store.db import Database
@@ -113,6 +117,97 @@ def test_reclaimed_gpus_go_to_the_claimant_once_released(harness: Harness) -> No
     assert [s.index for s in harness.live("elastic")] == [0, 1]
     assert [s.index for s in harness.live("one")] == [0, 1]  # in the cycle that saw them exit
     assert {g for s in harness.executor.live() for g in s.gpu_ids} == {0, 1, 2, 3}
+
+
+def test_release_turns_see_the_reclaimed_replicas_exit_without_planning_again(harness: Harness) -> None:
+    """Between cycles, while replicas stop, a release turn records what exited (no plan: a cycle at 81,920
+    GPUs takes seconds); the loop then runs the cycle that starts the claimant at once."""
+    harness.project("a", 2)
+    harness.project("b", 2)
+    harness.submit("a", "elastic", 2, 4)
+    harness.cycle()
+    harness.submit("b", "one", 2, 2)
+    harness.cycle()
+    assert harness.stopping("elastic") == [2, 3]
+    cycles = harness.engine.cycles
+    assert harness.engine.release() and harness.engine.release()
+    assert harness.engine.stopping == 2  # two looks before they exit
+    assert harness.engine.release()
+    assert harness.engine.stopping == 0 and harness.engine.cycles == cycles
+    assert sorted(r.index for r in harness.job("a", "elastic").replicas) == [0, 1]  # the exits recorded
+    assert harness.live("one") == []  # nothing planned it yet
+    harness.cycle()
+    assert [s.index for s in harness.live("one")] == [0, 1]
+
+
+def test_release_turns_stop_the_master_once_its_workers_are_gone(harness: Harness) -> None:
+    harness.project("a", 4)
+    harness.submit("a", "train", 3, 3)
+    harness.cycle()
+    with harness.db.write() as session:
+        job = job_by_name(session, "a", "train", lock=True)
+        assert job is not None
+        lifecycle.cancel_job(session, job, now=harness.clock, reason="deleted by an admin")
+    harness.cycle()
+    assert harness.stopping("train") == [1, 2]
+    for _ in range(3):
+        harness.engine.release()
+    assert harness.stopping("train") == [0]  # R5: the master last, signalled by a release turn
+    for _ in range(3):
+        harness.engine.release()
+    assert harness.live("train") == [] and harness.engine.stopping == 0
+
+
+def test_a_standby_runs_no_release_turn(harness: Harness) -> None:
+    assert not harness.engine.release()  # it never led: nothing observed, nothing launched
+    assert harness.engine.cycles == 0
+
+
+def test_the_loop_launches_reclaimed_gpus_long_before_its_next_period(tmp_path: Path) -> None:
+    """``run``: with a 60 s period, a claimant whose GPUs a reclaim frees starts within a second: release
+    turns look for the exits (the replicas take two looks), and the cycle that starts it comes at once."""
+    harness = Harness(tmp_path, stop_delay=2)
+    harness.engine.settings = dataclasses.replace(harness.engine.settings, cycle_period=60.0)
+    launched_in: list[tuple[str, int]] = []
+    start = harness.executor.start
+
+    def counting_start(spec: LaunchSpec) -> Observation:
+        launched_in.append((spec.job, harness.engine.cycles))
+        return start(spec)
+
+    harness.executor.start = counting_start  # type: ignore[method-assign]
+    try:
+        harness.project("a", 2)
+        harness.project("b", 2)
+        harness.submit("a", "elastic", 2, 4)
+        harness.cycle()
+        harness.submit("b", "one", 2, 2)
+        asyncio.run(_run_until(harness, lambda: len(harness.live("one")) == 2, timeout=10.0))
+        reclaim_cycle = 2
+        assert [cycle for job, cycle in launched_in if job == "one"] == [
+            reclaim_cycle
+        ] * 2  # the one after it
+        assert _count(harness.engine.metrics.release_seconds) >= 3  # the turns that looked for the exits
+    finally:
+        harness.engine.close()
+        harness.db.dispose()
+
+
+def _count(histogram: Histogram) -> float:
+    return next(s.value for m in histogram.collect() for s in m.samples if s.name.endswith("_count"))
+
+
+async def _run_until(harness: Harness, done: Callable[[], bool], timeout: float) -> None:
+    task = asyncio.create_task(harness.engine.run())
+    started = time.monotonic()
+    try:
+        while not done():
+            assert time.monotonic() - started < timeout, "the claimant did not start"
+            await asyncio.sleep(0.02)
+        assert time.monotonic() - started < 5.0  # far less than the 60 s period
+    finally:
+        harness.engine.stop()
+        await task
 
 
 def test_a_wanted_replica_waits_while_its_gpus_are_held(harness: Harness) -> None:
