@@ -5,15 +5,15 @@ PostgreSQL database, dropped at the end), ``--nodes`` x 8 GPUs, 101 projects and
 ``--jobs`` jobs of ``bench/live_scale.py``'s mix written straight into the store; then ``--cycles`` cycles,
 each timed whole and by phase (``sync_nodes``, ``observe``, ``record_observations``,
 ``release_taken_nodes``, ``read_snapshot`` (the snapshot kept in memory, read again where it changed),
-``plan_cycle``, ``persist_plan``, ``stop_unwanted``,
-``launch_waiting``). After the first cycle the heap is settled as in ``tide serve``'s engine process
+``plan_cycle``, ``persist_decisions``, ``stop_unwanted``,
+``launch_waiting``, ``persist_notes``). After the first cycle the heap is settled as in ``tide serve``'s engine process
 (``api.server.engine.host.tune_engine_process``). The first cycle starts everything that fits; the last ones are a settled, full
 cluster with thousands of jobs waiting; the last line gives their medians (cycle, cycle over ``plan_cycle``,
-the snapshot's read as a share of the cycle, the persist phase (``persist_plan`` and its transaction), and the
+the snapshot's read as a share of the cycle, the persist phase (``persist_decisions`` and ``persist_notes`` with their transactions), and the
 first cycle's persist phase: the fill, thousands of starts). ``--profile`` adds cProfile's top functions over the
 last 3 cycles. ``--churn N`` makes the settled cycles those of a busy cluster: before each cycle from the
 second on, ``N`` running jobs end (their replicas exit 0) and ``N`` new ones are submitted, so each cycle
-starts jobs, writes their events and moves places in line. ``--statements`` adds where ``persist_plan``'s
+starts jobs, writes their events and moves places in line. ``--statements`` adds where the persist phase's
 time went, statement by statement (SQL text cut short: time, executions, rows as the driver counts them), in the first cycle (the fill)
 and in the settled ones. No HTTP and no second process: what ``bench/live_scale.py``'s cycle figures are made
 of.
@@ -63,7 +63,8 @@ PHASES = (
     "load_snapshot",  # the engine before it kept the snapshot in memory
     "read_snapshot",
     "plan_cycle",
-    "persist_plan",
+    "persist_decisions",
+    "persist_notes",
     "stop_unwanted",
     "launch_waiting",
 )
@@ -123,19 +124,25 @@ class Statements:
         self.spent: dict[str, list[float]] = {}
         self.persisted: list[float] = []  # each cycle's persist phase (its transaction whole), seconds
         self._started = 0.0
-        phase_done, persist_plan = engine.metrics.phase_done, loop.persist_plan
+        phase_done = engine.metrics.phase_done
 
         def phase(name: str, seconds: float) -> None:
             phase_done(name, seconds)
             if name == "persist":
                 self.persisted.append(seconds)
-                self.on = False
 
-        def persist(*args: Any, **kwargs: Any) -> Any:
-            self.on = counting
-            return persist_plan(*args, **kwargs)
+        def counted(write: Callable[..., Any]) -> Callable[..., Any]:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                self.on = counting
+                try:
+                    return write(*args, **kwargs)
+                finally:
+                    self.on = False
 
-        loop.persist_plan = persist  # type: ignore[assignment]
+            return run
+
+        for name in ("persist_decisions", "persist_notes"):
+            setattr(loop, name, counted(getattr(loop, name)))
         engine.metrics.phase_done = phase  # type: ignore[method-assign]
 
         @event.listens_for(db.engine, "before_cursor_execute")
@@ -210,7 +217,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--churn", type=int, default=0, help="jobs that end and are submitted before each cycle"
     )
-    parser.add_argument("--statements", action="store_true", help="persist_plan's time by SQL statement")
+    parser.add_argument("--statements", action="store_true", help="the persist phase's time by SQL statement")
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     return parser.parse_args()

@@ -12,11 +12,13 @@ One cycle (``run_cycle``), each step its own transaction:
    (``scheduler.engine.nodes``);
 2. read the snapshot (a read of only what changed since the last cycle: the engine keeps it in memory,
    ``scheduler.store.live``, read whole on taking the lead and checked against a full read every
-   ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist the plan with its events (one
+   ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist its decisions with their events (one
    write transaction). Planning on a snapshot is safe because the leader is the only writer of
    placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
    a GPU that a live process holds (``reconcile``);
-3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free.
+3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free; then write the
+   rest of the plan (the other jobs' reasons and places in line, fair shares, usage: nothing a launch
+   reads) in a transaction of its own, so a reclaim's stops and a claimant's launch do not wait for it.
 
 With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
@@ -62,7 +64,7 @@ from scheduler.engine.eta_worker import EtaWorker
 from scheduler.engine.leader import Leadership, leadership_for
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.nodes import release_taken_nodes
-from scheduler.engine.persist import persist_plan
+from scheduler.engine.persist import persist_decisions, persist_notes
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
 from scheduler.store import lifecycle
@@ -259,17 +261,15 @@ class Engine:
         over = over_quota(state) if half_life > 0 else None
         phase = time.perf_counter()
         with self._write() as session:
-            applied = persist_plan(
+            applied = persist_decisions(
                 session,
                 plan,
                 now=now,
-                usage_half_life=half_life,
-                over_quota=over,
                 notes=snapshot.notes,
                 reaches=lambda job: notice.reaches(self.executor, job),
                 grace_period=self.settings.grace_period,
             )
-        self.metrics.phase_done("persist", time.perf_counter() - phase)
+        persisting = time.perf_counter() - phase
         phase = time.perf_counter()
         self._forecast(state, plan, now)
         self._expire(now)
@@ -277,6 +277,12 @@ class Engine:
         phase = time.perf_counter()
         self._apply(lingering)
         self.metrics.phase_done("apply", time.perf_counter() - phase)
+        phase = time.perf_counter()
+        with self._write() as session:  # after the stops and launches: nothing they read
+            persist_notes(
+                session, plan, now=now, usage_half_life=half_life, notes=snapshot.notes, over_quota=over
+            )
+        self.metrics.phase_done("persist", persisting + time.perf_counter() - phase)
         if self.announcer.active:
             with self.db.read() as session:
                 self.announcer.after_cycle(session)

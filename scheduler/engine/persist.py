@@ -1,6 +1,9 @@
 """Write a ``Plan`` to the store: wanted placements, released replicas, events, reasons and shares.
 
-Contract: ``persist_plan(session, plan, now=..., notes=...)`` runs inside the cycle's one write transaction. The
+Contract: ``persist_plan(session, plan, now=..., notes=...)`` runs inside one write transaction; the loop
+runs its two halves in two (``persist_decisions``, then its stops and launches, then ``persist_notes``:
+the other jobs' notes, the shares and the usage, nothing a launch reads, so a reclaim's stops and a start's
+launch do not wait for thousands of places in line to be rewritten). The
 decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
 meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. Each decision goes through
 its job's transition in ``scheduler.store.lifecycle``: START/GROW insert ``ReplicaRow``s that the engine
@@ -64,6 +67,24 @@ def persist_plan(
 ) -> list[Decision]:
     """Persist ``plan``; return the decisions applied (skipped ones are logged). ``reaches``: whether a
     job's replicas can be given a preemption notice (None: no notices); ``grace_period``: the service's."""
+    applied = persist_decisions(
+        session, plan, now=now, notes=notes, reaches=reaches, grace_period=grace_period
+    )
+    persist_notes(session, plan, now=now, usage_half_life=usage_half_life, notes=notes, over_quota=over_quota)
+    return applied
+
+
+def persist_decisions(
+    session: Session,
+    plan: Plan,
+    *,
+    now: float,
+    notes: Notes,
+    reaches: Callable[[JobRow], bool] | None = None,
+    grace_period: float = 30.0,
+) -> list[Decision]:
+    """The first half of ``persist_plan``: the decisions, with the notes of the jobs they decide (what a launch
+    or a stop needs; the loop applies them before it writes the rest)."""
     applied: list[Decision] = []
     keys = [(d.project, d.job) for d in plan.decisions]
     released = {key for key, d in zip(keys, plan.decisions, strict=True) if d.action in _RELEASES}
@@ -89,11 +110,25 @@ def persist_plan(
             _apply(session, job, decision, now=now, reaches=reaches, grace_period=grace_period)
         applied.append(decision)
     starts.write(session)
-    _write_notes(session, plan, notes)
+    _write_notes(session, plan, notes, decided=True)
+    return applied
+
+
+def persist_notes(
+    session: Session,
+    plan: Plan,
+    *,
+    now: float,
+    notes: Notes,
+    usage_half_life: float = 0.0,
+    over_quota: dict[str, int] | None = None,
+) -> None:
+    """The second half of ``persist_plan``: the other jobs' reasons and places in line, the fair shares and the
+    usage; nothing a launch or a stop reads (a new claim at the head of the line moves thousands of places)."""
+    _write_notes(session, plan, notes, decided=False)
     _write_shares(session, plan)
     if usage_half_life > 0:
         _write_usage(session, plan, now, usage_half_life, over_quota or {})
-    return applied
 
 
 _RELEASES = (Action.SHRINK, Action.EVICT)
@@ -170,13 +205,15 @@ _NOTE_UPDATE_ARRAYS = text(
 )
 
 
-def _write_notes(session: Session, plan: Plan, notes: Notes) -> None:
-    """Store each active job's reason and place in line, writing only the ones that changed."""
+def _write_notes(session: Session, plan: Plan, notes: Notes, *, decided: bool) -> None:
+    """Store the reason and place in line of each active job the plan decides (``decided``) or of each other
+    one, writing only the ones that changed."""
     wanted = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
+    keys = {(d.project, d.job) for d in plan.decisions}
     changed = [
         (job_id, note)
         for key, job_id in notes.ids.items()
-        if (note := wanted.get(key, (None, None))) != notes.stored[job_id]
+        if (key in keys) == decided and (note := wanted.get(key, (None, None))) != notes.stored[job_id]
     ]
     if not changed:
         return

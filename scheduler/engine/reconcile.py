@@ -59,11 +59,12 @@ from scheduler.executors.base import (
 from scheduler.executors.kube import podtemplate
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
-from scheduler.store.models import JobRow, NodeRow, ReplicaRow
-from scheduler.store.queries import LIVE, held_gpu_ids, shared_gpu_devices
+from scheduler.store.models import JobRow, ReplicaRow
+from scheduler.store.queries import LIVE, held_gpu_ids, node_sizes, shared_gpu_devices
 
 log = logging.getLogger(__name__)
 WAITS = "waits to start"  # a deferred launch's words on its job's message
+SCOPED_NODES = 512  # launches on at most this many nodes read only those nodes' GPUs (else every node's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +286,12 @@ def launch_waiting(
     ).all()
     if not waiting:
         return 0
-    sizes = {n.name: n.gpus for n in session.scalars(select(NodeRow)).all()}
-    held = held_gpu_ids(session)
-    shared = shared_gpu_devices(session)  # R20: the device of each shared GPU that has a live replica
+    # only the nodes these launches use (a launch at 81,920 GPUs read all 10,240 nodes and every live replica)
+    nodes = {r.node for w in waiting for r in w.job.replicas if r.desired == ReplicaDesired.RUN}
+    scope = nodes if len(nodes) <= SCOPED_NODES else None
+    sizes = node_sizes(session, scope)
+    held = held_gpu_ids(session, scope)
+    shared = shared_gpu_devices(session, scope)  # R20: the device of each shared GPU that has a live replica
     launched = 0
     whole = _whole_launches(waiting, executor, sizes, held, shared)
     for replica in waiting:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
@@ -16,7 +16,7 @@ from sqlalchemy import Select, String, and_, cast, func, or_, select, text, tupl
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
-from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
+from scheduler.store.models import EventRow, JobRow, NodeRow, ProjectRow, ReplicaRow
 
 # A replica whose process was launched and has not been seen exiting.
 LIVE = (ReplicaRow.pid.is_not(None), ReplicaRow.exit_code.is_(None))
@@ -130,19 +130,32 @@ def lock_active(session: Session, keys: Iterable[tuple[str, str]]) -> dict[tuple
     return {(row[1], row[2]): LockedJob(*row) for row in rows}
 
 
-def held_gpu_ids(session: Session) -> dict[str, set[int]]:
-    """GPU ids per node held by live processes (whatever their job's state)."""
+def _on(column: Any, nodes: Collection[str] | None) -> tuple[Any, ...]:
+    """The condition that keeps the rows of ``nodes`` (None: every node)."""
+    return () if nodes is None else (column.in_(sorted(nodes)),)
+
+
+def node_sizes(session: Session, nodes: Collection[str] | None = None) -> dict[str, int]:
+    """GPUs per node, of ``nodes`` (None: of every node)."""
+    query = select(NodeRow.name, NodeRow.gpus).where(*_on(NodeRow.name, nodes))
+    return {str(name): int(gpus) for name, gpus in session.execute(query)}
+
+
+def held_gpu_ids(session: Session, nodes: Collection[str] | None = None) -> dict[str, set[int]]:
+    """GPU ids per node held by live processes (whatever their job's state), on ``nodes`` (None: all)."""
     held: dict[str, set[int]] = defaultdict(set)
-    for node, gpu_ids in session.execute(select(ReplicaRow.node, ReplicaRow.gpu_ids).where(*LIVE)):
+    query = select(ReplicaRow.node, ReplicaRow.gpu_ids).where(*LIVE, *_on(ReplicaRow.node, nodes))
+    for node, gpu_ids in session.execute(query):
         held[node].update(gpu_ids or ())
     return held
 
 
-def shared_gpu_devices(session: Session) -> dict[tuple[str, int], int]:
-    """R20: the device each shared GPU (node, the scheduler's number) was given, from its live replicas."""
+def shared_gpu_devices(session: Session, nodes: Collection[str] | None = None) -> dict[tuple[str, int], int]:
+    """R20: the device each shared GPU (node, the scheduler's number) was given, from its live replicas, on
+    ``nodes`` (None: all)."""
     rows = session.execute(
         select(ReplicaRow.node, ReplicaRow.shared_gpu, ReplicaRow.gpu_ids).where(
-            *LIVE, ReplicaRow.shared_gpu.is_not(None)
+            *LIVE, ReplicaRow.shared_gpu.is_not(None), *_on(ReplicaRow.node, nodes)
         )
     )
     return {(node, number): ids[0] for node, number, ids in rows if ids and number is not None}
