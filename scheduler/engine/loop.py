@@ -18,7 +18,8 @@ One cycle (``run_cycle``), each step its own transaction:
    a GPU that a live process holds (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free; then write the
    rest of the plan (the other jobs' reasons and places in line, fair shares, usage: nothing a launch
-   reads) in a transaction of its own, so a reclaim's stops and a claimant's launch do not wait for it.
+   reads), in a transaction of its own when the plan decided something, so a reclaim's stops and a
+   claimant's launch do not wait for it (a plan that decided nothing adds no transaction).
 
 With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
@@ -274,15 +275,25 @@ class Engine:
         self._forecast(state, plan, now)
         self._expire(now)
         self.metrics.phase_done("forecast", time.perf_counter() - phase)
-        phase = time.perf_counter()
-        self._apply(lingering)
-        self.metrics.phase_done("apply", time.perf_counter() - phase)
-        phase = time.perf_counter()
-        with self._write() as session:  # after the stops and launches: nothing they read
+
+        def the_rest(session: Session) -> float:  # after the stops and launches: nothing they read
+            started = time.perf_counter()
             persist_notes(
                 session, plan, now=now, usage_half_life=half_life, notes=snapshot.notes, over_quota=over
             )
-        self.metrics.phase_done("persist", persisting + time.perf_counter() - phase)
+            return time.perf_counter() - started
+
+        phase = time.perf_counter()
+        with self._write() as session:
+            self._apply_in(session, lingering)
+            rest = 0.0 if applied else the_rest(session)  # nothing decided: no transaction of its own
+        self.metrics.phase_done("apply", time.perf_counter() - phase - rest)
+        if applied:  # what was decided is stopped and launched (and committed) first
+            phase = time.perf_counter()
+            with self._write() as session:
+                the_rest(session)
+            rest = time.perf_counter() - phase
+        self.metrics.phase_done("persist", persisting + rest)
         if self.announcer.active:
             with self.db.read() as session:
                 self.announcer.after_cycle(session)
@@ -307,11 +318,10 @@ class Engine:
         self.metrics.state_read(self.replicas.checks - checks, self.replicas.drift - drift)
         return lingering
 
-    def _apply(self, lingering: Collection[int]) -> None:
+    def _apply_in(self, session: Session, lingering: Collection[int]) -> None:
         """Signal what the stored plan stops (master last) and launch what it wants where the GPUs are free."""
-        with self._write() as session:
-            self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
-            launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
+        self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
+        launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
 
     def release(self) -> bool:
         """Between cycles, while replicas are stopping: record what exited and launch what the GPUs it freed
@@ -321,7 +331,9 @@ class Engine:
             if not self.is_leader or not self.leadership.holds():
                 return False
             started = time.perf_counter()
-            self._apply(self._observe())
+            lingering = self._observe()
+            with self._write() as session:
+                self._apply_in(session, lingering)
             self.metrics.release_done(time.perf_counter() - started)
             return True
 

@@ -1,7 +1,7 @@
 """Write a ``Plan`` to the store: wanted placements, released replicas, events, reasons and shares.
 
 Contract: ``persist_plan(session, plan, now=..., notes=...)`` runs inside one write transaction; the loop
-runs its two halves in two (``persist_decisions``, then its stops and launches, then ``persist_notes``:
+runs its two halves apart (``persist_decisions``, then its stops and launches, then ``persist_notes``:
 the other jobs' notes, the shares and the usage, nothing a launch reads, so a reclaim's stops and a start's
 launch do not wait for thousands of places in line to be rewritten). The
 decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
