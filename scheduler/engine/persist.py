@@ -208,12 +208,18 @@ _NOTE_UPDATE_ARRAYS = text(
 def _write_notes(session: Session, plan: Plan, notes: Notes, *, decided: bool) -> None:
     """Store the reason and place in line of each active job the plan decides (``decided``) or of each other
     one, writing only the ones that changed."""
-    wanted = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
     keys = {(d.project, d.job) for d in plan.decisions}
+    if decided and not keys:
+        return  # a settled cycle: every note is compared once, in the other half
+    wanted = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
+    if decided:
+        candidates = sorted(((key, notes.ids[key]) for key in keys if key in notes.ids), key=lambda kv: kv[1])
+    else:
+        candidates = [(key, job_id) for key, job_id in notes.ids.items() if key not in keys]
     changed = [
         (job_id, note)
-        for key, job_id in notes.ids.items()
-        if (key in keys) == decided and (note := wanted.get(key, (None, None))) != notes.stored[job_id]
+        for key, job_id in candidates
+        if (note := wanted.get(key, (None, None))) != notes.stored[job_id]
     ]
     if not changed:
         return
