@@ -141,6 +141,17 @@ def test_release_turns_see_the_reclaimed_replicas_exit_without_planning_again(ha
 
 
 def test_release_turns_stop_the_master_once_its_workers_are_gone(harness: Harness) -> None:
+    _delete_a_running_gang(harness)
+    for _ in range(3):
+        harness.engine.release()
+    assert harness.stopping("train") == [0]  # R5: the master last, signalled by a release turn
+    for _ in range(3):
+        harness.engine.release()
+    assert harness.live("train") == [] and harness.engine.stopping == 0
+
+
+def _delete_a_running_gang(harness: Harness) -> None:
+    """A gang of three runs, then an admin deletes it: the cycle signals its workers first."""
     harness.project("a", 4)
     harness.submit("a", "train", 3, 3)
     harness.cycle()
@@ -149,13 +160,7 @@ def test_release_turns_stop_the_master_once_its_workers_are_gone(harness: Harnes
         assert job is not None
         lifecycle.cancel_job(session, job, now=harness.clock, reason="deleted by an admin")
     harness.cycle()
-    assert harness.stopping("train") == [1, 2]
-    for _ in range(3):
-        harness.engine.release()
-    assert harness.stopping("train") == [0]  # R5: the master last, signalled by a release turn
-    for _ in range(3):
-        harness.engine.release()
-    assert harness.live("train") == [] and harness.engine.stopping == 0
+    assert harness.stopping("train") == [1, 2]  # workers first
 
 
 def test_a_standby_runs_no_release_turn(harness: Harness) -> None:
@@ -224,15 +229,7 @@ def test_a_wanted_replica_waits_while_its_gpus_are_held(harness: Harness) -> Non
 
 
 def test_the_master_is_stopped_last(harness: Harness) -> None:
-    harness.project("a", 4)
-    harness.submit("a", "train", 3, 3)
-    harness.cycle()
-    with harness.db.write() as session:
-        job = job_by_name(session, "a", "train", lock=True)
-        assert job is not None
-        lifecycle.cancel_job(session, job, now=harness.clock, reason="deleted by an admin")
-    harness.cycle()
-    assert harness.stopping("train") == [1, 2]  # workers first
+    _delete_a_running_gang(harness)
     harness.cycle(3)
     assert harness.stopping("train") == [0]  # the master once the workers are gone
     harness.cycle(3)
