@@ -9,7 +9,8 @@ Contract: ``EtaWorker(every)`` paces and runs ``scheduler.engine.eta.compute``:
   engine: ``lifeline``);
 - ``poll()``: the finished forecast's ``(etas, seconds)`` once, else None; a forecast that raised (or a child
   that died) is re-raised here once, and the next ``start`` gets a fresh child;
-- ``close()``: end the child without waiting for a forecast in flight.
+- ``close()``: end the child without waiting for a forecast in flight (it is terminated), and the pool's
+  thread with it, so the process exits cleanly.
 """
 
 from __future__ import annotations
@@ -78,5 +79,11 @@ class EtaWorker:
             self._pool = None
 
     def close(self) -> None:
+        """End the child now (a forecast in flight is dropped) and wait for the pool's thread: a pool left
+        shutting down when the interpreter exits made it print a traceback (its wake-up pipe was closed)."""
         self._future = None
-        self._drop_pool()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            for process in list((pool._processes or {}).values()):
+                process.terminate()
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -25,9 +25,9 @@ With ``finished_retention`` set, a finished job that ended longer ago than that 
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
 
 While replicas are stopping, a release turn every ``RELEASE_POLL_SECONDS`` between cycles (``release``: the
-executor observed, what exited recorded, what the stored plan wants launched where GPUs came free; no plan)
-hands reclaimed GPUs to their claimant about as soon as the processes exit (R2), however long a cycle takes;
-the next cycle comes at once when none is left stopping.
+executor observed, what exited recorded, due signals sent, what the stored plan already wants launched where
+GPUs came free; no plan) looks for their exits, and the cycle that gives reclaimed GPUs to their claimant
+(R2) comes at once when none is left stopping, however long a cycle takes.
 
 Every time comes from ``clock`` (the shell's, never the core's). ``leading_since`` is when it took the lead
 (None while it does not hold it) and ``last_cycle_at`` when its last cycle completed: ``/healthz`` compares
@@ -324,9 +324,11 @@ class Engine:
         launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
 
     def release(self) -> bool:
-        """Between cycles, while replicas are stopping: record what exited and launch what the GPUs it freed
-        were kept for by the stored plan (R2), without planning again (a cycle at 81,920 GPUs takes seconds;
-        this, an observation and the launches). False, doing nothing, where this process does not lead."""
+        """Between cycles, while replicas are stopping: record what exited, signal what is due (a master once
+        its workers are gone, a SIGTERM once a notice ran) and launch what the stored plan already wants where
+        GPUs came free (a shrunk job's restart), without planning again (a cycle at 81,920 GPUs takes
+        seconds; this, an observation and a transaction). False, doing nothing, where this process does not
+        lead."""
         with self._lock:
             if not self.is_leader or not self.leadership.holds():
                 return False
@@ -405,9 +407,9 @@ class Engine:
 
     async def _until_next_cycle(self, wake: asyncio.Event) -> None:
         """Wait a period, or less on a wake. While replicas are stopping, a release turn every
-        ``RELEASE_POLL_SECONDS`` meanwhile launches what their exit freed (R2: the claimant starts as soon as
-        the processes are gone, not a whole cycle later); once none is left stopping, the next cycle comes
-        at once, as it would after any exit."""
+        ``RELEASE_POLL_SECONDS`` looks for their exits; once none is left stopping, the next cycle comes at
+        once and gives their GPUs to the claimant (R2: as soon as the processes are gone, not up to a whole
+        cycle later)."""
         due = time.monotonic() + self.settings.cycle_period
         while not self._stopping:
             polling = self.stopping > 0 and self.is_leader

@@ -151,6 +151,19 @@ def test_the_worker_reports_a_failed_forecast_once_and_recovers() -> None:
         worker.close()
 
 
+def test_closing_the_worker_ends_a_forecast_in_flight_with_its_process() -> None:
+    """Stopping the engine does not wait for a forecast in flight (at 81,920 GPUs one runs for minutes): its
+    process is ended and the pool's thread joined, so nothing of it is left when the interpreter exits."""
+    worker = EtaWorker(every=0)
+    worker.start(EtaTask(ClusterState((Node("n", 1),), ()), Config(), 0.0, {}, Horizon()))
+    pool = worker._pool
+    assert pool is not None
+    children = list((pool._processes or {}).values())  # started with the submit
+    worker.close()
+    assert children and not any(child.is_alive() for child in children)
+    assert worker.poll() is None and worker.due(1.0)
+
+
 ENGINE = """
 import sys, time
 from scheduler.core import ClusterState, Config, Node
