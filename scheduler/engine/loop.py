@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scheduler.core import ClusterState, Config, Node, Plan, apply_plan, collector, plan_cycle
+from scheduler.core import ClusterState, Config, Decision, Node, Plan, apply_plan, collector, plan_cycle
 from scheduler.core.forecast import waiting
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import over_quota
@@ -261,15 +261,17 @@ class Engine:
         half_life = self.settings.core.usage_half_life
         over = over_quota(state) if half_life > 0 else None
         phase = time.perf_counter()
-        with self._write() as session:
-            applied = persist_decisions(
-                session,
-                plan,
-                now=now,
-                notes=snapshot.notes,
-                reaches=lambda job: notice.reaches(self.executor, job),
-                grace_period=self.settings.grace_period,
-            )
+        applied: list[Decision] = []
+        if plan.decisions:  # a settled cycle has nothing to decide: no transaction for it
+            with self._write() as session:
+                applied = persist_decisions(
+                    session,
+                    plan,
+                    now=now,
+                    notes=snapshot.notes,
+                    reaches=lambda job: notice.reaches(self.executor, job),
+                    grace_period=self.settings.grace_period,
+                )
         persisting = time.perf_counter() - phase
         phase = time.perf_counter()
         self._forecast(state, plan, now)
