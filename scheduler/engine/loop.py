@@ -13,13 +13,13 @@ One cycle (``run_cycle``), each step its own transaction:
 2. read the snapshot (a read of only what changed since the last cycle: the engine keeps it in memory,
    ``scheduler.store.live``, read whole on taking the lead and checked against a full read every
    ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist its decisions with their events (one
-   write transaction). Planning on a snapshot is safe because the leader is the only writer of
+   write transaction; none when it decided nothing). Planning on a snapshot is safe because the leader is the only writer of
    placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
    a GPU that a live process holds (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free; then write the
    rest of the plan (the other jobs' reasons and places in line, fair shares, usage: nothing a launch
    reads), in a transaction of its own when the plan decided something, so a reclaim's stops and a
-   claimant's launch do not wait for it (a plan that decided nothing adds no transaction).
+   claimant's launch do not wait for it (a plan that decided nothing writes it in the apply's transaction).
 
 With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
