@@ -12,14 +12,14 @@ One cycle (``run_cycle``), each step its own transaction:
    (``scheduler.engine.nodes``);
 2. read the snapshot (a read of only what changed since the last cycle: the engine keeps it in memory,
    ``scheduler.store.live``, read whole on taking the lead and checked against a full read every
-   ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist its decisions with their events (one
-   write transaction; none when it decided nothing). Planning on a snapshot is safe because the leader is the only writer of
+   ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist its decisions with their events, the
+   decided jobs' notes, the fair shares and the usage (one write transaction; none when it decided nothing). Planning on a snapshot is safe because the leader is the only writer of
    placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
    a GPU that a live process holds (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free; then write the
-   rest of the plan (the other jobs' reasons and places in line, fair shares, usage: nothing a launch
-   reads), in a transaction of its own when the plan decided something, so a reclaim's stops and a
-   claimant's launch do not wait for it (a plan that decided nothing writes it in the apply's transaction).
+   other jobs' reasons and places in line (nothing a launch reads), in a transaction of their own when the
+   plan decided something, so a reclaim's stops and a claimant's launch do not wait for them. A plan that
+   decided nothing has its fair shares, usage and notes written in the apply's transaction.
 
 With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
@@ -73,6 +73,7 @@ from scheduler.store.changes import Changes, changes_of
 from scheduler.store.db import Database, WriteWatch
 from scheduler.store.live import LiveSnapshot, read_snapshot
 from scheduler.store.live_replicas import LiveReplicas
+from scheduler.store.mapper import Snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
 
 log = logging.getLogger(__name__)
@@ -258,44 +259,7 @@ class Engine:
         self.metrics.phase_done("plan", time.perf_counter() - phase)
         if self.settings.check_invariants:
             self._check(state, plan, now)
-        half_life = self.settings.core.usage_half_life
-        over = over_quota(state) if half_life > 0 else None
-        phase = time.perf_counter()
-        applied: list[Decision] = []
-        if plan.decisions:  # a settled cycle has nothing to decide: no transaction for it
-            with self._write() as session:
-                applied = persist_decisions(
-                    session,
-                    plan,
-                    now=now,
-                    notes=snapshot.notes,
-                    reaches=lambda job: notice.reaches(self.executor, job),
-                    grace_period=self.settings.grace_period,
-                )
-        persisting = time.perf_counter() - phase
-        phase = time.perf_counter()
-        self._forecast(state, plan, now)
-        self._expire(now)
-        self.metrics.phase_done("forecast", time.perf_counter() - phase)
-
-        def the_rest(session: Session) -> float:  # after the stops and launches: nothing they read
-            started = time.perf_counter()
-            persist_notes(
-                session, plan, now=now, usage_half_life=half_life, notes=snapshot.notes, over_quota=over
-            )
-            return time.perf_counter() - started
-
-        phase = time.perf_counter()
-        with self._write() as session:
-            self._apply_in(session, lingering)
-            rest = 0.0 if applied else the_rest(session)  # nothing decided: no transaction of its own
-        self.metrics.phase_done("apply", time.perf_counter() - phase - rest)
-        if applied:  # what was decided is stopped and launched (and committed) first
-            phase = time.perf_counter()
-            with self._write() as session:
-                the_rest(session)
-            rest = time.perf_counter() - phase
-        self.metrics.phase_done("persist", persisting + rest)
+        applied = self._write_and_apply(plan, snapshot, lingering, now)
         if self.announcer.active:
             with self.db.read() as session:
                 self.announcer.after_cycle(session)
@@ -304,6 +268,54 @@ class Engine:
         self.last_cycle_seconds = time.perf_counter() - started
         self.metrics.cycle_done(self.last_cycle_seconds, applied)
         return plan
+
+    def _write_and_apply(
+        self, plan: Plan, snapshot: Snapshot, lingering: Collection[int], now: float
+    ) -> list[Decision]:
+        """Persist ``plan``'s decisions (with the shares and usage), stop and launch what they say, then write
+        the other jobs' notes; the decisions applied. A plan that decided nothing is written in the apply's
+        transaction (a settled cycle: two write transactions in all, with the observation's)."""
+        half_life = self.settings.core.usage_half_life
+        over = over_quota(snapshot.state) if half_life > 0 else None
+
+        def write_plan(session: Session) -> list[Decision]:
+            return persist_decisions(
+                session,
+                plan,
+                now=now,
+                usage_half_life=half_life,
+                notes=snapshot.notes,
+                over_quota=over,
+                reaches=lambda job: notice.reaches(self.executor, job),
+                grace_period=self.settings.grace_period,
+            )
+
+        phase = time.perf_counter()
+        applied: list[Decision] = []
+        if plan.decisions:  # written before the stops and launches that carry them out
+            with self._write() as session:
+                applied = write_plan(session)
+        persisting = time.perf_counter() - phase
+        phase = time.perf_counter()
+        self._forecast(snapshot.state, plan, now)
+        self._expire(now)
+        self.metrics.phase_done("forecast", time.perf_counter() - phase)
+        phase = time.perf_counter()
+        with self._write() as session:
+            self._apply_in(session, lingering)
+            rest = time.perf_counter()
+            if not plan.decisions:  # a settled cycle: shares, usage and notes in this transaction
+                write_plan(session)
+                persist_notes(session, plan, notes=snapshot.notes)
+            rest = time.perf_counter() - rest
+        self.metrics.phase_done("apply", time.perf_counter() - phase - rest)
+        if plan.decisions:  # the other jobs' notes once what was decided is stopped and launched
+            phase = time.perf_counter()
+            with self._write() as session:
+                persist_notes(session, plan, notes=snapshot.notes)
+            rest = time.perf_counter() - phase
+        self.metrics.phase_done("persist", persisting + rest)
+        return applied
 
     def _observe(self) -> Collection[int]:
         """Record what the executor observed (exits, starts, orphans) against the live replicas kept in

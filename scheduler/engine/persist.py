@@ -1,9 +1,10 @@
 """Write a ``Plan`` to the store: wanted placements, released replicas, events, reasons and shares.
 
 Contract: ``persist_plan(session, plan, now=..., notes=...)`` runs inside one write transaction; the loop
-runs its two halves apart (``persist_decisions``, then its stops and launches, then ``persist_notes``:
-the other jobs' notes, the shares and the usage, nothing a launch reads, so a reclaim's stops and a start's
-launch do not wait for thousands of places in line to be rewritten). The
+runs its two parts apart when the plan decided something (``persist_decisions``: the decisions, the decided
+jobs' notes, the fair shares and the usage; then its stops and launches; then ``persist_notes``: the other
+jobs' reasons and places in line, nothing a launch reads, so a reclaim's stops and a start's launch do not
+wait for thousands of places in line to be rewritten). The
 decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
 meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. Each decision goes through
 its job's transition in ``scheduler.store.lifecycle``: START/GROW insert ``ReplicaRow``s that the engine
@@ -68,9 +69,16 @@ def persist_plan(
     """Persist ``plan``; return the decisions applied (skipped ones are logged). ``reaches``: whether a
     job's replicas can be given a preemption notice (None: no notices); ``grace_period``: the service's."""
     applied = persist_decisions(
-        session, plan, now=now, notes=notes, reaches=reaches, grace_period=grace_period
+        session,
+        plan,
+        now=now,
+        usage_half_life=usage_half_life,
+        notes=notes,
+        over_quota=over_quota,
+        reaches=reaches,
+        grace_period=grace_period,
     )
-    persist_notes(session, plan, now=now, usage_half_life=usage_half_life, notes=notes, over_quota=over_quota)
+    persist_notes(session, plan, notes=notes)
     return applied
 
 
@@ -79,12 +87,39 @@ def persist_decisions(
     plan: Plan,
     *,
     now: float,
+    usage_half_life: float = 0.0,
     notes: Notes,
+    over_quota: dict[str, int] | None = None,
     reaches: Callable[[JobRow], bool] | None = None,
     grace_period: float = 30.0,
 ) -> list[Decision]:
-    """The first half of ``persist_plan``: the decisions, with the notes of the jobs they decide (what a launch
-    or a stop needs; the loop applies them before it writes the rest)."""
+    """The first part of ``persist_plan``: the decisions, the notes of the jobs they decide, the fair shares
+    and the usage (what a launch or a stop needs, and the figures shown beside what they change)."""
+    applied: list[Decision] = []
+    if plan.decisions:
+        applied = _write_decisions(session, plan, now=now, reaches=reaches, grace_period=grace_period)
+        _write_notes(session, plan, notes, decided=True)
+    _write_shares(session, plan)
+    if usage_half_life > 0:
+        _write_usage(session, plan, now, usage_half_life, over_quota or {})
+    return applied
+
+
+def persist_notes(session: Session, plan: Plan, *, notes: Notes) -> None:
+    """The rest of ``persist_plan``: the reasons and places in line of the jobs the plan did not decide,
+    nothing a launch or a stop reads (a new claim at the head of the line moves thousands of places: the loop
+    writes them after its stops and launches)."""
+    _write_notes(session, plan, notes, decided=False)
+
+
+def _write_decisions(
+    session: Session,
+    plan: Plan,
+    *,
+    now: float,
+    reaches: Callable[[JobRow], bool] | None,
+    grace_period: float,
+) -> list[Decision]:
     applied: list[Decision] = []
     keys = [(d.project, d.job) for d in plan.decisions]
     released = {key for key, d in zip(keys, plan.decisions, strict=True) if d.action in _RELEASES}
@@ -110,25 +145,7 @@ def persist_decisions(
             _apply(session, job, decision, now=now, reaches=reaches, grace_period=grace_period)
         applied.append(decision)
     starts.write(session)
-    _write_notes(session, plan, notes, decided=True)
     return applied
-
-
-def persist_notes(
-    session: Session,
-    plan: Plan,
-    *,
-    now: float,
-    notes: Notes,
-    usage_half_life: float = 0.0,
-    over_quota: dict[str, int] | None = None,
-) -> None:
-    """The second half of ``persist_plan``: the other jobs' reasons and places in line, the fair shares and the
-    usage; nothing a launch or a stop reads (a new claim at the head of the line moves thousands of places)."""
-    _write_notes(session, plan, notes, decided=False)
-    _write_shares(session, plan)
-    if usage_half_life > 0:
-        _write_usage(session, plan, now, usage_half_life, over_quota or {})
 
 
 _RELEASES = (Action.SHRINK, Action.EVICT)
@@ -209,8 +226,6 @@ def _write_notes(session: Session, plan: Plan, notes: Notes, *, decided: bool) -
     """Store the reason and place in line of each active job the plan decides (``decided``) or of each other
     one, writing only the ones that changed."""
     keys = {(d.project, d.job) for d in plan.decisions}
-    if decided and not keys:
-        return  # a settled cycle: every note is compared once, in the other half
     wanted = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
     if decided:
         candidates = sorted(((key, notes.ids[key]) for key in keys if key in notes.ids), key=lambda kv: kv[1])
