@@ -38,7 +38,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService
     for project, name, gpus in (("team-a", "one", 1), ("team-a", "two", 1), ("team-b", "three", 2)):
         client.submit(project, {"name": name, "command": ["sleep", "60"], "gpus_per_replica": gpus})
     client.submit("team-b", {"name": "later", "command": ["sleep", "60"], "gpus_per_replica": 4})
-    wait_for(lambda: len(client.jobs(status="running")) == 3, timeout=20, what="three jobs to run")
+
+    def settled() -> bool:  # every replica seen running too: the two paths below read the same answers
+        jobs = client.jobs(status="running")
+        return len(jobs) == 3 and all(
+            r.status == "running" for j in jobs for r in client.job(j.project, j.name).replicas
+        )
+
+    wait_for(settled, timeout=20, what="three jobs to run")
     yield running
     running.stop()
 
