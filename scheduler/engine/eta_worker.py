@@ -73,17 +73,16 @@ class EtaWorker:
         self.took = done[1]
         return done
 
-    def _drop_pool(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-    def close(self) -> None:
-        """End the child now (a forecast in flight is dropped) and wait for the pool's thread: a pool left
-        shutting down when the interpreter exits made it print a traceback (its wake-up pipe was closed)."""
-        self._future = None
+    def _drop_pool(self, *, end: bool = False) -> None:
+        """Shut the pool down; with ``end``, its child is terminated first (a forecast in flight is dropped)
+        and the pool's thread joined: a pool left shutting down when the interpreter exits made it print a
+        traceback (its wake-up pipe was closed)."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            for process in list((pool._processes or {}).values()):
+            for process in list((pool._processes or {}).values()) if end else []:
                 process.terminate()
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=end, cancel_futures=True)
+
+    def close(self) -> None:
+        self._future = None
+        self._drop_pool(end=True)

@@ -303,11 +303,11 @@ class Engine:
         phase = time.perf_counter()
         with self._write() as session:
             self._apply_in(session, lingering)
-            rest = time.perf_counter()
+            since = time.perf_counter()
             if not plan.decisions:  # a settled cycle: shares, usage and notes in this transaction
                 write_plan(session)
                 persist_notes(session, plan, notes=snapshot.notes)
-            rest = time.perf_counter() - rest
+            rest = time.perf_counter() - since
         self.metrics.phase_done("apply", time.perf_counter() - phase - rest)
         if plan.decisions:  # the other jobs' notes once what was decided is stopped and launched
             phase = time.perf_counter()
@@ -406,9 +406,13 @@ class Engine:
             await asyncio.to_thread(self.tick)
             self.last_error = None
         except Exception as error:  # the loop must survive a bad cycle (database down, ...)
-            self.last_error = f"{type(error).__name__}: {error}"
-            self.metrics.cycle_failed(error)
-            log.exception("scheduling cycle failed")
+            self._failed(error, "scheduling cycle")
+
+    def _failed(self, error: Exception, what: str) -> None:
+        """A cycle or a release turn raised: kept in ``last_error``, counted and logged; the next cycle retries."""
+        self.last_error = f"{type(error).__name__}: {error}"
+        self.metrics.cycle_failed(error)
+        log.exception("%s failed", what)
 
     async def run(self) -> None:
         """Cycle until ``stop()``; a failing cycle is logged and retried next period."""
@@ -437,10 +441,8 @@ class Engine:
             try:
                 if not await asyncio.to_thread(self.release):
                     break
-            except Exception as error:  # as a failed cycle: logged and counted, the next cycle retries
-                self.last_error = f"{type(error).__name__}: {error}"
-                self.metrics.cycle_failed(error)
-                log.exception("release turn failed")
+            except Exception as error:  # as a failed cycle
+                self._failed(error, "release turn")
                 break
             self.on_change()
             if not self.stopping:

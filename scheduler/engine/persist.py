@@ -226,7 +226,12 @@ def _write_notes(session: Session, plan: Plan, notes: Notes, *, decided: bool) -
     """Store the reason and place in line of each active job the plan decides (``decided``) or of each other
     one, writing only the ones that changed."""
     keys = {(d.project, d.job) for d in plan.decisions}
-    wanted = {(n.project, n.job): (n.reason, n.queue_position) for n in plan.notes}
+    # each half builds only its own notes: in a cycle that decides, both halves run
+    wanted = {
+        key: (n.reason, n.queue_position)
+        for n in plan.notes
+        if ((key := (n.project, n.job)) in keys) == decided
+    }
     if decided:
         candidates = sorted(((key, notes.ids[key]) for key in keys if key in notes.ids), key=lambda kv: kv[1])
     else:
