@@ -3,8 +3,9 @@
 Contract: ``plan_cycle`` returns one ``Plan``. Its ``decisions`` are ordered as they should be applied:
 releases (shrink, evict) before starts and grows. No ``Start``/``Grow`` lands on GPUs that a release of this or a
 previous plan frees only in a later cycle: a job owed GPUs that are still being released gets a
-``Reservation`` instead, and starts in the first cycle after they are free. So every ``Start``/``Grow`` lands
-on GPUs that are free in the snapshot it was planned from. ``notes`` carries, for every job that is not
+``Reservation`` instead, and starts in the first cycle after they are free (or, for a waiting job, as soon as
+they are: ``scheduler.core.handoff`` makes the ``Start`` its firm reservations stand for). So every
+``Start``/``Grow`` lands on GPUs that are free in the snapshot it was planned from. ``notes`` carries, for every job that is not
 running at its wanted size, why not and its place in line (R13).
 """
 

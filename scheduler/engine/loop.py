@@ -26,8 +26,9 @@ With ``finished_retention`` set, a finished job that ended longer ago than that 
 
 While replicas are stopping, a release turn every ``RELEASE_POLL_SECONDS`` between cycles (``release``: the
 executor observed, what exited recorded, due signals sent, what the stored plan already wants launched where
-GPUs came free; no plan) looks for their exits, and the cycle that gives reclaimed GPUs to their claimant
-(R2) comes at once when none is left stopping, however long a cycle takes.
+GPUs came free; no plan) looks for their exits. A job the last plan held GPUs for (a reclaim's claimant, R2)
+starts in the turn that finds them all free, on them (``scheduler.core.handoff``, ``persist_starts``), not
+in the next cycle; that cycle comes at once when none is left stopping, however long a cycle takes.
 
 Every time comes from ``clock`` (the shell's, never the core's). ``leading_since`` is when it took the lead
 (None while it does not hold it) and ``last_cycle_at`` when its last cycle completed: ``/healthz`` compares
@@ -55,6 +56,7 @@ from sqlalchemy.orm import Session
 
 from scheduler.core import ClusterState, Config, Decision, Node, Plan, apply_plan, collector, plan_cycle
 from scheduler.core.forecast import waiting
+from scheduler.core.handoff import HeldStart, due_starts, held_starts
 from scheduler.core.invariants import check_invariants
 from scheduler.core.usage import over_quota
 from scheduler.elastic import notice
@@ -65,7 +67,7 @@ from scheduler.engine.eta_worker import EtaWorker
 from scheduler.engine.leader import Leadership, leadership_for
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.nodes import release_taken_nodes
-from scheduler.engine.persist import persist_decisions, persist_notes
+from scheduler.engine.persist import persist_decisions, persist_notes, persist_starts
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
 from scheduler.store import lifecycle
@@ -75,6 +77,7 @@ from scheduler.store.live import LiveSnapshot, read_snapshot
 from scheduler.store.live_replicas import LiveReplicas
 from scheduler.store.mapper import Snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
+from scheduler.store.queries import free_gpus
 
 log = logging.getLogger(__name__)
 RELEASE_POLL_SECONDS = 0.1
@@ -154,6 +157,9 @@ class Engine:
         self.last_error: str | None = None
         self.violations: list[str] = []
         self.stopping = 0
+        # the starts the last plan holds GPUs for (``scheduler.core.handoff``), read from it on first need
+        self._held: tuple[HeldStart, ...] | None = ()
+        self._held_in: tuple[ClusterState, Plan] | None = None
         self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
         self.live = LiveSnapshot(db, check_every=settings.state_check_every)
@@ -176,6 +182,7 @@ class Engine:
                 if self.role == "leader":
                     self.live.close()  # a standby keeps nothing: the leader writes
                     self.replicas.invalidate()
+                    self._hold(None)
                 self.role = "standby"
                 self.leading_since = None
                 return None
@@ -198,6 +205,7 @@ class Engine:
         self._synced_nodes = None
         self.live.invalidate()  # another leader wrote meanwhile: read everything again
         self.replicas.invalidate()
+        self._hold(None)
         self._sync_nodes()
         self.role = "leader"
         self.changes += 1  # /cluster shows who leads
@@ -259,6 +267,7 @@ class Engine:
         self.metrics.phase_done("plan", time.perf_counter() - phase)
         if self.settings.check_invariants:
             self._check(state, plan, now)
+        self._hold((state, plan))
         applied = self._write_and_apply(plan, snapshot, lingering, now)
         if self.announcer.active:
             with self.db.read() as session:
@@ -349,9 +358,31 @@ class Engine:
             started = time.perf_counter()
             lingering = self._observe()
             with self._write() as session:
+                applied = self._start_held(session)
                 self._apply_in(session, lingering)
-            self.metrics.release_done(time.perf_counter() - started)
+            self.metrics.release_done(time.perf_counter() - started, applied)
             return True
+
+    def _hold(self, planned: tuple[ClusterState, Plan] | None) -> None:
+        """Keep what the plan just made holds GPUs for (read from it only if a release turn needs it)."""
+        self._held = None if planned is not None and planned[1].reservations else ()
+        self._held_in = planned if self._held is None else None
+
+    def _start_held(self, session: Session) -> list[Decision]:
+        """Start each job the last plan held GPUs for once those GPUs are all free (``scheduler.core.handoff``:
+        a reclaim's claimant as its victims exit, not in the next cycle); the starts applied."""
+        if self._held is None:
+            assert self._held_in is not None
+            self._held, self._held_in = held_starts(*self._held_in), None
+        if not self._held:
+            return []
+        nodes = {node for held in self._held for node in held.gpus_by_node}
+        due = due_starts(self._held, free_gpus(session, nodes))
+        if not due:
+            return []
+        keys = {(d.project, d.job) for d in due}
+        self._held = tuple(held for held in self._held if held.job.key not in keys)
+        return persist_starts(session, due, now=self.clock())
 
     def _forecast(self, before: ClusterState, plan: Plan, now: float) -> None:
         """Store a start-time forecast that finished, and start the next one when due (in the worker: the

@@ -135,6 +135,9 @@ class EngineMetrics:
 
     def cycle_done(self, seconds: float, applied: Iterable[Decision]) -> None:
         self.cycle_seconds.observe(seconds)
+        self._applied(applied)
+
+    def _applied(self, applied: Iterable[Decision]) -> None:
         for decision in applied:
             self.decisions.labels(kind=decision.action.value, cause=decision.cause.value).inc()
             if decision.action in (Action.SHRINK, Action.EVICT) and decision.cause is not Cause.NODE:
@@ -149,8 +152,10 @@ class EngineMetrics:
     def phase_done(self, phase: str, seconds: float) -> None:
         self.phase_seconds.labels(phase=phase).observe(seconds)
 
-    def release_done(self, seconds: float) -> None:
+    def release_done(self, seconds: float, applied: Iterable[Decision] = ()) -> None:
+        """A release turn took ``seconds`` and applied ``applied`` (starts the last plan held GPUs for)."""
         self.release_seconds.observe(seconds)
+        self._applied(applied)
 
     def state_read(self, checks: int, drift: int) -> None:
         self.state_checks.inc(checks)

@@ -12,6 +12,10 @@ launches once their GPUs are free; SHRINK/EVICT mark replicas ``stop`` (a never-
 once), and EVICT sends the job back to ``pending``. Every decision becomes one event carrying its reason; a
 SHRINK's or EVICT's also carries the work the job loses (``details["lost_gpu_seconds"]``).
 
+``persist_starts`` writes the starts a release turn makes between cycles (``scheduler.core.handoff``: a job
+the last plan held GPUs for, once they are free) the same way, each job re-read locked and skipped unless it
+is still waiting, and clears their notes.
+
 The starts and grows, most of a large plan's decisions, are read (``queries.lock_active``) and written
 (``lifecycle.Starts``) without the ORM, each table in one statement; the releases, few, go through the ORM
 with their jobs' replicas loaded. Rows are written in the plan's order (the ids of replicas and events
@@ -35,7 +39,7 @@ thousands of places in line move each cycle.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -45,7 +49,7 @@ from sqlalchemy.orm import Session
 from scheduler.core.plan import Action, Decision, Plan
 from scheduler.core.usage import accrue
 from scheduler.elastic import notice
-from scheduler.statuses import ACTIVE
+from scheduler.statuses import ACTIVE, JobStatus
 from scheduler.store import lifecycle
 from scheduler.store.changes import accounted
 from scheduler.store.mapper import Notes
@@ -110,6 +114,30 @@ def persist_notes(session: Session, plan: Plan, *, notes: Notes) -> None:
     nothing a launch or a stop reads (a new claim at the head of the line moves thousands of places: the loop
     writes them after its stops and launches)."""
     _write_notes(session, plan, notes, decided=False)
+
+
+def persist_starts(session: Session, decisions: Sequence[Decision], *, now: float) -> list[Decision]:
+    """Starts made between cycles (``scheduler.core.handoff``): each job still waiting is started as a plan's
+    start is (``lifecycle.Starts``: its replicas, its event with the reason) and its note cleared; a job that
+    is no longer waiting (deleted meanwhile) is skipped. The starts applied."""
+    locked = lock_active(session, ((d.project, d.job) for d in decisions))
+    starts = lifecycle.Starts()
+    applied: list[Decision] = []
+    for decision in decisions:
+        job = locked.get((decision.project, decision.job))
+        if job is None or job.status != JobStatus.PENDING:
+            log.info("skipping the start of %s/%s: no longer waiting", decision.project, decision.job)
+            continue
+        starts.add(job, decision.replicas, grow=False, now=now, cause=decision.cause, reason=decision.reason)
+        applied.append(decision)
+    ids = list(starts.jobs)
+    starts.write(session)
+    if ids:
+        with accounted(session, notes=dict.fromkeys(ids, (None, None))):
+            session.execute(
+                update(JobRow).where(JobRow.id.in_(ids)).values(pending_reason=None, queue_position=None)
+            )
+    return applied
 
 
 def _write_decisions(

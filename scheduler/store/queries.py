@@ -141,6 +141,37 @@ def node_sizes(session: Session, nodes: Collection[str] | None = None) -> dict[s
     return {str(name): int(gpus) for name, gpus in session.execute(query)}
 
 
+def free_gpus(session: Session, nodes: Collection[str]) -> dict[str, int]:
+    """Whole GPUs per node of ``nodes`` that no replica holds or is placed on (one not yet exited, launched or
+    not; a shared GPU counts once), 0 on a node closed to new replicas (cordoned, drained, lost, or not
+    schedulable by the executor's account)."""
+    free = {
+        str(name): int(gpus) if schedulable and state == "ready" else 0
+        for name, gpus, schedulable, state in session.execute(
+            select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable, NodeRow.state).where(
+                *_on(NodeRow.name, nodes)
+            )
+        )
+    }
+    shared: set[tuple[str, int]] = set()
+    rows = session.execute(
+        select(ReplicaRow.node, ReplicaRow.gpus, ReplicaRow.shared_gpu).where(
+            ReplicaRow.status.in_(_PLACED), *_on(ReplicaRow.node, nodes)
+        )
+    )
+    for node, gpus, shared_gpu in rows:
+        if node not in free or (node, shared_gpu) in shared:
+            continue
+        if shared_gpu is not None:
+            shared.add((node, shared_gpu))
+        free[node] = max(free[node] - (gpus if shared_gpu is None else 1), 0)
+    return free
+
+
+# a replica that holds its GPUs or will: placed and not yet exited
+_PLACED = (ReplicaStatus.STARTING, ReplicaStatus.RUNNING, ReplicaStatus.TERMINATING)
+
+
 def held_gpu_ids(session: Session, nodes: Collection[str] | None = None) -> dict[str, set[int]]:
     """GPU ids per node held by live processes (whatever their job's state), on ``nodes`` (None: all)."""
     held: dict[str, set[int]] = defaultdict(set)

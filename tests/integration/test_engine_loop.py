@@ -27,7 +27,7 @@ from scheduler.store import lifecycle
 from scheduler.store.db import Database
 from scheduler.store.mapper import load_snapshot
 from scheduler.store.migrate import upgrade
-from scheduler.store.models import EventRow, JobRow, ProjectRow, ReplicaRow
+from scheduler.store.models import EventRow, JobRow, NodeRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import job_by_name
 
 NODES = (Node("node-0", 4),)
@@ -118,9 +118,36 @@ def test_reclaimed_gpus_go_to_the_claimant_once_released(harness: Harness) -> No
     assert {g for s in harness.executor.live() for g in s.gpu_ids} == {0, 1, 2, 3}
 
 
-def test_release_turns_see_the_reclaimed_replicas_exit_without_planning_again(harness: Harness) -> None:
+def test_release_turns_start_the_claimant_as_its_victims_exit_without_planning_again(
+    harness: Harness,
+) -> None:
     """Between cycles, while replicas stop, a release turn records what exited (no plan: a cycle at 81,920
-    GPUs takes seconds); the loop then runs the cycle that starts the claimant at once."""
+    GPUs takes seconds) and starts the job the last plan held the released GPUs for, on them, at once."""
+    _reclaim_for_a_claimant(harness)
+    cycles = harness.engine.cycles
+    assert harness.engine.release() and harness.engine.release()
+    assert harness.engine.stopping == 2  # two looks before they exit
+    assert harness.live("one") == []  # its GPUs are still held
+    assert harness.engine.release()
+    assert harness.engine.stopping == 0 and harness.engine.cycles == cycles
+    assert sorted(r.index for r in harness.job("a", "elastic").replicas) == [0, 1]  # the exits recorded
+    assert [(s.index, s.gpu_ids) for s in harness.live("one")] == [(0, (2,)), (1, (3,))]  # the freed GPUs
+    claimant = harness.job("b", "one")
+    assert claimant.status == "running" and claimant.pending_reason is None
+    with harness.db.read() as session:
+        start = session.scalars(select(EventRow).where(EventRow.job == "one")).one()
+    assert start.kind == "start" and start.reason.startswith(
+        "started 2 replicas on the GPUs held for it as soon as they were free; it was waiting for 2 GPUs"
+    )
+    assert "being reclaimed: 2 GPUs from project a" in start.reason
+    applied = harness.engine.metrics.registry.get_sample_value
+    assert applied("tide_decisions_total", {"kind": "start", "cause": "fair-share"}) == 2  # elastic's, one's
+    harness.cycle()  # the next plan finds it running: nothing to decide, every invariant kept
+    assert harness.events()[-1] == ("start", "one") and len(harness.live("one")) == 2
+
+
+def _reclaim_for_a_claimant(harness: Harness) -> None:
+    """a's elastic job runs on all 4 GPUs; b submits a gang of 2: the cycle shrinks a and holds 2 GPUs for it."""
     harness.project("a", 2)
     harness.project("b", 2)
     harness.submit("a", "elastic", 2, 4)
@@ -128,15 +155,31 @@ def test_release_turns_see_the_reclaimed_replicas_exit_without_planning_again(ha
     harness.submit("b", "one", 2, 2)
     harness.cycle()
     assert harness.stopping("elastic") == [2, 3]
-    cycles = harness.engine.cycles
-    assert harness.engine.release() and harness.engine.release()
-    assert harness.engine.stopping == 2  # two looks before they exit
-    assert harness.engine.release()
-    assert harness.engine.stopping == 0 and harness.engine.cycles == cycles
-    assert sorted(r.index for r in harness.job("a", "elastic").replicas) == [0, 1]  # the exits recorded
-    assert harness.live("one") == []  # nothing planned it yet
-    harness.cycle()
-    assert [s.index for s in harness.live("one")] == [0, 1]
+    assert "being reclaimed" in (harness.job("b", "one").pending_reason or "")
+
+
+def test_a_claimant_deleted_while_its_gpus_are_released_is_not_started(harness: Harness) -> None:
+    _reclaim_for_a_claimant(harness)
+    with harness.db.write() as session:
+        job = job_by_name(session, "b", "one", lock=True)
+        assert job is not None
+        lifecycle.cancel_job(session, job, now=harness.clock, reason="deleted by its owner")
+    for _ in range(3):
+        harness.engine.release()
+    assert harness.engine.stopping == 0 and harness.live("one") == []
+    assert harness.job("b", "one").status == "cancelled" and harness.job("b", "one").replicas == []
+
+
+def test_a_claimant_whose_node_was_cordoned_meanwhile_waits_for_the_next_plan(harness: Harness) -> None:
+    _reclaim_for_a_claimant(harness)
+    with harness.db.write() as session:
+        node = session.get(NodeRow, "node-0")
+        assert node is not None
+        node.state = "cordoned"
+    for _ in range(3):
+        harness.engine.release()
+    assert harness.engine.stopping == 0 and harness.live("one") == []
+    assert harness.job("b", "one").status == "pending"
 
 
 def test_release_turns_stop_the_master_once_its_workers_are_gone(harness: Harness) -> None:
