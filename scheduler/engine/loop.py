@@ -18,8 +18,10 @@ One cycle (``run_cycle``), each step its own transaction:
    a GPU that a live process holds (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free; then write the
    other jobs' reasons and places in line (nothing a launch reads), in a transaction of their own when the
-   plan decided something, so a reclaim's stops and a claimant's launch do not wait for them. A plan that
-   decided nothing has its fair shares, usage and notes written in the apply's transaction.
+   plan decided something, so a reclaim's stops and a claimant's launch do not wait for them: while replicas
+   stop, after the release turn that starts what the plan held GPUs for (or, at the latest, first thing in
+   the next cycle). A plan that decided nothing has its fair shares, usage and notes written in the apply's
+   transaction.
 
 With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
@@ -75,7 +77,7 @@ from scheduler.store.changes import Changes, changes_of
 from scheduler.store.db import Database, WriteWatch
 from scheduler.store.live import LiveSnapshot, read_snapshot
 from scheduler.store.live_replicas import LiveReplicas
-from scheduler.store.mapper import Snapshot
+from scheduler.store.mapper import Notes, Snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
 from scheduler.store.queries import free_gpus
 
@@ -160,6 +162,8 @@ class Engine:
         # the starts the last plan holds GPUs for (``scheduler.core.handoff``), read from it on first need
         self._held: tuple[HeldStart, ...] | None = ()
         self._held_in: tuple[ClusterState, Plan] | None = None
+        # the other jobs' notes of the last plan that decided something, until written (``_write_notes_due``)
+        self._notes_due: tuple[Plan, Notes] | None = None
         self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
         self.live = LiveSnapshot(db, check_every=settings.state_check_every)
@@ -183,6 +187,7 @@ class Engine:
                     self.live.close()  # a standby keeps nothing: the leader writes
                     self.replicas.invalidate()
                     self._hold(None)
+                    self._notes_due = None
                 self.role = "standby"
                 self.leading_since = None
                 return None
@@ -251,6 +256,7 @@ class Engine:
 
     def _cycle_paused(self) -> Plan:
         started = time.perf_counter()
+        written_before = self._write_notes_due()  # the last plan's, before this cycle reads the notes
         self._sync_nodes()
         lingering = self._observe()
         self.metrics.phase_done("observe", time.perf_counter() - started)
@@ -268,7 +274,7 @@ class Engine:
         if self.settings.check_invariants:
             self._check(state, plan, now)
         self._hold((state, plan))
-        applied = self._write_and_apply(plan, snapshot, lingering, now)
+        applied = self._write_and_apply(plan, snapshot, lingering, now, written_before)
         if self.announcer.active:
             with self.db.read() as session:
                 self.announcer.after_cycle(session)
@@ -279,7 +285,7 @@ class Engine:
         return plan
 
     def _write_and_apply(
-        self, plan: Plan, snapshot: Snapshot, lingering: Collection[int], now: float
+        self, plan: Plan, snapshot: Snapshot, lingering: Collection[int], now: float, written_before: float
     ) -> list[Decision]:
         """Persist ``plan``'s decisions (with the shares and usage), stop and launch what they say, then write
         the other jobs' notes; the decisions applied. A plan that decided nothing is written in the apply's
@@ -318,13 +324,25 @@ class Engine:
                 persist_notes(session, plan, notes=snapshot.notes)
             rest = time.perf_counter() - since
         self.metrics.phase_done("apply", time.perf_counter() - phase - rest)
-        if plan.decisions:  # the other jobs' notes once what was decided is stopped and launched
-            phase = time.perf_counter()
-            with self._write() as session:
-                persist_notes(session, plan, notes=snapshot.notes)
-            rest = time.perf_counter() - phase
-        self.metrics.phase_done("persist", persisting + rest)
+        rest = 0.0
+        if plan.decisions:  # the other jobs' notes once what was decided is stopped and launched ...
+            self._notes_due = (plan, snapshot.notes)
+            if not self.stopping:  # ... and, while replicas stop, once the release turns gave their GPUs away
+                rest = self._write_notes_due()
+        self.metrics.phase_done("persist", written_before + persisting + rest)
         return applied
+
+    def _write_notes_due(self) -> float:
+        """Write the other jobs' notes of the last plan that decided something, if not written yet (a release
+        turn does once nothing it holds GPUs for is left to start, else the next cycle first); the seconds."""
+        if self._notes_due is None:
+            return 0.0
+        started = time.perf_counter()
+        plan, notes = self._notes_due
+        self._notes_due = None  # a failed write is not retried: the next plan writes every note that changed
+        with self._write() as session:
+            persist_notes(session, plan, notes=notes)
+        return time.perf_counter() - started
 
     def _observe(self) -> Collection[int]:
         """Record what the executor observed (exits, starts, orphans) against the live replicas kept in
@@ -360,6 +378,8 @@ class Engine:
             with self._write() as session:
                 applied = self._start_held(session)
                 self._apply_in(session, lingering)
+            if not self._held or not self.stopping:
+                self._write_notes_due()
             self.metrics.release_done(time.perf_counter() - started, applied)
             return True
 

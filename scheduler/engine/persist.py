@@ -1,10 +1,10 @@
 """Write a ``Plan`` to the store: wanted placements, released replicas, events, reasons and shares.
 
 Contract: ``persist_plan(session, plan, now=..., notes=...)`` runs inside one write transaction; the loop
-runs its two parts apart when the plan decided something (``persist_decisions``: the decisions, the decided
-jobs' notes, the fair shares and the usage; then its stops and launches; then ``persist_notes``: the other
-jobs' reasons and places in line, nothing a launch reads, so a reclaim's stops and a start's launch do not
-wait for thousands of places in line to be rewritten). The
+runs its two parts apart when the plan decided something (``persist_decisions``: the decisions, the notes
+of the jobs decided or held GPUs for, the fair shares and the usage; then its stops and launches; then
+``persist_notes``: the other jobs' reasons and places in line, nothing a launch reads, so a reclaim's stops
+and a start's launch do not wait for thousands of places in line to be rewritten). The
 decided jobs are re-read locked, all at once, and a decision is skipped when its job stopped being active
 meanwhile (a delete that raced the cycle): a cancelled job never gets replicas. Each decision goes through
 its job's transition in ``scheduler.store.lifecycle``: START/GROW insert ``ReplicaRow``s that the engine
@@ -97,8 +97,9 @@ def persist_decisions(
     reaches: Callable[[JobRow], bool] | None = None,
     grace_period: float = 30.0,
 ) -> list[Decision]:
-    """The first part of ``persist_plan``: the decisions, the notes of the jobs they decide, the fair shares
-    and the usage (what a launch or a stop needs, and the figures shown beside what they change)."""
+    """The first part of ``persist_plan``: the decisions, the notes of the jobs they decide or it holds GPUs
+    for, the fair shares and the usage (what a launch or a stop needs, and the figures shown beside what they
+    change)."""
     applied: list[Decision] = []
     if plan.decisions:
         applied = _write_decisions(session, plan, now=now, reaches=reaches, grace_period=grace_period)
@@ -251,9 +252,12 @@ _NOTE_UPDATE_ARRAYS = text(
 
 
 def _write_notes(session: Session, plan: Plan, notes: Notes, *, decided: bool) -> None:
-    """Store the reason and place in line of each active job the plan decides (``decided``) or of each other
-    one, writing only the ones that changed."""
-    keys = {(d.project, d.job) for d in plan.decisions}
+    """Store the reason and place in line of each active job the plan decides or holds GPUs for (``decided``:
+    what the plan did for it is shown with the decisions) or of each other one, writing only the ones that
+    changed."""
+    keys = {(d.project, d.job) for d in plan.decisions} | {
+        (r.project, r.job) for r in plan.reservations if r.firm
+    }
     # each half builds only its own notes: in a cycle that decides, both halves run
     wanted = {
         key: (n.reason, n.queue_position)

@@ -158,6 +158,28 @@ def _reclaim_for_a_claimant(harness: Harness) -> None:
     assert "being reclaimed" in (harness.job("b", "one").pending_reason or "")
 
 
+def test_the_other_jobs_places_in_line_are_written_once_the_claimant_started(harness: Harness) -> None:
+    """A reclaim moves every waiting job's place in line (thousands at 81,920 GPUs): those rows are written
+    after the release turn that gives the freed GPUs to the claimant, not on its way."""
+    harness.project("a", 2)
+    harness.project("b", 2)
+    harness.project("c", 0)
+    harness.submit("a", "elastic", 2, 4)
+    harness.cycle()
+    harness.submit("c", "behind", 1, 1)  # c's fair share is 1 while b asks for nothing: a GPU of a's for it
+    harness.cycle()
+    before = harness.job("c", "behind").pending_reason
+    harness.submit("b", "one", 2, 2)
+    harness.cycle()  # the reclaim for b's guarantee: c's fair share drops to 0, its job's reason changes
+    assert "being reclaimed" in (harness.job("b", "one").pending_reason or "")  # with the decisions
+    assert harness.job("c", "behind").pending_reason == before  # not yet: a's workers are still stopping
+    for _ in range(3):
+        harness.engine.release()
+    assert len(harness.live("one")) == 2
+    assert harness.job("c", "behind").pending_reason != before  # written by the turn that started it
+    harness.cycle()
+
+
 def test_a_claimant_deleted_while_its_gpus_are_released_is_not_started(harness: Harness) -> None:
     _reclaim_for_a_claimant(harness)
     with harness.db.write() as session:
