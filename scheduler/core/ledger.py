@@ -293,12 +293,19 @@ class Ledger:
             self._undo.pop()()
 
     def cheapest(
-        self, options: Iterable[str], attempt: Callable[[str], tuple[float, ...] | None]
+        self,
+        options: Iterable[str],
+        attempt: Callable[[str], tuple[float, ...] | None],
+        floor: Callable[[str], tuple[float, ...]] | None = None,
     ) -> str | None:
         """The option whose trial change costs least: ``attempt(option)`` changes the ledger and returns its
-        cost, or ``None`` when it fails; each trial is rolled back; ties go to the first option."""
+        cost, or ``None`` when it fails; each trial is rolled back; ties go to the first option. ``floor``: a
+        cost no trial of that option can go below; an option whose floor is not below the best cost found is
+        not tried (it could not be chosen: the same option wins, at a fraction of the trials)."""
         best: tuple[tuple[float, ...], str] | None = None
         for option in options:
+            if floor is not None and best is not None and best[0] <= floor(option):
+                continue
             mark = self.checkpoint()
             cost = attempt(option)
             self.rollback(mark)

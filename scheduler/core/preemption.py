@@ -57,6 +57,7 @@ class Reclaimer:
         need = count * claim.gpus_per_replica
         self.c_top_ok = ledger.top_claimed(self.c_top) + need <= _top_share(ledger, claim.project)
         self.reason = f"reclaimed for {claim.project}/{claim.name}"
+        self._largest: dict[str, int | None] = {}  # ``by_node``'s: what each project may give in one unit
 
     def over(self, project: str) -> int:
         return self.ledger.claimed(project) - self.ledger.shares.project[project]
@@ -130,11 +131,12 @@ class Reclaimer:
         ledger, g = self.ledger, self.claim.gpus_per_replica
         mark = ledger.checkpoint()
         taken: list[Unit] = []
+        self._largest = {}  # only falls as units are taken: an upper bound for the whole search
         while ledger.avail.slots(g) < count:
             # the node that fits one more replica after the fewest GPUs evicted there, then the fewest whole
             # jobs (R5: extras before whole jobs), each node taking what the rules allow in R5 order; with
             # resize costs (decision 64), then the node whose victims' jobs lose the fewest GPU-seconds
-            node = ledger.cheapest(ledger.avail.nodes, self._one_more_replica)
+            node = ledger.cheapest(ledger.avail.nodes, self._one_more_replica, self._least_for_one_more)
             if node is None:
                 ledger.rollback(mark)
                 return None
@@ -146,13 +148,20 @@ class Reclaimer:
         g = self.claim.gpus_per_replica
         return (self.ledger.avail.value[node] // g + 1) * g
 
+    def _least_for_one_more(self, node: str) -> tuple[float, ...]:
+        """The least ``_one_more_replica`` can cost on ``node``: the GPUs it lacks, taken in extras that cost
+        their jobs nothing (a full cluster: any node whose one borrowed replica fits the claimant is as cheap
+        as the first one found, and the other 10,000 nodes need not be tried)."""
+        lacking = self._one_more(node) - self.ledger.avail.value[node]
+        return (lacking, 0) if not self.order.costs else (lacking, 0, 0.0)
+
     def _one_more_replica(self, node: str) -> tuple[float, ...] | None:
         """Take on ``node`` what makes room for one more replica: what that costs, or ``None``. The cost is
         (GPUs, whole jobs) taken; with resize costs (R18, decision 64) then the GPU-seconds taking them costs
         their jobs (``unit_cost``: the work an evicted job loses since its checkpoint and its restart, the
         restart of the replicas a shrunk job keeps), so equal nodes go by what their victims lose."""
         ledger, target = self.ledger, self._one_more(node)
-        if ledger.capacity(node) < target:
+        if ledger.capacity(node) < target or not self._may_free(node, target - ledger.avail.value[node]):
             return None
         units = self.units_on(node)
         if ledger.avail.value[node] + _on(node, units) < target:
@@ -163,6 +172,28 @@ class Reclaimer:
             return None
         gpus, whole = sum(u.gpus for u in taken), sum(u.whole for u in taken)
         return (gpus, whole) if spent is None else (gpus, whole, sum(spent))
+
+    def _may_free(self, node: str, lacking: int) -> bool:
+        """Whether the units ``units_on(node)`` lists could free ``lacking`` GPUs on ``node`` at all: a quick
+        upper bound, no unit built or sorted (most nodes of a full cluster hold nothing the rules let go). A
+        replica counts when its job could be a unit there and it fits what its project may give in one unit
+        (``largest``, remembered for the search in ``_largest``: it only falls as units are taken)."""
+        ledger, claimant, largest = self.ledger, self.claim.project, self._largest
+        free = 0
+        for key in ledger.on_node(node):
+            act = ledger.active[key]
+            if key[0] == claimant or not act or key in ledger.started:
+                continue
+            most = largest[key[0]] if key[0] in largest else largest.setdefault(key[0], self.largest(key[0]))
+            if most is None:
+                continue
+            job = ledger.jobs[key]
+            if not job.preemptible or not self.eligible(job) or self.over(job.project) <= 0:
+                continue
+            free += sum(r.gpus for r in act if r.node == node and r.gpus <= most)
+            if free >= lacking:
+                return True
+        return False
 
     def units_on(self, node: str, *, local: bool = False) -> list[Unit]:
         """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
