@@ -257,9 +257,10 @@ class Engine:
     def _cycle_paused(self) -> Plan:
         started = time.perf_counter()
         written_before = self._write_notes_due()  # the last plan's, before this cycle reads the notes
+        phase = time.perf_counter()
         self._sync_nodes()
         lingering = self._observe()
-        self.metrics.phase_done("observe", time.perf_counter() - started)
+        self.metrics.phase_done("observe", time.perf_counter() - phase)
         checks, drift = self.live.checks, self.live.drift
         phase = time.perf_counter()
         with self.db.read() as session:
@@ -324,11 +325,10 @@ class Engine:
                 persist_notes(session, plan, notes=snapshot.notes)
             rest = time.perf_counter() - since
         self.metrics.phase_done("apply", time.perf_counter() - phase - rest)
-        rest = 0.0
         if plan.decisions:  # the other jobs' notes once what was decided is stopped and launched ...
             self._notes_due = (plan, snapshot.notes)
-            if not self.stopping:  # ... and, while replicas stop, once the release turns gave their GPUs away
-                rest = self._write_notes_due()
+            # ... and, while replicas stop, once the release turns gave their GPUs away
+            rest = 0.0 if self.stopping else self._write_notes_due()
         self.metrics.phase_done("persist", written_before + persisting + rest)
         return applied
 
