@@ -318,7 +318,7 @@ class Engine:
         self.metrics.phase_done("forecast", time.perf_counter() - phase)
         phase = time.perf_counter()
         with self._write() as session:
-            self._apply_in(session, lingering)
+            applied += self._apply_in(session, lingering)  # a job held GPUs that are free already starts
             since = time.perf_counter()
             if not plan.decisions:  # a settled cycle: shares, usage and notes in this transaction
                 write_plan(session)
@@ -359,10 +359,13 @@ class Engine:
         self.metrics.state_read(self.replicas.checks - checks, self.replicas.drift - drift)
         return lingering
 
-    def _apply_in(self, session: Session, lingering: Collection[int]) -> None:
-        """Signal what the stored plan stops (master last) and launch what it wants where the GPUs are free."""
+    def _apply_in(self, session: Session, lingering: Collection[int]) -> list[Decision]:
+        """Signal what the stored plan stops (master last), start what the last plan held GPUs for that are
+        all free now, and launch what is wanted where the GPUs are free; the starts made."""
         self.stopping = stop_unwanted(session, self.executor, now=self.clock(), knobs=self.knobs)
+        started = self._start_held(session)
         launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
+        return started
 
     def release(self) -> bool:
         """Between cycles, while replicas are stopping: record what exited, signal what is due (a master once
@@ -376,8 +379,7 @@ class Engine:
             started = time.perf_counter()
             lingering = self._observe()
             with self._write() as session:
-                applied = self._start_held(session)
-                self._apply_in(session, lingering)
+                applied = self._apply_in(session, lingering)
             if not self._held or not self.stopping:
                 self._write_notes_due()
             self.metrics.release_done(time.perf_counter() - started, applied)

@@ -21,7 +21,7 @@ from scheduler.core import Config, Node
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.engine.persist import persist_plan
-from scheduler.executors.base import LaunchSpec, Observation
+from scheduler.executors.base import LaunchDeferred, LaunchSpec, Observation
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store import lifecycle
 from scheduler.store.db import Database
@@ -178,6 +178,28 @@ def test_the_other_jobs_places_in_line_are_written_once_the_claimant_started(har
     assert len(harness.live("one")) == 2
     assert harness.job("c", "behind").pending_reason != before  # written by the turn that started it
     harness.cycle()
+
+
+def test_a_claimant_starts_in_the_reclaiming_cycle_when_its_gpus_come_free_at_once(harness: Harness) -> None:
+    """Victims whose processes never started (their launch waits) are gone as soon as they are stopped: the
+    job held their GPUs starts in the same cycle, not in the next one."""
+    start = harness.executor.start
+
+    def deferring(spec: LaunchSpec) -> Observation:
+        if spec.job == "elastic" and spec.index >= 2:
+            raise LaunchDeferred("pulling its image")
+        return start(spec)
+
+    harness.executor.start = deferring  # type: ignore[method-assign]
+    harness.project("a", 2)
+    harness.project("b", 2)
+    harness.submit("a", "elastic", 2, 4)
+    harness.cycle()
+    assert [s.index for s in harness.live("elastic")] == [0, 1]  # 2 and 3 wait for their launch
+    harness.submit("b", "one", 2, 2)
+    harness.cycle()  # shrinks a's two waiting workers: deleted at once, their GPUs free
+    assert [(s.index, s.gpu_ids) for s in harness.live("one")] == [(0, (2,)), (1, (3,))]
+    assert harness.job("b", "one").status == "running"
 
 
 def test_a_claimant_deleted_while_its_gpus_are_released_is_not_started(harness: Harness) -> None:
