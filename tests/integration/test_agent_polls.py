@@ -10,6 +10,8 @@ never spends one, and a wrong token or an unknown replica is a clear 4xx.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 from servicekit import RunningService, settings_for, wait_for
 from sqlalchemy import select
 
+from api.server import longpoll
 from scheduler.core import Node
 from scheduler.executors.base import Capabilities
 from scheduler.executors.fake import FakeExecutor
@@ -181,3 +184,31 @@ def test_wrong_token_or_replica_is_a_clear_4xx(service: RunningService) -> None:
     over = _poll(service, "a", ids[0], state="running")
     assert over.status_code == 404
     assert "is not running" in over.json()["detail"]
+
+
+def test_a_long_poll_waits_its_whole_time_while_the_service_writes_often(service: RunningService) -> None:
+    """An agent with nothing new to run waits the ``wait`` it asked for, however often the engine writes
+    meanwhile (a release turn writes every 0.1 s while replicas stop): each write wakes the poll to look
+    again, and used to count as half a second of its wait, so a poll could end with ``wait`` well before the
+    launch it waited for was ready."""
+    client = service.client()
+    client.submit("a", {"name": "a", "command": ["torchrun", "train.py"], "workers": 1})
+    launched = _launch_all(service, "a", None, 2)
+    ids = _replicas(service, "a")
+    stop = threading.Event()
+
+    def writes_often() -> None:
+        while not stop.wait(0.05):
+            longpoll.bump()
+
+    writer = threading.Thread(target=writes_often)
+    writer.start()
+    try:
+        started = time.monotonic()
+        answer = _poll(service, "a", ids[1], generation=launched[1]["generation"], state="running", wait=1.5)
+        waited = time.monotonic() - started
+    finally:
+        stop.set()
+        writer.join()
+    assert answer.json()["action"] == "wait"
+    assert waited >= 1.4  # not three wake-ups' worth (0.15 s)

@@ -20,6 +20,7 @@ it on (``noticed``) is answered ``notice`` first, whether it stays or leaves. A 
 from __future__ import annotations
 
 import hmac
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, status
@@ -57,11 +58,9 @@ async def poll(
     if changed:
         longpoll.bump()
         svc.engine.trigger()
-    waited = 0.0
-    while order is None and waited < body.wait:
-        step = min(_REREAD_S, body.wait - waited)
-        await longpoll.wait_change(seen, lambda: svc.engine.changes, step)
-        waited += step
+    deadline = time.monotonic() + body.wait  # woken by every write, it still waits ``wait`` seconds in all
+    while order is None and (left := deadline - time.monotonic()) > 0:
+        await longpoll.wait_change(seen, lambda: svc.engine.changes, min(_REREAD_S, left))
         seen = longpoll.snapshot(svc.engine.changes)
         order = await run_in_threadpool(_answer_now, svc, replica_id, body)
     return order or WAIT
