@@ -178,22 +178,33 @@ class Reclaimer:
         upper bound, no unit built or sorted (most nodes of a full cluster hold nothing the rules let go). A
         replica counts when its job could be a unit there and it fits what its project may give in one unit
         (``largest``, remembered for the search in ``_largest``: it only falls as units are taken)."""
-        ledger, claimant, largest = self.ledger, self.claim.project, self._largest
+        ledger, largest = self.ledger, self._largest
         free = 0
         for key in ledger.on_node(node):
-            act = ledger.active[key]
-            if key[0] == claimant or not act or key in ledger.started:
+            if not self._may_lose(key):
                 continue
             most = largest[key[0]] if key[0] in largest else largest.setdefault(key[0], self.largest(key[0]))
             if most is None:
                 continue
-            job = ledger.jobs[key]
-            if not job.preemptible or not self.eligible(job) or self.over(job.project) <= 0:
-                continue
-            free += sum(r.gpus for r in act if r.node == node and r.gpus <= most)
+            free += sum(r.gpus for r in ledger.active[key] if r.node == node and r.gpus <= most)
             if free >= lacking:
                 return True
         return False
+
+    def _may_lose(self, key: tuple[str, str]) -> bool:
+        """Whether job ``key`` may lose replicas to this claim at all (``units_on`` lists its units): another
+        project's (its own jobs give way by priority only, R10, as in ``until``), running, preemptible, not
+        started this cycle, eligible (R15, settle time) and its project above its fair share."""
+        ledger = self.ledger
+        job = ledger.jobs[key]
+        return (
+            key[0] != self.claim.project
+            and bool(ledger.active[key])
+            and job.preemptible
+            and key not in ledger.started
+            and self.eligible(job)
+            and self.over(job.project) > 0
+        )
 
     def units_on(self, node: str, *, local: bool = False) -> list[Unit]:
         """Units with a replica on ``node``, in R5 order: lowest priority; extras (highest index first) before
@@ -202,16 +213,9 @@ class Reclaimer:
         ledger, lost, costs = self.ledger, self.order.lost, self.order.costs
         keyed: list[tuple[tuple[int, float, float, float, str, int], Unit]] = []
         for key in ledger.on_node(node):
-            job, act = ledger.jobs[key], ledger.active[key]
-            if (
-                key[0] == self.claim.project  # its own jobs give way by priority only (R10), as in ``until``
-                or not act
-                or not job.preemptible
-                or key in ledger.started
-                or not self.eligible(job)
-                or self.over(job.project) <= 0
-            ):
+            if not self._may_lose(key):
                 continue
+            job, act = ledger.jobs[key], ledger.active[key]
             # one replica each, highest index first; with allowed sizes only the step down to the next one
             # (R16: taking a later step without it would leave the job off its sizes)
             steps = sizes.extras(job, act)
