@@ -133,11 +133,10 @@ def persist_starts(session: Session, decisions: Sequence[Decision], *, now: floa
         applied.append(decision)
     ids = list(starts.jobs)
     starts.write(session)
-    if ids:
+    if ids:  # a running job has no reason to wait and no place in line
         with accounted(session, notes=dict.fromkeys(ids, (None, None))):
-            session.execute(
-                update(JobRow).where(JobRow.id.in_(ids)).values(pending_reason=None, queue_position=None)
-            )
+            rows = [{"job_id": job_id, "reason": None, "position": None} for job_id in ids]
+            session.connection().execute(_NOTE_UPDATE, rows)
     return applied
 
 
