@@ -20,7 +20,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from api.server import schemas
 from scheduler.statuses import ACTIVE
-from scheduler.store.models import DepartmentRow, EventRow, ProjectRow, TokenRow
+from scheduler.store.models import DepartmentRow, EventRow, ProjectRow, TokenRow, takes_replicas
 from scheduler.store.queries import Slot
 
 
@@ -382,7 +382,7 @@ def node_fields(row: NodeFields, live: Mapping[str, Sequence[Slot]]) -> dict[str
         "allocated_gpus": len(
             {g for s in here if not s.waiting for g in s.gpu_ids}
         ),  # a shared GPU (R20): once
-        "schedulable": row.schedulable and row.state == "ready",
+        "schedulable": takes_replicas(row.schedulable, row.state),
         "slots": slots,
         "state": "draining" if row.state == "drained" and slots else row.state,  # NODE_STATES, or draining
         "state_since": when(row.state_since),

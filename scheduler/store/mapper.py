@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from scheduler.core import goodput
 from scheduler.core.model import ClusterState, Department, Job, Node, Project, Replica, Throughput
 from scheduler.statuses import ACTIVE, ReplicaDesired
-from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow
+from scheduler.store.models import DepartmentRow, JobRow, NodeRow, ProjectRow, ReplicaRow, takes_replicas
 
 
 def department_from_row(row: DepartmentRow) -> Department:
@@ -89,7 +89,7 @@ def load_nodes(session: Session) -> tuple[Node, ...]:
         )
     )
     return tuple(
-        Node(name=n, gpus=g, schedulable=s and state == "ready", domain=domain)
+        Node(name=n, gpus=g, schedulable=takes_replicas(s, state), domain=domain)
         for n, g, s, state, domain in nodes
     )
 

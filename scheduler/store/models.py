@@ -187,6 +187,11 @@ class AgentReportRow(Base):
     reported_at: Mapped[float] = mapped_column(Float)
 
 
+def takes_replicas(schedulable: bool, state: str) -> bool:
+    """Whether a node takes new replicas: the executor says it may and an admin left it ``ready``."""
+    return schedulable and state == "ready"
+
+
 class NodeRow(Base):
     __tablename__ = "nodes"
 

@@ -16,7 +16,7 @@ from sqlalchemy import Select, String, and_, cast, func, or_, select, text, tupl
 from sqlalchemy.orm import Session, selectinload
 
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
-from scheduler.store.models import EventRow, JobRow, NodeRow, ProjectRow, ReplicaRow
+from scheduler.store.models import EventRow, JobRow, NodeRow, ProjectRow, ReplicaRow, takes_replicas
 
 # A replica whose process was launched and has not been seen exiting.
 LIVE = (ReplicaRow.pid.is_not(None), ReplicaRow.exit_code.is_(None))
@@ -146,7 +146,7 @@ def free_gpus(session: Session, nodes: Collection[str]) -> dict[str, int]:
     not; a shared GPU counts once), 0 on a node closed to new replicas (cordoned, drained, lost, or not
     schedulable by the executor's account)."""
     free = {
-        str(name): int(gpus) if schedulable and state == "ready" else 0
+        str(name): int(gpus) if takes_replicas(schedulable, state) else 0
         for name, gpus, schedulable, state in session.execute(
             select(NodeRow.name, NodeRow.gpus, NodeRow.schedulable, NodeRow.state).where(
                 *_on(NodeRow.name, nodes)
