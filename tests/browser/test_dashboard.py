@@ -460,3 +460,48 @@ def test_a_shared_gpu_is_drawn_split_by_its_jobs(
         lambda: expect(tab.locator("#node-list header")).to_contain_text("2/2 in use"),
     )
     assert console.errors == []
+
+
+def test_prev_shows_the_page_asked_for_even_when_nothing_changed_or_a_late_answer_comes(
+    serve: Callable[..., Any], page: tuple[Page, Any]
+) -> None:
+    """130 jobs on a settled cluster: Next shows rows 101-130, Prev rows 1-100 again although every answer
+    for it is a 304; and a poll of page 2 still on its way when Prev is clicked does not draw over page 1."""
+    tab, console = page
+    tide = serve(nodes=1, gpus=1, executor="memory")
+    client = tide.client()
+    client.create_project({"name": "a", "deserved_gpus": 1})
+    for i in range(130):
+        client.submit(
+            "a", {"name": f"j{i:03d}", "workers": 1, "gpus_per_replica": 1, "command": ["sleep", "600"]}
+        )
+    sign_in(tab, tide)
+    where = tab.locator("#page-where")
+    first, second = "rows 1 to 100 · page 1 of 2", "rows 101 to 130 · page 2 of 2"
+    expect(where).to_have_text(first, **MS)
+    unchanged_poll_is_a_304(tab)  # settled: each poll is answered 304
+    tab.click("#page-next")
+    expect(where).to_have_text(second, **MS)
+    tab.click("#page-prev")  # page 1's answers are all 304s now: the page still redraws
+    expect(where).to_have_text(first, **MS)
+    expect(tab.locator("#job-rows tr[data-job]").first).to_have_attribute("data-job", "a/j000")
+
+    tab.click("#page-next")
+    expect(where).to_have_text(second, **MS)
+    held: list[Any] = []  # the next poll of page 2, held on its way
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    tab.route(re.compile(r"/api/v1/jobs\?.*cursor="), hold)
+    while not held:
+        tab.wait_for_timeout(50)
+    tab.click("#page-prev")
+    expect(where).to_have_text(first, **MS)
+    with tab.expect_response(lambda r: "cursor=" in r.url):
+        held[0].continue_()
+    tab.unroute_all()
+    tab.wait_for_timeout(500)  # the late answer is in the page's hands: it must be dropped, not drawn
+    assert where.text_content() == first
+    expect(tab.locator("#job-rows tr[data-job]").first).to_have_attribute("data-job", "a/j000")
+    assert console.errors == []

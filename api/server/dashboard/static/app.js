@@ -20,7 +20,9 @@ const LARGE_KEY = "tide.large";
 
 const api = new Api();
 const palette = new Palette();
-const state = { cluster: null, page: null, waiting: null, events: [], view: detail.route(location.hash), timer: null, polling: false };
+const state = { cluster: null, page: null, waiting: null, events: [], view: detail.route(location.hash), timer: null, polling: false, asked: 0 };
+// The answers the sections were last drawn from (the Api hands back the same object while a path answers 304).
+const drawn = { cluster: null, page: null, index: null, waiting: null, events: null };
 
 function filter() {
   return { project: byId("filter-project").value, status: byId("filter-status").value };
@@ -83,8 +85,13 @@ function setConn(ok, text) {
   el.textContent = text;
 }
 
+// One poll. A click or a filter may start a newer poll while this one waits for its answers: then this one's
+// answers are dropped (the newer one draws and schedules), so a late answer for the page left never
+// overwrites the page asked for. Sections redraw when an answer differs from the one they were drawn from,
+// not merely when this poll's request got a 200: a dropped poll may have taken that 200.
 async function tick() {
   state.timer = null;
+  const asked = ++state.asked;
   try {
     const index = jobsView.pageIndex(); // the page asked for: a click may move on while the answers come
     const [cluster, page, waiting, events] = await Promise.all([
@@ -93,7 +100,8 @@ async function tick() {
       api.get(`/jobs?waiting=true&order=line&limit=${waitingWanted()}`),
       api.get(`/events?limit=${EVENTS}`),
     ]);
-    if (cluster.changed) {
+    if (asked !== state.asked) return;
+    if (cluster.data !== drawn.cluster) {
       palette.update(cluster.data.projects);
       jobsView.updateProjectFilter(cluster.data.projects);
     }
@@ -101,15 +109,19 @@ async function tick() {
     state.page = { ...page, index };
     state.waiting = { jobs: waiting.data, total: waiting.total ?? waiting.data.length };
     state.events = events.data;
-    if (cluster.changed || page.changed || waiting.changed || events.changed) {
+    const answers = { cluster: cluster.data, page: page.data, index, waiting: waiting.data, events: events.data };
+    if (Object.keys(answers).some((key) => answers[key] !== drawn[key])) {
       timed(drawAll);
+      Object.assign(drawn, answers);
       detail.forget(); // the palette or the job may have changed: redraw the drawer too
     }
     await detail.refresh(api, palette, state.view);
+    if (asked !== state.asked) return;
     jobsView.tickAges();
     tickAgo();
     setConn(true, `updated ${clock(new Date().toISOString())} · every ${POLL_MS / 1000} s`);
   } catch (error) {
+    if (asked !== state.asked) return;
     if (error instanceof Unauthorized) {
       state.polling = false;
       localStorage.removeItem(TOKEN_KEY);
