@@ -69,10 +69,12 @@ from livekit import (
     histogram,
     labelled_histogram,
     peak_rss_mib,
+    postgres_cpu,
     quantile,
     scrape,
     scratch_database,
     serve,
+    server_cpu,
 )
 
 JSON_HEADERS = {**AUTH, "Content-Type": "application/json"}
@@ -142,6 +144,12 @@ async def submit_all(
     started = time.perf_counter()
     await asyncio.gather(*(client(bodies[i::clients]) for i in range(clients)))
     return latencies, time.perf_counter() - started
+
+
+def cpu_now(pid: int) -> dict[str, float]:
+    """CPU seconds so far of the API process, the engine process, PostgreSQL and this load generator."""
+    api, engine = server_cpu(pid)
+    return {"api": api, "engine": engine, "postgres": postgres_cpu(), "client": time.process_time()}
 
 
 async def allocated(connection: Connection, tag: dict[str, str], last: list[int]) -> int:
@@ -265,13 +273,15 @@ def measure(database_url: str | None, size: Size, args: argparse.Namespace) -> d
     ) as (port, pid):
         asyncio.run(create_projects(port, size, statuses))
 
-        async def submit_and_fill() -> tuple[list[float], float, float]:
+        async def submit_and_fill() -> tuple[list[float], float, dict[str, float], float]:
             started = time.perf_counter()
             fill = asyncio.create_task(watch_fill(port, total, started, args.fill_timeout))
+            before = cpu_now(pid)
             latencies, elapsed = await submit_all(port, bodies, statuses, size.clients)
-            return latencies, elapsed, await fill
+            spent = {k: v - before[k] for k, v in cpu_now(pid).items()}
+            return latencies, elapsed, spent, await fill
 
-        latencies, elapsed, fill_s = asyncio.run(submit_and_fill())
+        latencies, elapsed, spent, fill_s = asyncio.run(submit_and_fill())
         load = os.getloadavg()
         busy = cycle_window(port, args.window)  # right after the fill: the plans still reshuffle
         settled_s = settle(port, args.settle_timeout)
@@ -295,6 +305,8 @@ def measure(database_url: str | None, size: Size, args: argparse.Namespace) -> d
         "submits_per_s": round(len(latencies) / elapsed, 1),
         "submit_p50_ms": round(statistics.median(latencies) * 1e3, 1),
         "submit_p99_ms": round(percentile(latencies, 0.99) * 1e3, 1),
+        **{f"submit_cpu_{k}_ms": round(v / len(latencies) * 1e3, 2) for k, v in spent.items()},
+        "submit_host_busy": round(sum(spent.values()) / (elapsed * (os.cpu_count() or 1)), 2),
         "fill_95_s": round(fill_s, 2),
         "busy_cycle_mean_ms": round(busy["cycle_mean_ms"], 1),
         "busy_plan_mean_ms": round(busy["plan_mean_ms"], 1),
@@ -379,6 +391,18 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("departments", *(str(r["departments"]) for r in rows)),
         ("submits/s (clients)", *(f"{r['submits_per_s']} ({r['clients']})" for r in rows)),
         ("submit p50 / p99 ms", *(f"{r['submit_p50_ms']} / {r['submit_p99_ms']}" for r in rows)),
+        (
+            "CPU ms per submit: API / PostgreSQL / load generator (engine, filling meanwhile)",
+            *(
+                f"{r['submit_cpu_api_ms']} / {r['submit_cpu_postgres_ms']} / {r['submit_cpu_client_ms']} "
+                f"({r['submit_cpu_engine_ms']})"
+                for r in rows
+            ),
+        ),
+        (
+            "submits/s the API's own CPU would serve (1 s / API CPU ms), host busy",
+            *(f"{1e3 / r['submit_cpu_api_ms']:.0f}, {r['submit_host_busy']:.0%}" for r in rows),
+        ),
         ("95 % of GPUs allocated after s", *(str(r["fill_95_s"]) for r in rows)),
         (
             "right after the fill: cycle / plan_cycle mean ms, decisions",

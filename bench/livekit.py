@@ -101,6 +101,17 @@ def server_cpu(pid: int) -> tuple[float, float]:
     return cpu_seconds(pid), sum(cpu_seconds(child) for child in children(pid))
 
 
+def postgres_cpu() -> float:
+    """CPU seconds of every PostgreSQL process on this machine so far (the server and its backends; Linux).
+    A backend that ended meanwhile takes its seconds with it, so take it over a phase whose connections last."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):
+            if stat.read_text().split(" (", 1)[1].startswith("postgres)"):
+                total += cpu_seconds(int(stat.parent.name))
+    return total
+
+
 def peak_rss_mib(pid: int) -> float:
     """Peak resident memory (VmHWM) of a process and its children together, MiB; 0 once gone."""
     total = 0
