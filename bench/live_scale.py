@@ -17,7 +17,10 @@ the end), and measures, for each:
 4. R2 at scale: a 102nd project, holding nothing, submits a gang of 2 x 8 GPUs (16 owed GPUs, two whole
    nodes to free by reclaim); seconds from the submit until both replicas run. The memory executor's
    replicas exit at the loop's next look, so the grace period is 0 and the bound is 2 cycles: twice the
-   cycle period (1 s), or twice the mean cycle measured in 3. where a cycle takes longer than its period;
+   cycle period (1 s), or twice the mean cycle measured in 3. where a cycle takes longer than its period.
+   ``--r2-trials`` claims (3), each deleted once it runs and the next made once the cluster settled again;
+   where in a cycle a claim lands is chance (one just after a cycle started waits for it whole), so the
+   target is judged on their median and each is printed;
 5. reads: ``GET /cluster`` and ``GET /jobs`` p50/p99 with every job in the database (no ETag: whole answers);
 6. the service's peak resident memory (API and engine processes together), and any 5xx answer seen.
 
@@ -228,24 +231,41 @@ def cycle_window(port: int, seconds: float) -> dict[str, float]:
     }
 
 
-async def r2_wait(port: int, timeout: float, statuses: Counter[int]) -> float:
-    """Seconds from the submit of a 2 x 8-GPU gang by a project holding nothing until both replicas run."""
+async def r2_wait(port: int, timeout: float, statuses: Counter[int], name: str = "owed") -> float:
+    """Seconds from the submit of a 2 x 8-GPU gang by a project holding nothing until both replicas run; the
+    job is deleted once measured (the project holds nothing again once its replicas exit)."""
     connection = await Connection.open(port)
-    body = {"name": "owed", "workers": 1, "gpus_per_replica": GPUS_PER_NODE, "command": ["train"]}
+    body = {"name": name, "workers": 1, "gpus_per_replica": GPUS_PER_NODE, "command": ["train"]}
     try:
         started = time.perf_counter()
         status, _, _ = await post(connection, "/api/v1/projects/r2/jobs", body)
         statuses[status] += 1
+        waited = float("nan")
         while time.perf_counter() - started < timeout:
-            status, _, content = await connection.request("GET", "/api/v1/projects/r2/jobs/owed", AUTH)
+            status, _, content = await connection.request("GET", f"/api/v1/projects/r2/jobs/{name}", AUTH)
             statuses[status] += 1
             replicas = json.loads(content)["replicas"] if status == 200 else []
             if len(replicas) == 2 and all(r["status"] == "running" for r in replicas):
-                return time.perf_counter() - started
+                waited = time.perf_counter() - started
+                break
             await asyncio.sleep(0.01)
-        return float("nan")
+        status, _, _ = await connection.request("DELETE", f"/api/v1/projects/r2/jobs/{name}", AUTH)
+        statuses[status] += 1
+        return waited
     finally:
         connection.close()
+
+
+def r2_trials(port: int, trials: int, statuses: Counter[int], settle_timeout: float) -> list[float]:
+    """R2 waits of ``trials`` claims one after the other, each on a settled cluster (the borrowers grown back
+    into the GPUs the last claim gave up). A claim's wait depends on when in the cycle it arrives: one just
+    after a cycle started waits for it whole."""
+    waits = []
+    for trial in range(trials):
+        if trial:
+            settle(port, settle_timeout)
+        waits.append(asyncio.run(r2_wait(port, 60.0, statuses, name=f"owed-{trial + 1}")))
+    return waits
 
 
 async def reads(port: int, path: str, count: int, statuses: Counter[int]) -> tuple[float, float, int]:
@@ -286,7 +306,7 @@ def measure(database_url: str | None, size: Size, args: argparse.Namespace) -> d
         busy = cycle_window(port, args.window)  # right after the fill: the plans still reshuffle
         settled_s = settle(port, args.settle_timeout)
         window = cycle_window(port, args.window)  # settled: what the targets are about
-        r2 = asyncio.run(r2_wait(port, 60.0, statuses))
+        r2 = r2_trials(port, args.r2_trials, statuses, args.settle_timeout)
         cluster = asyncio.run(reads(port, "/api/v1/cluster", args.reads, statuses))
         jobs = asyncio.run(reads(port, "/api/v1/jobs", max(5, args.reads // 4), statuses))
         rss = peak_rss_mib(pid)
@@ -328,7 +348,8 @@ def measure(database_url: str | None, size: Size, args: argparse.Namespace) -> d
         "read_share": round(window["read_mean_ms"] / window["cycle_mean_ms"], 3),
         "state_checks": _count(final.get("tide_state_checks_total")),
         "state_drift": _count(final.get("tide_state_drift_total")),
-        "r2_wait_s": round(r2, 2),
+        "r2_wait_s": round(statistics.median(r2), 2),
+        "r2_waits_s": [round(w, 2) for w in r2],
         "r2_bound_s": round(2 * max(CYCLE_PERIOD, window["cycle_mean_ms"] / 1e3), 2),
         "cluster_p50_ms": round(cluster[0], 1),
         "cluster_p99_ms": round(cluster[1], 1),
@@ -371,7 +392,7 @@ def verdict(row: dict[str, Any], first: dict[str, Any]) -> list[str]:
     if not row["submits_per_s"] >= row["target_submits_per_s"]:
         misses.append(f"{row['submits_per_s']} submits/s < {row['target_submits_per_s']:g}")
     if not row["r2_wait_s"] <= row["r2_bound_s"]:
-        misses.append(f"R2 wait {row['r2_wait_s']} s > {row['r2_bound_s']}")
+        misses.append(f"R2 wait (median) {row['r2_wait_s']} s > {row['r2_bound_s']}")
     if not row["cluster_p50_ms"] <= TARGETS["cluster_p50_ms"]:
         misses.append(f"/cluster p50 {row['cluster_p50_ms']} ms > 20")
     if not row["peak_rss_mib"] <= row["target_peak_rss_mib"]:
@@ -435,7 +456,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("cycle / plan_cycle (<= 1.25)", *(str(r["cycle_over_plan"]) for r in rows)),
         ("read / cycle (<= 10 %)", *(f"{r['read_share']:.1%}" for r in rows)),
         ("state checks / drift (whole run)", *(f"{r['state_checks']} / {r['state_drift']}" for r in rows)),
-        ("R2: 16 owed GPUs after s (bound)", *(f"{r['r2_wait_s']} ({r['r2_bound_s']})" for r in rows)),
+        (
+            "R2: 16 owed GPUs after s, median (bound); each claim",
+            *(f"{r['r2_wait_s']} ({r['r2_bound_s']}); {', '.join(map(str, r['r2_waits_s']))}" for r in rows),
+        ),
         ("GET /cluster p50 / p99 ms", *(f"{r['cluster_p50_ms']} / {r['cluster_p99_ms']}" for r in rows)),
         ("GET /cluster size KiB", *(str(r["cluster_kib"]) for r in rows)),
         ("GET /jobs p50 / p99 ms", *(f"{r['jobs_p50_ms']} / {r['jobs_p99_ms']}" for r in rows)),
@@ -475,6 +499,7 @@ def main() -> None:
     parser.add_argument(
         "--settle-timeout", type=float, default=300.0, help="seconds to wait for cycles without decisions"
     )
+    parser.add_argument("--r2-trials", type=int, default=3, help="R2 claims measured (the median is judged)")
     parser.add_argument("--reads", type=int, default=40, help="GET /cluster reads (a quarter as many /jobs)")
     parser.add_argument("--fill-timeout", type=float, default=180.0)
     parser.add_argument("--quick", action="store_true", help="160 nodes, 640 jobs, 5 s window")
