@@ -494,8 +494,11 @@ def test_prev_shows_the_page_asked_for_even_when_nothing_changed_or_a_late_answe
         held.append(route)
 
     tab.route(re.compile(r"/api/v1/jobs\?.*cursor="), hold)
-    while not held:
+    for _ in range(200):  # the page polls every 2 s: one comes within 10 s
+        if held:
+            break
         tab.wait_for_timeout(50)
+    assert held, "no poll of page 2 within 10 s"
     tab.click("#page-prev")
     expect(where).to_have_text(first, **MS)
     with tab.expect_response(lambda r: "cursor=" in r.url):
