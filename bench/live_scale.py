@@ -233,7 +233,7 @@ def cycle_window(port: int, seconds: float) -> dict[str, float]:
     }
 
 
-async def r2_wait(port: int, timeout: float, statuses: Counter[int], name: str = "owed") -> float:
+async def r2_wait(port: int, timeout: float, statuses: Counter[int], name: str) -> float:
     """Seconds from the submit of a 2 x 8-GPU gang by a project holding nothing until both replicas run; the
     job is deleted once measured (the project holds nothing again once its replicas exit)."""
     connection = await Connection.open(port)

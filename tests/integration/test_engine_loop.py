@@ -118,41 +118,33 @@ def test_reclaimed_gpus_go_to_the_claimant_once_released(harness: Harness) -> No
     assert {g for s in harness.executor.live() for g in s.gpu_ids} == {0, 1, 2, 3}
 
 
-@pytest.fixture
-def on_both(tmp_path: Path, db_url: str) -> Iterator[Harness]:
-    """The harness on SQLite, then on PostgreSQL (the starts are written in one statement a table there)."""
-    built = Harness(tmp_path, stop_delay=2, url=db_url)
-    yield built
-    built.engine.close()
-    built.db.dispose()
-
-
 def test_release_turns_start_the_claimant_as_its_victims_exit_without_planning_again(
-    on_both: Harness,
+    any_db_harness: Harness,
 ) -> None:
     """Between cycles, while replicas stop, a release turn records what exited (no plan: a cycle at 81,920
     GPUs takes seconds) and starts the job the last plan held the released GPUs for, on them, at once."""
-    _reclaim_for_a_claimant(on_both)
-    cycles = on_both.engine.cycles
-    assert on_both.engine.release() and on_both.engine.release()
-    assert on_both.engine.stopping == 2  # two looks before they exit
-    assert on_both.live("one") == []  # its GPUs are still held
-    assert on_both.engine.release()
-    assert on_both.engine.stopping == 0 and on_both.engine.cycles == cycles
-    assert sorted(r.index for r in on_both.job("a", "elastic").replicas) == [0, 1]  # the exits recorded
-    assert [(s.index, s.gpu_ids) for s in on_both.live("one")] == [(0, (2,)), (1, (3,))]  # the freed GPUs
-    claimant = on_both.job("b", "one")
+    harness = any_db_harness
+    _reclaim_for_a_claimant(harness)
+    cycles = harness.engine.cycles
+    assert harness.engine.release() and harness.engine.release()
+    assert harness.engine.stopping == 2  # two looks before they exit
+    assert harness.live("one") == []  # its GPUs are still held
+    assert harness.engine.release()
+    assert harness.engine.stopping == 0 and harness.engine.cycles == cycles
+    assert sorted(r.index for r in harness.job("a", "elastic").replicas) == [0, 1]  # the exits recorded
+    assert [(s.index, s.gpu_ids) for s in harness.live("one")] == [(0, (2,)), (1, (3,))]  # the freed GPUs
+    claimant = harness.job("b", "one")
     assert claimant.status == "running" and claimant.pending_reason is None
-    with on_both.db.read() as session:
+    with harness.db.read() as session:
         start = session.scalars(select(EventRow).where(EventRow.job == "one")).one()
     assert start.kind == "start" and start.reason.startswith(
         "started 2 replicas on the GPUs held for it as soon as they were free; it was waiting for 2 GPUs"
     )
     assert "being reclaimed: 2 GPUs from project a" in start.reason
-    applied = on_both.engine.metrics.registry.get_sample_value
+    applied = harness.engine.metrics.registry.get_sample_value
     assert applied("tide_decisions_total", {"kind": "start", "cause": "fair-share"}) == 2  # elastic's, one's
-    on_both.cycle()  # the next plan finds it running: nothing to decide, every invariant kept
-    assert on_both.events()[-1] == ("start", "one") and len(on_both.live("one")) == 2
+    harness.cycle()  # the next plan finds it running: nothing to decide, every invariant kept
+    assert harness.events()[-1] == ("start", "one") and len(harness.live("one")) == 2
 
 
 def _reclaim_for_a_claimant(harness: Harness) -> None:
@@ -426,7 +418,8 @@ def test_a_job_cancelled_while_the_cycle_planned_gets_no_replicas(harness: Harne
 
 @pytest.fixture
 def any_db_harness(tmp_path: Path, db_url: str) -> Iterator[Harness]:
-    """A harness on SQLite, and one on PostgreSQL (whose notes are written in one statement)."""
+    """A harness on SQLite, and one on PostgreSQL (whose notes and starts are written in one statement a
+    table)."""
     built = Harness(tmp_path, stop_delay=2, url=db_url)
     yield built
     built.engine.close()
