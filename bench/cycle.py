@@ -15,6 +15,8 @@ not fade away.
 
 ``--hash`` prints, per size, a SHA-256 over every cycle's decisions and notes (their ``repr``): a refactor or
 a speed-up of the core that must not change what it decides is checked by running it before and after.
+``--carry`` plans with a ``scheduler.core.carry.Carry`` kept across the cycles, as the engine does: the same
+fingerprints with and without it, and the cycle's time with what it reuses.
 
 Rules that are off by default can be turned on: ``--usage-half-life`` (R14: every project starts with some
 usage above quota), ``--min-runtime`` (R15: every project; the jobs placed at the start ran 100 s before
@@ -56,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from live_sizes import GPUS_PER_NODE, department_specs, project_specs, size_of
 
 from scheduler.core import ClusterState, Config, Department, Job, Node, Project, apply_plan, plan_cycle
+from scheduler.core.carry import Carry
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Rules:
     domain_size: int = 0
     fractional: bool = False  # R20: every fourth job takes a share of one GPU per replica
     live_mix: bool = False  # the projects, departments and jobs of bench/live_scale.py at that size
+    carry: bool = False  # plan with a Carry kept across the cycles, as the engine does
 
 
 def with_rules(state: ClusterState, rules: Rules, rng: random.Random) -> ClusterState:
@@ -189,8 +193,9 @@ def measure(
     config = Config(
         settle_seconds=LIVE_SETTLE if rules.live_mix else 0, usage_half_life=rules.usage_half_life
     )
+    carry = Carry() if rules.carry else None
     for step in range(-warmup, 0):  # unmeasured: the live service's cycles after its fill, no churn
-        state = apply_plan(state, plan_cycle(state, config, now=float(step)), now=float(step))
+        state = apply_plan(state, plan_cycle(state, config, now=float(step), carry=carry), now=float(step))
     times: list[float] = []
     cpu: list[float] = []
     ref: list[float] = []
@@ -199,7 +204,7 @@ def measure(
     pending_gpus = sum(j.min_replicas * j.gpus_per_replica for j in state.jobs if not j.active)
     for step in range(cycles):
         t0, c0 = time.perf_counter(), time.process_time()
-        plan = plan_cycle(state, config, now=float(step))
+        plan = plan_cycle(state, config, now=float(step), carry=carry)
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
         ref.append(reference_pass(state))
@@ -316,13 +321,18 @@ def main(argv: list[str] | None = None) -> int:
         help="the state of bench/live_scale.py at each size (module docstring)",
     )
     ap.add_argument("--warmup", type=int, default=10, help="with --live-mix: unmeasured cycles (default 10)")
+    ap.add_argument(
+        "--carry",
+        action="store_true",
+        help="plan with a Carry kept across cycles, as the engine does (same plans)",
+    )
     args = ap.parse_args(argv)
     if args.cycles < 1 or any(g < 8 for g in args.gpus or ()):
         ap.error("--cycles must be >= 1 and --gpus >= 8")
     rules = Rules(args.usage_half_life, args.min_runtime, args.allowed_sizes, args.domain_size)
     if args.all_rules:
         rules = Rules(3600.0, 300.0, True, 16)
-    rules = replace(rules, live_mix=args.live_mix)
+    rules = replace(rules, live_mix=args.live_mix, carry=args.carry)
     if args.fractions:
         return side_by_side(args.gpus or [10240], args.cycles, rules)
     warmup = args.warmup if args.live_mix else 0

@@ -66,14 +66,20 @@ def project_queues(ledger: Ledger) -> dict[str, deque[Job]]:
         if act and (len(act) >= job.max_replicas or not elastic):
             continue
         queues.setdefault(job.project, []).append(job)
-    for jobs in queues.values():
+    goodput_on = ledger.config.goodput
+
+    def order(jobs: list[Job]) -> None:
         jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key]), j.submitted_at, j.name))
-    if ledger.config.goodput:  # R19: growth claims of equal priority, the most progress per GPU first
-        for jobs in queues.values():
-            if not any(j.throughput is not None for j in jobs):
-                continue  # nobody reports: today's order, and no second sort
+        if goodput_on and any(j.throughput is not None for j in jobs):
+            # R19: growth claims of equal priority, the most progress per GPU first (nobody reports: no sort)
             jobs.sort(key=lambda j: -goodput.gain(j, len(active[j.key])) if active[j.key] else 0.0)
             jobs.sort(key=lambda j: (-j.priority, not j.interactive, bool(active[j.key])))
+
+    if ledger.carry is None:
+        for jobs in queues.values():
+            order(jobs)
+    else:  # only the projects whose claimants changed are sorted again
+        ledger.carry.lines(ledger.state, ledger.config, queues, order)
     return {p: deque(jobs) for p, jobs in queues.items()}
 
 

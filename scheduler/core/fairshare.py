@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import NamedTuple, TypeAlias
 
 from scheduler.core import usage as r14
+from scheduler.core.carry import Carry
 from scheduler.core.model import ClusterState, Config, Department, Project
 
 Rational: TypeAlias = Fraction | int  # exact; ints where no fraction arose
@@ -86,10 +87,14 @@ def project_cap(project: Project, demand: int, config: Config) -> int:
     return max(cap, 0)
 
 
-def fair_shares(state: ClusterState, config: Config) -> Shares:
+def fair_shares(state: ClusterState, config: Config, carry: Carry | None = None) -> Shares:
+    """R1 (the module contract); ``carry`` keeps the demand while no job, project or node changed."""
     sizes = [n.gpus for n in state.nodes if n.schedulable]
     total = sum(sizes)
-    demand = placeable_demand(state, sizes)
+    if carry is None:
+        demand = placeable_demand(state, sizes)
+    else:
+        demand = carry.demand(state, lambda: placeable_demand(state, sizes))
     caps = {p.name: project_cap(p, demand[p.name], config) for p in state.projects}
     depts = {d.name: d for d in state.departments}
     members: dict[str, list[Project]] = {name: [] for name in depts}

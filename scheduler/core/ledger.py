@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
 from scheduler.core import minruntime, resize_cost
+from scheduler.core.carry import Carry
 from scheduler.core.fairshare import Shares, Top
 from scheduler.core.memo import CycleMemo
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Department, Job, Project, Replica
@@ -111,6 +112,7 @@ class Ledger:
     )  # R18: settle times longer than the plain one
     largest_node: int = 0
     memo: CycleMemo = field(default_factory=CycleMemo)  # what this cycle found cannot work
+    carry: Carry | None = None  # what the last cycles computed, reused where unchanged (``carry.Carry``)
     stopping: set[JobKey] = field(default_factory=set)
     held_gpus: dict[JobKey, int] = field(default_factory=dict)
     # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"
@@ -142,6 +144,13 @@ class Ledger:
         if self.resize_costs:
             self.settle_ends = resize_cost.settle_ends(self.state.jobs, self.resize_costs, self.config)
 
+    def _in_key_order(self) -> list[Job]:
+        """The snapshot's jobs of known projects in key order (kept by the carry while they are unchanged)."""
+        state, projects = self.state, self.projects
+        if self.carry is None:
+            return _in_key_order(state.jobs, projects)
+        return self.carry.key_order(state, lambda: _in_key_order(state.jobs, projects))
+
     def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
         """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""
         for p in self.projects:
@@ -161,7 +170,7 @@ class Ledger:
             by_project[p] = []
         rigid = not self.config.elastic
         # sorted once: every later walk over ``jobs`` is in key order, whatever the snapshot's order
-        for job in _in_key_order(self.state.jobs, projects):
+        for job in self._in_key_order():
             p = job.project
             if rigid and job.min_replicas != job.max_replicas:
                 job = replace(job, min_replicas=job.max_replicas)  # noqa: PLW2901 (the rigid view of the job)

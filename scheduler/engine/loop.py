@@ -57,6 +57,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from scheduler.core import ClusterState, Config, Decision, Node, Plan, apply_plan, collector, plan_cycle
+from scheduler.core.carry import Carry
 from scheduler.core.forecast import waiting
 from scheduler.core.handoff import HeldStart, due_starts, held_starts
 from scheduler.core.invariants import check_invariants
@@ -174,6 +175,7 @@ class Engine:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._carry = Carry()  # what plan_cycle keeps between cycles (scheduler.core.carry)
 
     @property
     def is_leader(self) -> bool:
@@ -270,7 +272,8 @@ class Engine:
         state = snapshot.state
         now = self.clock()
         phase = time.perf_counter()
-        plan = plan_cycle(state, self.settings.core, now=now)  # outside any write lock: API writes go on
+        # outside any write lock (API writes go on); what the last cycles computed is reused where unchanged
+        plan = plan_cycle(state, self.settings.core, now=now, carry=self._carry)
         self.metrics.phase_done("plan", time.perf_counter() - phase)
         if self.settings.check_invariants:
             self._check(state, plan, now)

@@ -2,7 +2,8 @@
 
 Each example replays a random workload for several cycles through ``corebuild.Cluster``, whose ``cycle()``
 checks all invariants of scheduler/core/invariants.py (node capacity, limits, R3, master last, gangs,
-work conservation, the guarantee, R7) after every plan.
+work conservation, the guarantee, R7) after every plan. With a ``Carry`` kept across the replay (what the
+engine passes), every plan is also made with it and must be the plan made without it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import ClusterState, Config, Department, Node, Project, plan_cycle
+from scheduler.core.carry import Carry
 from scheduler.core.model import Throughput
 
 
@@ -84,7 +86,9 @@ def workloads(draw: st.DrawFn) -> tuple[Cluster, list[Spec], random.Random]:
     return c, specs, random.Random(draw(st.integers(0, 2**16)))
 
 
-def _replay(c: Cluster, specs: list[Spec], rng: random.Random, steps: int = 9) -> None:
+def _replay(
+    c: Cluster, specs: list[Spec], rng: random.Random, steps: int = 9, carry: Carry | None = None
+) -> None:
     projects = [p.name for p in c.state.projects]
     started: dict[str, int] = {}
     for step in range(steps):
@@ -109,6 +113,8 @@ def _replay(c: Cluster, specs: list[Spec], rng: random.Random, steps: int = 9) -
         _report_checkpoints(c, rng)
         _report_speeds(c, rng)
         _check_determinism(c, rng)
+        if carry is not None:
+            _check_carry(c, carry, rng)
         c.cycle()  # asserts every invariant
         c.elapse(rng.choice([0.0, 5.0, 30.0]))  # R14: usage above quota accrues (when a half-life is set)
 
@@ -147,6 +153,38 @@ def _check_determinism(c: Cluster, rng: random.Random) -> None:
     assert quiet == replace(plan, notes=())
 
 
+def _check_carry(c: Cluster, carry: Carry, rng: random.Random) -> None:
+    """The plan made with the carry is the one made without it: after the last cycle's changes (the jobs
+    that did not change are the same objects, as in the engine's kept snapshot), planned again with nothing
+    changed (all it kept reused), from new tuples of the same objects (each project's line compared, the
+    rest computed again) and after a plan of another state in between (``_another``)."""
+    s = c.state
+    plain = plan_cycle(s, c.config, now=c.now)
+    assert plan_cycle(s, c.config, now=c.now, carry=carry) == plain
+    assert plan_cycle(s, c.config, now=c.now, carry=carry) == plain
+    copy = ClusterState(*((*t,) for t in (s.nodes, s.projects, s.jobs, s.departments)))  # new tuples
+    assert plan_cycle(copy, c.config, now=c.now, carry=carry) == plain
+    if rng.random() < 0.5:
+        other = _another(s, rng)
+        assert plan_cycle(other, c.config, now=c.now, carry=carry) == plan_cycle(other, c.config, now=c.now)
+        assert plan_cycle(s, c.config, now=c.now, carry=carry) == plain
+
+
+def _another(s: ClusterState, rng: random.Random) -> ClusterState:
+    """``s`` with one change, the rest the same objects: a job fewer, every node but the first cordoned (what
+    the demand counts changes), or a project fewer (its jobs belong to nobody)."""
+    change = rng.randrange(3)
+    if change == 0 and s.jobs:
+        fewer = list(s.jobs)
+        del fewer[rng.randrange(len(fewer))]
+        return replace(s, jobs=tuple(fewer))
+    if change == 1:
+        return replace(
+            s, nodes=tuple(n if i == 0 else replace(n, schedulable=False) for i, n in enumerate(s.nodes))
+        )
+    return replace(s, projects=s.projects[:-1])
+
+
 @settings(
     max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")),
     deadline=None,
@@ -167,6 +205,20 @@ def test_rigid_and_static_baselines_keep_the_invariants_too(
     c, specs, rng = w
     c.config = replace(c.config, elastic=False, borrowing=rng.random() < 0.5)
     _replay(c, specs, rng)
+
+
+@settings(
+    max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")) // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(workloads(), st.booleans(), st.booleans())
+def test_a_carry_kept_across_cycles_never_changes_a_plan(
+    w: tuple[Cluster, list[Spec], random.Random], elastic: bool, goodput: bool
+) -> None:
+    c, specs, rng = w
+    c.config = replace(c.config, elastic=elastic or rng.random() < 0.7, goodput=goodput)
+    _replay(c, specs, rng, carry=Carry())
 
 
 def test_same_input_same_plan_with_projects_named_alike() -> None:
