@@ -50,10 +50,8 @@ def plan_cycle(
     # The collector would walk the heap (the snapshot included) several times meanwhile: 20 % of a 51,200-GPU
     # cycle (``scheduler.core.collector``).
     with collector.paused():
-        if has_fractions(state):  # R20: fractional jobs are planned through stand-ins for their GPUs
-            return plan_fractions(
-                state, config, now, explain_waiting, _plan
-            )  # stand-ins: new objects each cycle
+        if has_fractions(state):  # R20: fractional jobs are planned through stand-ins for their GPUs, new
+            return plan_fractions(state, config, now, explain_waiting, _plan)  # objects each cycle: no carry
         return _plan(state, config, now, explain_waiting, carry)
 
 

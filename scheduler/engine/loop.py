@@ -187,6 +187,7 @@ class Engine:
             if not self.leadership.holds():
                 if self.role == "leader":
                     self.live.close()  # a standby keeps nothing: the leader writes
+                    self._carry = Carry()
                     self.replicas.invalidate()
                     self._hold(None)
                     self._notes_due = None
