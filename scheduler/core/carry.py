@@ -11,7 +11,9 @@ object for each job that did not change. Kept:
 - R1 demand (``fairshare.placeable_demand``), by the tuples of jobs, projects and nodes: a cycle in which no
   job, project or node changed does not walk the jobs for it (the division that follows is memoised per
   level: ``fairshare.divide``);
-- the jobs in key order (``ledger.Ledger``), by the tuples of jobs and projects;
+- the jobs in key order, and the index the ledger builds from them (``ledger.Ledger``: jobs by key and by
+  project, their active replicas, GPUs held per job, project and node), by the tuples of jobs, projects,
+  nodes and departments and the config: what a cycle only reads is shared, what it changes is copied;
 - each project's line (``claims.project_queues``), by its claimants (the same ``Job`` objects in the same
   order), the tuple of nodes (a job's active replicas depend on which nodes exist) and the rules that order a
   line: only the projects whose claimants changed are sorted again.
@@ -24,36 +26,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import is_
+from typing import TypeVar, cast
 
 from scheduler.core.model import ClusterState, Config, Job
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
 class Carry:
     """The results kept between cycles, each with the inputs it was computed from (the module contract)."""
 
-    _demand: tuple[ClusterState, dict[str, int]] | None = None
-    _key_order: tuple[ClusterState, list[Job]] | None = None
+    _kept: dict[str, tuple[tuple[object, ...], object]] = field(default_factory=dict)
     _lines_of: tuple[object, ...] | None = None  # the nodes and the rules the kept lines were ordered under
     _lines: dict[str, tuple[list[Job], list[Job]]] = field(default_factory=dict)  # claimants, in line order
 
-    def demand(self, state: ClusterState, compute: Callable[[], dict[str, int]]) -> dict[str, int]:
-        """R1 demand per project: the kept one while the jobs, projects and nodes are the same objects."""
-        kept = self._demand
-        if kept is not None and _same(kept[0], state):
-            return dict(kept[1])
-        demand = compute()
-        self._demand = (state, dict(demand))
-        return demand
-
-    def key_order(self, state: ClusterState, compute: Callable[[], list[Job]]) -> list[Job]:
-        """The jobs in key order: the kept list while the jobs and the projects are the same objects."""
-        kept = self._key_order
-        if kept is not None and kept[0].jobs is state.jobs and kept[0].projects is state.projects:
-            return kept[1]
-        ordered = compute()
-        self._key_order = (state, ordered)
-        return ordered
+    def reuse(self, slot: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
+        """What ``compute()`` returned the last time for ``slot``, while each of ``inputs`` is the same object
+        as then; else ``compute()``, kept with them. The caller must not change what it gets (copy it)."""
+        kept = self._kept.get(slot)
+        if kept is not None and len(kept[0]) == len(inputs) and all(map(is_, kept[0], inputs)):
+            return cast(T, kept[1])
+        value = compute()
+        self._kept[slot] = (inputs, value)
+        return value
 
     def lines(
         self,
@@ -78,7 +74,3 @@ class Carry:
                 line = (before, list(jobs))
             fresh[project] = line
         self._lines, self._lines_of = fresh, under
-
-
-def _same(a: ClusterState, b: ClusterState) -> bool:
-    return a.jobs is b.jobs and a.projects is b.projects and a.nodes is b.nodes

@@ -94,7 +94,8 @@ def fair_shares(state: ClusterState, config: Config, carry: Carry | None = None)
     if carry is None:
         demand = placeable_demand(state, sizes)
     else:
-        demand = carry.demand(state, lambda: placeable_demand(state, sizes))
+        inputs = (state.jobs, state.projects, state.nodes)
+        demand = dict(carry.reuse("demand", inputs, lambda: placeable_demand(state, sizes)))
     caps = {p.name: project_cap(p, demand[p.name], config) for p in state.projects}
     depts = {d.name: d for d in state.departments}
     members: dict[str, list[Project]] = {name: [] for name in depts}

@@ -24,8 +24,10 @@ replicas being released that are not yet promised to anyone. What the cycle foun
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable
+from copy import copy
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import Any
 
 from scheduler.core import minruntime, resize_cost
 from scheduler.core.carry import Carry
@@ -37,6 +39,21 @@ from scheduler.core.plan import Cause, Placement, Reservation
 from scheduler.core.topology import Domains
 
 JobKey = tuple[str, str]
+# what ``Ledger._load_jobs`` fills in; the ones a cycle only reads once loaded are shared with a carry
+_LOADED = (
+    "jobs",
+    "by_project",
+    "running",
+    "stopping",
+    "held_gpus",
+    "held_by_project",
+    "active",
+    "alloc",
+    "interactive",
+    "top_alloc",
+    "dept_interactive",
+)
+_READ_ONLY = frozenset(("jobs", "by_project", "running", "stopping", "held_gpus", "held_by_project"))
 _by_index = attrgetter("index")
 _job_name = attrgetter("name")
 
@@ -133,7 +150,7 @@ class Ledger:
         rank = {name: i for i, name in enumerate(sorted(nodes, key=node_sort_key))}
         held_on = dict.fromkeys(nodes, 0)
         rel = dict.fromkeys(nodes, 0)
-        self._load_jobs(known, held_on, rel)
+        self._load(known, held_on, rel)
         self.project_names = sorted(self.alloc)
         free = {n: max(nodes[n].gpus - held_on[n] - rel[n], 0) for n in nodes}
         self.free = NodeIndex(free, rank)
@@ -144,12 +161,34 @@ class Ledger:
         if self.resize_costs:
             self.settle_ends = resize_cost.settle_ends(self.state.jobs, self.resize_costs, self.config)
 
+    def _load(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
+        """``_load_jobs``, or with a carry what it loaded from the same snapshot objects under the same rules:
+        what the cycle only reads is shared with the carry, what it changes is copied."""
+        if self.carry is None:
+            self._load_jobs(known, held_on, rel)
+            return
+        state = self.state
+
+        def load() -> dict[str, Any]:
+            self._load_jobs(known, held_on, rel)
+            return {name: copy(getattr(self, name)) for name in _LOADED} | {"held_on": held_on, "rel": rel}
+
+        inputs = (state.jobs, state.projects, state.nodes, state.departments, self.config)
+        loaded = self.carry.reuse("ledger", inputs, load)
+        for name in _LOADED:
+            value = loaded[name]
+            setattr(self, name, value if name in _READ_ONLY else copy(value))
+        held_on.update(loaded["held_on"])
+        rel.update(loaded["rel"])
+
     def _in_key_order(self) -> list[Job]:
         """The snapshot's jobs of known projects in key order (kept by the carry while they are unchanged)."""
         state, projects = self.state, self.projects
         if self.carry is None:
             return _in_key_order(state.jobs, projects)
-        return self.carry.key_order(state, lambda: _in_key_order(state.jobs, projects))
+        return self.carry.reuse(
+            "key order", (state.jobs, state.projects), lambda: _in_key_order(state.jobs, projects)
+        )
 
     def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
         """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from scheduler.core import Config, Node
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
-from scheduler.engine.persist import persist_plan
+from scheduler.engine.persist import persist_notes, persist_plan
 from scheduler.executors.base import LaunchDeferred, LaunchSpec, Observation
 from scheduler.executors.fake import FakeExecutor
 from scheduler.store import lifecycle
@@ -452,6 +452,18 @@ def test_notes_are_written_from_the_snapshot_and_never_to_a_job_cancelled_meanwh
     first, second = harness.job("a", "first"), harness.job("a", "second")
     assert first.queue_position == 1 and first.pending_reason and "waiting" in first.pending_reason
     assert (second.pending_reason, second.queue_position) == (None, None)
+    # a job the next plan has no note for (it would run at its wanted size) has its note cleared
+    with harness.db.read() as session:
+        snapshot = load_snapshot(session)
+    later = dataclasses.replace(
+        plan, decisions=(), reservations=(), notes=tuple(n for n in plan.notes if n.job != "first")
+    )
+    with harness.db.write() as session:
+        persist_notes(session, later, notes=snapshot.notes)
+    assert (harness.job("a", "first").pending_reason, harness.job("a", "first").queue_position) == (
+        None,
+        None,
+    )
 
 
 def test_placements_move_only_with_what_nodes_show(tmp_path: Path, db_url: str) -> None:
