@@ -33,8 +33,7 @@ the weight the plan used is stored with it; with none, usage is left as it is.
 Jobs' reasons and places in line (R13) are compared with ``notes``, what the snapshot the plan was made
 from read (``scheduler.store.mapper.load_snapshot``), and only the changed ones are
 written, in one batched statement, to jobs still active: a cluster with thousands of waiting jobs sees
-thousands of places in line move each cycle. The other jobs' notes are compared as sets of pairs (work
-done in C, not a loop over the jobs in Python).
+thousands of places in line move each cycle.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import bindparam, or_, select, text, update
@@ -54,7 +52,7 @@ from scheduler.elastic import notice
 from scheduler.statuses import ACTIVE, JobStatus
 from scheduler.store import lifecycle
 from scheduler.store.changes import accounted
-from scheduler.store.mapper import JobKey, Note, Notes
+from scheduler.store.mapper import Notes
 from scheduler.store.models import DepartmentRow, JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import active_jobs, lock_active, texts
 
@@ -259,7 +257,21 @@ def _write_notes(session: Session, plan: Plan, notes: Notes, *, decided: bool) -
     keys = {(d.project, d.job) for d in plan.decisions} | {
         (r.project, r.job) for r in plan.reservations if r.firm
     }
-    changed = _decided_notes(plan, notes, keys) if decided else _other_notes(plan, notes, keys)
+    # each half builds only its own notes: in a cycle that decides, both halves run
+    wanted = {
+        key: (n.reason, n.queue_position)
+        for n in plan.notes
+        if ((key := (n.project, n.job)) in keys) == decided
+    }
+    if decided:
+        candidates = sorted(((key, notes.ids[key]) for key in keys if key in notes.ids), key=lambda kv: kv[1])
+    else:
+        candidates = [(key, job_id) for key, job_id in notes.ids.items() if key not in keys]
+    changed = [
+        (job_id, note)
+        for key, job_id in candidates
+        if (note := wanted.get(key, (None, None))) != notes.stored[job_id]
+    ]
     if not changed:
         return
     connection = session.connection()
@@ -276,35 +288,6 @@ def _write_notes(session: Session, plan: Plan, notes: Notes, *, decided: bool) -
         else:
             rows = [{"job_id": job_id, "reason": note[0], "position": note[1]} for job_id, note in changed]
             connection.execute(_NOTE_UPDATE, rows)
-
-
-_KEY = attrgetter("project", "job")
-_NOTE = attrgetter("reason", "queue_position")
-_NO_NOTE: Note = (None, None)  # a job running at its wanted size: no reason, no place in line
-
-
-def _decided_notes(plan: Plan, notes: Notes, keys: set[JobKey]) -> list[tuple[int, Note]]:
-    """The changed notes of the jobs in ``keys`` (the plan decides them or holds GPUs for them), by job id."""
-    wanted = {key: (n.reason, n.queue_position) for n in plan.notes if (key := (n.project, n.job)) in keys}
-    candidates = sorted(((key, notes.ids[key]) for key in keys if key in notes.ids), key=lambda kv: kv[1])
-    return [
-        (job_id, note)
-        for key, job_id in candidates
-        if (note := wanted.get(key, _NO_NOTE)) != notes.stored[job_id]
-    ]
-
-
-def _other_notes(plan: Plan, notes: Notes, keys: set[JobKey]) -> list[tuple[int, Note]]:
-    """The changed notes of every other active job, by job id. Thousands of jobs each cycle, most of them
-    unchanged: compared as sets of ``(key, note)`` pairs, whose building and difference run in C (a loop
-    over the jobs in Python took 30-40 ms a cycle at 81,920 GPUs)."""
-    ids = notes.ids
-    wanted = dict.fromkeys(ids, _NO_NOTE)  # a job the plan has no note for runs at its wanted size
-    wanted.update(zip(map(_KEY, plan.notes), map(_NOTE, plan.notes), strict=True))
-    for key in keys:
-        wanted.pop(key, None)
-    stored = dict(zip(ids, map(notes.stored.__getitem__, ids.values()), strict=True))
-    return sorted((ids[key], note) for key, note in wanted.items() - stored.items() if key in ids)
 
 
 def _write_shares(session: Session, plan: Plan) -> None:
