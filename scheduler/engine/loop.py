@@ -13,7 +13,10 @@ One cycle (``run_cycle``), each step its own transaction:
 2. read the snapshot (a read of only what changed since the last cycle: the engine keeps it in memory,
    ``scheduler.store.live``, read whole on taking the lead and checked against a full read every
    ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist its decisions with their events, the
-   decided jobs' notes, the fair shares and the usage (one write transaction; none when it decided nothing). Planning on a snapshot is safe because the leader is the only writer of
+   decided jobs' notes, the fair shares and the usage (one write transaction; none when it decided nothing).
+   ``plan_cycle`` is given what the last cycles computed (``scheduler.core.carry``) and reuses it where its
+   inputs did not change; every ``state_check_every`` seconds the plan is made again from scratch and
+   compared (``tide_plan_drift_total``; the one from scratch is carried out if they differ). Planning on a snapshot is safe because the leader is the only writer of
    placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
    a GPU that a live process holds (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free; then write the
@@ -176,6 +179,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._carry = Carry()  # what plan_cycle keeps between cycles (scheduler.core.carry)
+        self._plan_checked_at = time.monotonic()  # the carry is empty: nothing to check before a period
 
     @property
     def is_leader(self) -> bool:
@@ -276,6 +280,7 @@ class Engine:
         # outside any write lock (API writes go on); what the last cycles computed is reused where unchanged
         plan = plan_cycle(state, self.settings.core, now=now, carry=self._carry)
         self.metrics.phase_done("plan", time.perf_counter() - phase)
+        plan = self._check_plan(state, plan, now)
         if self.settings.check_invariants:
             self._check(state, plan, now)
         self._hold((state, plan))
@@ -288,6 +293,31 @@ class Engine:
         self.last_cycle_seconds = time.perf_counter() - started
         self.metrics.cycle_done(self.last_cycle_seconds, applied)
         return plan
+
+    def _check_plan(self, state: ClusterState, plan: Plan, now: float) -> Plan:
+        """Every ``state_check_every`` seconds (0: every cycle), plan again without the carry and compare, as
+        the kept snapshot is checked against a full read: a plan that differs is counted
+        (``tide_plan_drift_total``) and logged, the carry is dropped, and the plan from scratch is the one
+        carried out. The plan to carry out."""
+        if time.monotonic() - self._plan_checked_at < self.settings.state_check_every:
+            return plan
+        started = time.perf_counter()
+        full = plan_cycle(state, self.settings.core, now=now)
+        self._plan_checked_at = time.monotonic()
+        drifted = full != plan
+        self.metrics.plan_checked(time.perf_counter() - started, drifted=drifted)
+        if not drifted:
+            return plan
+        log.warning(
+            "the plan made with what the last cycles kept differed from a plan made from scratch "
+            "(%d vs %d decisions, %d vs %d notes); carrying out the one from scratch and keeping nothing",
+            len(plan.decisions),
+            len(full.decisions),
+            len(plan.notes),
+            len(full.notes),
+        )
+        self._carry = Carry()
+        return full
 
     def _write_and_apply(
         self, plan: Plan, snapshot: Snapshot, lingering: Collection[int], now: float, written_before: float

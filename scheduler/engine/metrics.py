@@ -36,6 +36,7 @@ PHASES = (
     "persist",
     "forecast",
     "apply",
+    "plan_check",
 )  # of a cycle, each timed (tide_cycle_phase_seconds)
 
 
@@ -100,7 +101,8 @@ class EngineMetrics:
             "Seconds each phase of a scheduling cycle took: observe (nodes synced, the executor observed, its "
             "observations recorded), read (the snapshot, read again where it changed), plan (plan_cycle alone), persist (the "
             "plan written), forecast (a start-time forecast handed to its worker or stored, finished jobs past their "
-            "retention removed) and apply (stops and launches).",
+            "retention removed), apply (stops and launches) and plan_check (now and then, plan_cycle again without "
+            "what the last cycles kept, to check the plan made with it).",
             ["phase"],
             buckets=CYCLE_BUCKETS,
             registry=self.registry,
@@ -121,6 +123,19 @@ class EngineMetrics:
             "tide_state_drift",
             "Places (a job, its note, the projects, the departments, the nodes) where a check found the "
             "snapshot kept in memory different from the database (0 unless a change went unseen).",
+            registry=self.registry,
+        )
+        self.plan_checks = Counter(
+            "tide_plan_checks",
+            "Plans made again from scratch (plan_cycle without what the last cycles kept) to check the plan "
+            "made with it.",
+            registry=self.registry,
+        )
+        self.plan_drift = Counter(
+            "tide_plan_drift",
+            "Plan checks that found the plan made with what the last cycles kept different from the plan made "
+            "from scratch (0 unless something kept was reused where it should not have been; the plan from "
+            "scratch is the one carried out).",
             registry=self.registry,
         )
         for action in Action:
@@ -160,6 +175,12 @@ class EngineMetrics:
     def state_read(self, checks: int, drift: int) -> None:
         self.state_checks.inc(checks)
         self.state_drift.inc(drift)
+
+    def plan_checked(self, seconds: float, *, drifted: bool) -> None:
+        self.phase_seconds.labels(phase="plan_check").observe(seconds)
+        self.plan_checks.inc()
+        if drifted:
+            self.plan_drift.inc()
 
     def eta_done(self, seconds: float) -> None:
         self.eta_seconds.observe(seconds)

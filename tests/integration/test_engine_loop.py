@@ -13,11 +13,13 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from sqlalchemy import select
 
 from scheduler.core import Config, Node
+from scheduler.core.carry import Carry, T
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.engine.persist import persist_notes, persist_plan
@@ -487,6 +489,46 @@ def test_placements_move_only_with_what_nodes_show(tmp_path: Path, db_url: str) 
         harness.cycle(3)
         assert harness.engine.placements > placed
         assert len(harness.live("waiter")) == 1
+    finally:
+        harness.engine.close()
+        harness.db.dispose()
+
+
+class _StaleDemand(Carry):
+    """A carry that keeps the first demand it computed whatever changes after: what a carry reusing
+    something it should not would do."""
+
+    def reuse(self, slot: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
+        kept = self._kept.get(slot)
+        if slot == "demand" and kept is not None:
+            return cast(T, kept[1])
+        return super().reuse(slot, inputs, compute)
+
+
+def test_a_plan_made_with_what_the_last_cycles_kept_is_checked_against_one_made_from_scratch(
+    tmp_path: Path,
+) -> None:
+    """Every ``state_check_every`` seconds (0 here: every cycle) the engine plans again without its carry: a
+    carry that reused what it should not (here a stale demand, which leaves b's claim with no fair share)
+    is found, counted, dropped, and the plan from scratch is the one carried out (b reclaims its quota)."""
+    harness = Harness(tmp_path)
+    try:
+        engine = harness.engine
+        engine.settings = dataclasses.replace(engine.settings, state_check_every=0)
+        engine._carry = _StaleDemand()
+        harness.project("a", 2)
+        harness.project("b", 2)
+        harness.submit("a", "elastic", 2, 4)
+        harness.cycle()
+        assert len(harness.live("elastic")) == 4
+        assert engine.metrics.plan_checks._value.get() == 1 and engine.metrics.plan_drift._value.get() == 0
+        harness.submit("b", "one", 2, 2)
+        harness.cycle()
+        assert engine.metrics.plan_drift._value.get() == 1
+        assert type(engine._carry) is Carry  # dropped: the next cycles start from scratch
+        assert ("shrink", "elastic") in harness.events()
+        harness.cycle(3)
+        assert len(harness.live("one")) == 2 and engine.metrics.plan_drift._value.get() == 1
     finally:
         harness.engine.close()
         harness.db.dispose()
