@@ -323,7 +323,9 @@ class Engine:
         self, plan: Plan, snapshot: Snapshot, lingering: Collection[int], now: float, written_before: float
     ) -> list[Decision]:
         """Persist ``plan``'s decisions (with the shares and usage), stop and launch what they say, then write
-        the other jobs' notes; the decisions applied. A plan that decided nothing is written in the apply's
+        the other jobs' notes, then store or start a start-time forecast and remove expired finished jobs
+        (a forecast's hand-off takes tens of milliseconds: the stops and launches do not wait for it); the
+        decisions applied. A plan that decided nothing is written in the apply's
         transaction (a settled cycle: two write transactions in all, with the observation's)."""
         half_life = self.settings.core.usage_half_life
         over = over_quota(snapshot.state) if half_life > 0 else None
@@ -347,10 +349,6 @@ class Engine:
                 applied = write_plan(session)
         persisting = time.perf_counter() - phase
         phase = time.perf_counter()
-        self._forecast(snapshot.state, plan, now)
-        self._expire(now)
-        self.metrics.phase_done("forecast", time.perf_counter() - phase)
-        phase = time.perf_counter()
         with self._write() as session:
             applied += self._apply_in(session, lingering)  # a job held GPUs that are free already starts
             since = time.perf_counter()
@@ -364,6 +362,10 @@ class Engine:
             # ... and, while replicas stop, once the release turns gave their GPUs away
             rest = 0.0 if self.stopping else self._write_notes_due()
         self.metrics.phase_done("persist", written_before + persisting + rest)
+        phase = time.perf_counter()
+        self._forecast(snapshot.state, plan, now)  # after the stops and launches: none of them waits on it
+        self._expire(now)
+        self.metrics.phase_done("forecast", time.perf_counter() - phase)
         return applied
 
     def _write_notes_due(self) -> float:
