@@ -171,7 +171,11 @@ class Ledger:
 
         def load() -> dict[str, Any]:
             self._load_jobs(known, held_on, rel)
-            return {name: copy(getattr(self, name)) for name in _LOADED} | {"held_on": held_on, "rel": rel}
+            kept = {name: getattr(self, name) for name in _LOADED}
+            return {name: v if name in _READ_ONLY else copy(v) for name, v in kept.items()} | {
+                "held_on": held_on,
+                "rel": rel,
+            }
 
         inputs = (state.jobs, state.projects, state.nodes, state.departments, self.config)
         loaded = self.carry.reuse("ledger", inputs, load)
