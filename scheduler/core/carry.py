@@ -23,7 +23,7 @@ A carry holds the last snapshot's tuples (and so their objects) until the next c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import is_
 from typing import TypeVar, cast
@@ -45,7 +45,7 @@ class Carry:
         """What ``compute()`` returned the last time for ``slot``, while each of ``inputs`` is the same object
         as then; else ``compute()``, kept with them. The caller must not change what it gets (copy it)."""
         kept = self._kept.get(slot)
-        if kept is not None and len(kept[0]) == len(inputs) and all(map(is_, kept[0], inputs)):
+        if kept is not None and _same(kept[0], inputs):
             return cast(T, kept[1])
         value = compute()
         self._kept[slot] = (inputs, value)
@@ -61,12 +61,12 @@ class Carry:
         """Put each project's ``claimants`` (in key order) in line order with ``order`` (sorting in place),
         or as the kept line where that project's claimants are the same objects as when it was kept."""
         under = (state.nodes, config.elastic, config.goodput)
-        if self._lines_of is None or any(a is not b for a, b in zip(self._lines_of, under, strict=True)):
+        if self._lines_of is None or not _same(self._lines_of, under):
             self._lines = {}
         kept, fresh = self._lines, {}
         for project, jobs in claimants.items():
             line = kept.get(project)
-            if line is not None and len(line[0]) == len(jobs) and all(map(is_, line[0], jobs)):
+            if line is not None and _same(line[0], jobs):
                 jobs[:] = line[1]
             else:
                 before = list(jobs)
@@ -74,3 +74,8 @@ class Carry:
                 line = (before, list(jobs))
             fresh[project] = line
         self._lines, self._lines_of = fresh, under
+
+
+def _same(kept: Sequence[object], now: Sequence[object]) -> bool:
+    """Whether two sequences hold the very same objects, in the same order."""
+    return len(kept) == len(now) and all(map(is_, kept, now))
