@@ -11,9 +11,9 @@ object for each job that did not change. Kept:
 - R1 demand (``fairshare.placeable_demand``), by the tuples of jobs, projects and nodes: a cycle in which no
   job, project or node changed does not walk the jobs for it (the division that follows is memoised per
   level: ``fairshare.divide``);
-- the jobs in key order, and the index the ledger builds from them (``ledger.Ledger``: jobs by key and by
-  project, their active replicas, GPUs held per job, project and node), by the tuples of jobs, projects,
-  nodes and departments and the config: what a cycle only reads is shared, what it changes is copied;
+- the index the ledger builds from the jobs (``ledger.Ledger``: jobs by key, in key order, and by project,
+  their active replicas, GPUs held per job, project and node), by the tuples of jobs, projects, nodes and
+  departments and the config: what a cycle only reads is shared, what it changes is copied;
 - each project's line (``claims.project_queues``), by its claimants (the same ``Job`` objects in the same
   order), the tuple of nodes (a job's active replicas depend on which nodes exist) and the rules that order a
   line: only the projects whose claimants changed are sorted again.

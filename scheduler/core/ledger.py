@@ -168,8 +168,11 @@ class Ledger:
             self._load_jobs(known, held_on, rel)
             return
         state = self.state
+        loaded_here = False
 
         def load() -> dict[str, Any]:
+            nonlocal loaded_here
+            loaded_here = True
             self._load_jobs(known, held_on, rel)
             kept = {name: getattr(self, name) for name in _LOADED}
             return {name: v if name in _READ_ONLY else copy(v) for name, v in kept.items()} | {
@@ -179,20 +182,13 @@ class Ledger:
 
         inputs = (state.jobs, state.projects, state.nodes, state.departments, self.config)
         loaded = self.carry.reuse("ledger", inputs, load)
+        if loaded_here:
+            return  # this ledger holds what it loaded; the carry keeps copies of what a cycle changes
         for name in _LOADED:
             value = loaded[name]
             setattr(self, name, value if name in _READ_ONLY else copy(value))
         held_on.update(loaded["held_on"])
         rel.update(loaded["rel"])
-
-    def _in_key_order(self) -> list[Job]:
-        """The snapshot's jobs of known projects in key order (kept by the carry while they are unchanged)."""
-        state, projects = self.state, self.projects
-        if self.carry is None:
-            return _in_key_order(state.jobs, projects)
-        return self.carry.reuse(
-            "key order", (state.jobs, state.projects), lambda: _in_key_order(state.jobs, projects)
-        )
 
     def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
         """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""
@@ -213,7 +209,7 @@ class Ledger:
             by_project[p] = []
         rigid = not self.config.elastic
         # sorted once: every later walk over ``jobs`` is in key order, whatever the snapshot's order
-        for job in self._in_key_order():
+        for job in _in_key_order(self.state.jobs, projects):
             p = job.project
             if rigid and job.min_replicas != job.max_replicas:
                 job = replace(job, min_replicas=job.max_replicas)  # noqa: PLW2901 (the rigid view of the job)

@@ -16,9 +16,10 @@ One cycle (``run_cycle``), each step its own transaction:
    decided jobs' notes, the fair shares and the usage (one write transaction; none when it decided nothing).
    ``plan_cycle`` is given what the last cycles computed (``scheduler.core.carry``) and reuses it where its
    inputs did not change; every ``state_check_every`` seconds the plan is made again from scratch and
-   compared (``tide_plan_drift_total``; the one from scratch is carried out if they differ). Planning on a snapshot is safe because the leader is the only writer of
-   placements: a job deleted meanwhile has its decisions skipped (``persist``), and a launch never takes
-   a GPU that a live process holds (``reconcile``);
+   compared (``tide_plan_drift_total``; the one from scratch is carried out if they differ). Planning on a
+   snapshot is safe because the leader is the only writer of placements: a job deleted meanwhile has its
+   decisions skipped (``persist``), and a launch never takes a GPU that a live process holds
+   (``reconcile``);
 3. signal the replicas to stop (master last) and launch wanted replicas whose GPUs are free; then write the
    other jobs' reasons and places in line (nothing a launch reads), in a transaction of their own when the
    plan decided something, so a reclaim's stops and a claimant's launch do not wait for them: while replicas
