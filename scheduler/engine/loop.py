@@ -25,7 +25,8 @@ One cycle (``run_cycle``), each step its own transaction:
    plan decided something, so a reclaim's stops and a claimant's launch do not wait for them: while replicas
    stop, after the release turn that starts what the plan held GPUs for (or, at the latest, first thing in
    the next cycle). A plan that decided nothing has its fair shares, usage and notes written in the apply's
-   transaction.
+   transaction (the notes compared with the stored ones only where they differ from the last settled
+   cycle's or a job was read again since).
 
 With ``finished_retention`` set, a finished job that ended longer ago than that is removed with its events
 (``scheduler.store.lifecycle.forget_finished``), checked at most once every ``EXPIRE_EVERY`` seconds.
@@ -60,7 +61,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scheduler.core import ClusterState, Config, Decision, Node, Plan, apply_plan, collector, plan_cycle
+from scheduler.core import ClusterState, Config, Decision, Job, Node, Plan, apply_plan, collector, plan_cycle
 from scheduler.core.carry import Carry
 from scheduler.core.forecast import waiting
 from scheduler.core.handoff import HeldStart, due_starts, held_starts
@@ -74,7 +75,7 @@ from scheduler.engine.eta_worker import EtaWorker
 from scheduler.engine.leader import Leadership, leadership_for
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.nodes import release_taken_nodes
-from scheduler.engine.persist import persist_decisions, persist_notes, persist_starts
+from scheduler.engine.persist import NoteFields, note_fields, persist_decisions, persist_notes, persist_starts
 from scheduler.engine.reconcile import Knobs, launch_waiting, record_observations, stop_unwanted
 from scheduler.executors.base import Executor
 from scheduler.store import lifecycle
@@ -89,6 +90,7 @@ from scheduler.store.queries import free_gpus
 log = logging.getLogger(__name__)
 RELEASE_POLL_SECONDS = 0.1
 EXPIRE_EVERY = 60.0  # seconds between two removals of finished jobs kept past their retention
+KeptNotes = tuple[tuple[Job, ...], list[NoteFields]]  # a settled cycle's jobs and the notes it wrote
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,8 @@ class Engine:
         self._held_in: tuple[ClusterState, Plan] | None = None
         # the other jobs' notes of the last plan that decided something, until written (``_write_notes_due``)
         self._notes_due: tuple[Plan, Notes] | None = None
+        # the notes a settled cycle wrote, as ``note_fields``, with the jobs it read (``_settled_notes``)
+        self._notes_kept: KeptNotes | None = None
         self.eta = EtaWorker(settings.eta_every) if settings.eta_every > 0 else None
         self._synced_nodes: tuple[Node, ...] | None = None
         self.live = LiveSnapshot(db, check_every=settings.state_check_every)
@@ -196,6 +200,7 @@ class Engine:
                     self.replicas.invalidate()
                     self._hold(None)
                     self._notes_due = None
+                    self._notes_kept = None
                 self.role = "standby"
                 self.leading_since = None
                 return None
@@ -350,13 +355,16 @@ class Engine:
                 applied = write_plan(session)
         persisting = time.perf_counter() - phase
         phase = time.perf_counter()
+        last, self._notes_kept = self._notes_kept, None  # kept again only once this transaction ended
+        kept = None
         with self._write() as session:
             applied += self._apply_in(session, lingering)  # a job held GPUs that are free already starts
             since = time.perf_counter()
             if not plan.decisions:  # a settled cycle: shares, usage and notes in this transaction
                 write_plan(session)
-                persist_notes(session, plan, notes=snapshot.notes)
+                kept = self._settled_notes(session, plan, snapshot, last)
             rest = time.perf_counter() - since
+        self._notes_kept = kept  # written, or None: the next cycle compares them all
         self.metrics.phase_done("apply", time.perf_counter() - phase - rest)
         if plan.decisions:  # the other jobs' notes once what was decided is stopped and launched ...
             self._notes_due = (plan, snapshot.notes)
@@ -369,6 +377,19 @@ class Engine:
         self.metrics.phase_done("forecast", time.perf_counter() - phase)
         return applied
 
+    def _settled_notes(
+        self, session: Session, plan: Plan, snapshot: Snapshot, last: KeptNotes | None
+    ) -> KeptNotes:
+        """Write the notes of a plan that decided nothing, unless they are the ones the last settled cycle
+        wrote and no job was read again since (the kept snapshot hands the same tuple of jobs while no job
+        changed: nothing but this engine wrote a note meanwhile): comparing the plan's notes with the last
+        one's costs a fraction of comparing every active job's stored note (50 ms at 81,920 GPUs). What to
+        keep for the next cycle once the transaction ended (``last``: what the last settled cycle kept)."""
+        fields = note_fields(plan)
+        if last is None or last[0] is not snapshot.state.jobs or last[1] != fields:
+            persist_notes(session, plan, notes=snapshot.notes)
+        return snapshot.state.jobs, fields
+
     def _write_notes_due(self) -> float:
         """Write the other jobs' notes of the last plan that decided something, if not written yet (a release
         turn does once nothing it holds GPUs for is left to start, else the next cycle first); the seconds."""
@@ -376,7 +397,8 @@ class Engine:
             return 0.0
         started = time.perf_counter()
         plan, notes = self._notes_due
-        self._notes_due = None  # a failed write is not retried: the next plan writes every note that changed
+        self._notes_due = None
+        self._notes_kept = None  # a failed write is not retried: the next plan writes every note that changed
         with self._write() as session:
             persist_notes(session, plan, notes=notes)
         return time.perf_counter() - started

@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import bindparam, or_, select, text, update
@@ -115,6 +116,15 @@ def persist_notes(session: Session, plan: Plan, *, notes: Notes) -> None:
     nothing a launch or a stop reads (a new claim at the head of the line moves thousands of places: the loop
     writes them after its stops and launches)."""
     _write_notes(session, plan, notes, decided=False)
+
+
+NoteFields = tuple[str, str, str, int | None]  # a plan's note as ``note_fields`` gives it
+_note_fields = attrgetter("project", "job", "reason", "queue_position")
+
+
+def note_fields(plan: Plan) -> list[NoteFields]:
+    """The plan's notes as tuples, to compare with another plan's in one C-level comparison."""
+    return list(map(_note_fields, plan.notes))
 
 
 def persist_starts(session: Session, decisions: Sequence[Decision], *, now: float) -> list[Decision]:

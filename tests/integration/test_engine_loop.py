@@ -533,3 +533,36 @@ def test_a_plan_made_with_what_the_last_cycles_kept_is_checked_against_one_made_
     finally:
         harness.engine.close()
         harness.db.dispose()
+
+
+def test_a_settled_cycle_writes_the_notes_its_plan_changed_though_no_job_changed(
+    any_db_harness: Harness,
+) -> None:
+    """A cycle that decides nothing skips writing the notes when its plan's notes are the last settled
+    cycle's and no job was read again; a note the plan changed without any job changing (here a limit set on
+    the waiting job's project, which its reason names) is written all the same."""
+    harness = any_db_harness
+    harness.project("a", 4)
+    harness.submit("a", "runs", 4, 4)
+    harness.submit("a", "first", 2, 2)
+    harness.cycle(3)
+    before = harness.job("a", "first").pending_reason
+    assert before and harness.job("a", "first").queue_position == 1
+    with harness.db.write() as session:
+        session.scalars(select(ProjectRow).where(ProjectRow.name == "a")).one().limit_gpus = 4
+    harness.cycle()
+    with harness.db.read() as session:
+        snapshot = load_snapshot(session)
+    plan = plan_cycle(snapshot.state, Config(settle_seconds=0), now=harness.clock)
+    wanted = next(n.reason for n in plan.notes if n.job == "first")
+    assert wanted != before and harness.job("a", "first").pending_reason == wanted
+    # a job written meanwhile (here its note wiped, as a former leader's late write could) is read again:
+    # its stored note is compared with the plan's though the plan's notes are the last cycle's
+    harness.cycle()
+    with harness.db.write() as session:
+        job = job_by_name(session, "a", "first")
+        assert job is not None
+        job.pending_reason, job.queue_position = None, None
+    harness.cycle()
+    assert harness.job("a", "first").pending_reason == wanted
+    assert harness.job("a", "first").queue_position == 1
