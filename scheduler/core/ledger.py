@@ -135,6 +135,9 @@ class Ledger:
     # GPUs each project's active replicas held in the snapshot (nodes gone included): the plan's "allocated"
     held_by_project: dict[str, int] = field(default_factory=dict)
     _rollbacks: int = 0
+    # per project, how many changes its jobs' replicas went through this cycle, undos included: the same count
+    # means the same replicas (``preemption``'s memory of projects that had no unit to give)
+    touched: dict[str, int] = field(default_factory=dict)
     project_names: list[str] = field(default_factory=list)  # every project, sorted
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
@@ -496,8 +499,12 @@ class Ledger:
             self.reclaimed[project] = self.reclaimed.get(project, 0) + n
 
     def _count(self, job: Job, gpus: int) -> None:
+        """Every change of a job's active, started or released replicas comes through here (and its undo): so
+        does ``touched``'s count of its project's changes."""
         p = self.projects[job.project]
         top = self.top_key(p.name)
+        touched = self.touched
+        touched[p.name] = touched.get(p.name, 0) + 1
         self.alloc[p.name] += gpus
         self.top_alloc[top] = self.top_alloc.get(top, 0) + gpus
         if job.interactive:
@@ -506,6 +513,7 @@ class Ledger:
                 self.dept_interactive[p.department] = self.dept_interactive.get(p.department, 0) + gpus
 
         def undo() -> None:
+            touched[p.name] += 1  # the state before is not the one at the count before: never seen again
             self.alloc[p.name] -= gpus
             self.top_alloc[top] -= gpus
             if job.interactive:

@@ -10,6 +10,9 @@ projects may lose ("victims") only dwindle while claims are served. Hence two ki
   same shape succeed: one further back in its project's line has at least as many GPUs ahead of it, and a
   victim of this cycle is served in the next one. A version never comes back once the ledger has changed,
   so only the latest failure of each shape is kept;
+- per victim project (``NoUnit``): a reclaim found no unit of that project it may take, none bigger than a
+  size; while the project's jobs' replicas are as they were (its ``Ledger.touched`` count), none is found
+  for that size or less with the same eligibility;
 - for the rest of the cycle (``ReclaimPowers``, ``Consolidation``): as victims and available GPUs only
   dwindle, a reclaim or consolidation that failed for ``count`` replicas fails for every later claim at least
   as big with the same powers; the smallest failing count is kept (KAI's signatures).
@@ -77,6 +80,12 @@ class ReclaimPowers(NamedTuple):
     home: str | None  # ... its master's, if it runs
 
 
+NoUnit: TypeAlias = tuple[str, int, bool, bool, int, int, str | None]
+"""A reclaim's search of one victim project that found no unit it may take: the project, its ``touched``
+count, the search's ``spare`` and ``below_guarantee`` (what makes a job eligible), and the ``fits``, ``most``
+and ``within`` it searched with (``VictimOrder.next_unit``)."""
+
+
 class Consolidation(NamedTuple):
     """A consolidation for replicas of ``gpus`` GPUs, with or without reclaim."""
 
@@ -101,6 +110,7 @@ class CycleMemo:
     held_in_vain: set[tuple[str, str]] = field(default_factory=set)
     retry: list[Retry] = field(default_factory=list)
     reclaims: dict[ReclaimPowers, int] = field(default_factory=dict)  # the smallest count that failed
+    no_unit: dict[NoUnit, int] = field(default_factory=dict)  # the largest unit size that found none
     consolidations: dict[Consolidation, int] = field(default_factory=dict)  # the same
     lines: dict[str, Line] = field(default_factory=dict)
 

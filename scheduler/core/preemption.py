@@ -17,7 +17,7 @@ from scheduler.core import minruntime, sizes
 from scheduler.core.explain import counted
 from scheduler.core.fairshare import DEPARTMENT
 from scheduler.core.ledger import Ledger
-from scheduler.core.memo import ReclaimPowers, fails, note_failure
+from scheduler.core.memo import NoUnit, ReclaimPowers, fails, note_failure
 from scheduler.core.model import UNLIMITED, Job
 from scheduler.core.plan import Cause
 from scheduler.core.victims import Floor, Unit, VictimOrder, unit_cost
@@ -101,7 +101,10 @@ class Reclaimer:
         ``within``: only units with a replica on a node of that R17 domain."""
         ledger, claim = self.ledger, self.claim
         eligible = self.eligible
+        # what ``eligible`` reads besides the job and its project's replicas (``memo.NoUnit``)
+        kind: tuple[bool, bool] | None = (self.spare, self.below_guarantee)
         if avoid is not None:
+            kind = None
 
             def eligible(job: Job) -> bool:
                 return self.eligible(job) and all(r.node != avoid for r in ledger.active[job.key])
@@ -123,6 +126,7 @@ class Reclaimer:
             over=over,
             reason=self.reason,
             cause=Cause.RECLAIM,
+            kind=kind,
         )
 
     def by_node(self, count: int) -> list[Unit] | None:
@@ -412,13 +416,17 @@ def _take_until_fits(
     over: Callable[[str], int],
     reason: str,
     cause: Cause,
+    kind: tuple[bool, bool] | None = None,
 ) -> list[Unit] | None:
     """Units of the project furthest above its fair share first (``heap``), re-ranked after each, until
     ``done()``. A project's next unit is the first in R5 order that it may give (``largest``: a job whose
     unit is bigger than that gives nothing, its smaller units being taken first, and the bound only falls
-    as units are taken); a project that has none drops out."""
+    as units are taken); a project that has none drops out. ``kind``: what ``eligible`` depends on besides
+    the job, if only that: a project found with nothing to give is not searched again while its jobs'
+    replicas stay as they were (``memo.NoUnit``: a failing reclaim searches every project above its share)."""
     mark = ledger.checkpoint()
     taken: list[Unit] = []
+    no_unit = ledger.memo.no_unit
     while not done():
         if not heap:
             ledger.rollback(mark)
@@ -427,10 +435,17 @@ def _take_until_fits(
         bound = largest(project)
         if bound is None:
             continue
+        key: NoUnit | None = None
+        if kind is not None:
+            key = (project, ledger.touched.get(project, 0), *kind, node_min, most, within)
+            if no_unit.get(key, -1) >= bound:
+                continue
         unit = order.next_unit(
             ledger, project, eligible, fits=node_min, most=most, within=within, largest=bound
         )
         if unit is None:
+            if key is not None:
+                no_unit[key] = max(bound, no_unit.get(key, -1))
             continue
         why = f"{reason}: {standing(ledger, project)}{minruntime.overridden(ledger.young, unit.key, claim.project)}"
         ledger.release(unit.key, list(unit.replicas), why, cause, claim.key)
