@@ -110,7 +110,13 @@ class Reclaimer:
                 return self.eligible(job) and all(r.node != avoid for r in ledger.active[job.key])
 
         over = self.over
-        heap = [(-above, p) for p in ledger.project_names if p != claim.project and (above := over(p)) > 0]
+        # ``over`` of every project, inlined: this runs for every reclaim tried (800 projects at 81,920 GPUs)
+        alloc, reserved, share = ledger.alloc, ledger.reserved, ledger.shares.project
+        heap = [
+            (-above, p)
+            for p in ledger.project_names
+            if (above := alloc[p] + reserved.get(p, 0) - share[p]) > 0 and p != claim.project
+        ]
         heapq.heapify(heap)
         return _take_until_fits(
             ledger,
