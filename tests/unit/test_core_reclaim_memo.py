@@ -6,6 +6,7 @@ Checked on a case built for it and against plans made without the memory on rand
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from corebuild import Cluster, nodes
@@ -68,7 +69,16 @@ SKIPPED: list[int] = []
 def _plans_are_the_same(w: tuple[Cluster, list[Spec], random.Random]) -> None:
     c, specs, rng = w
     _replay(c, specs, rng, steps=4)
-    for _ in range(3):
+    gpus = max(n.gpus for n in c.state.nodes)
+    for i in range(4):  # claims that reclaim: the project owed most asks for a whole node, then any project
+        if i % 2:
+            project = rng.choice([p.name for p in c.state.projects])
+        else:
+            project = max(c.state.projects, key=lambda p: p.deserved_gpus - c.alloc(p.name)).name
+        claim = Job(
+            project, f"claim{i}", 1, 2, max(1, gpus // (1 + i % 2)), submitted_at=c.now, priority=i % 3
+        )
+        c.state = replace(c.state, jobs=(*c.state.jobs, claim))
         assert plan_cycle(c.state, c.config, now=c.now) == without_memory(c)
         c.cycle()
 
