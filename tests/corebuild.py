@@ -7,6 +7,7 @@ cycle, so each scenario also proves R1-R13's invariants hold along the way.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -101,6 +102,13 @@ class Cluster:
 
     def alloc(self, project: str) -> int:
         return sum(r.gpus for j in self.state.jobs if j.project == project for r in j.active)
+
+    def claimant(self, rng: random.Random, turn: int) -> str:
+        """Who submits a claim that reclaims on ``turn``: the project owed most (deserved less held) on even
+        turns, any project on odd ones."""
+        if turn % 2:
+            return rng.choice([p.name for p in self.state.projects])
+        return max(self.state.projects, key=lambda p: p.deserved_gpus - self.alloc(p.name)).name
 
     def decisions(self, plan: Plan) -> list[tuple[str, str, str, list[int]]]:
         """A plan as (action, project, job, replica indices): what scenario tables compare."""

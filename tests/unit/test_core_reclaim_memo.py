@@ -71,13 +71,8 @@ def _plans_are_the_same(w: tuple[Cluster, list[Spec], random.Random]) -> None:
     _replay(c, specs, rng, steps=4)
     gpus = max(n.gpus for n in c.state.nodes)
     for i in range(4):  # claims that reclaim: the project owed most asks for a whole node, then any project
-        if i % 2:
-            project = rng.choice([p.name for p in c.state.projects])
-        else:
-            project = max(c.state.projects, key=lambda p: p.deserved_gpus - c.alloc(p.name)).name
-        claim = Job(
-            project, f"claim{i}", 1, 2, max(1, gpus // (1 + i % 2)), submitted_at=c.now, priority=i % 3
-        )
+        size = max(1, gpus // (1 + i % 2))
+        claim = Job(c.claimant(rng, i), f"claim{i}", 1, 2, size, submitted_at=c.now, priority=i % 3)
         c.state = replace(c.state, jobs=(*c.state.jobs, claim))
         assert plan_cycle(c.state, c.config, now=c.now) == without_memory(c)
         c.cycle()

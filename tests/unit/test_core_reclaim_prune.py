@@ -80,11 +80,8 @@ def _plans_are_the_same(w: tuple[Cluster, list[Spec], random.Random]) -> None:
     _replay(c, specs, rng, steps=4)
     gpus = max(n.gpus for n in c.state.nodes)
     for i in range(4):  # gangs of whole-node replicas, the node-by-node search's case: an elastic one of the
-        if i % 2:  # project owed most, or a rigid pair of any project
-            project, low = rng.choice([p.name for p in c.state.projects]), 2
-        else:
-            project, low = max(c.state.projects, key=lambda p: p.deserved_gpus - c.alloc(p.name)).name, 1
-        big = Job(project, f"big{i}", low, 2, gpus, submitted_at=c.now)
+        low = 2 if i % 2 else 1  # project owed most, or a rigid pair of any project
+        big = Job(c.claimant(rng, i), f"big{i}", low, 2, gpus, submitted_at=c.now)
         c.state = replace(c.state, jobs=(*c.state.jobs, big))
         assert plan_cycle(c.state, c.config, now=c.now) == every_node_tried(c)
         c.cycle()
