@@ -89,6 +89,7 @@ def engine_settings(settings: Settings) -> EngineSettings:
             settle_seconds=settings.settle_seconds,
             usage_half_life=settings.usage_half_life,
             resize_cost_seconds=settings.resize_cost_seconds,
+            next_plan_seconds=settings.cycle_period,
         ),
         check_invariants=settings.check_invariants,
         eta_every=settings.eta_every,

@@ -43,8 +43,10 @@ def _check(state: ClusterState, plan: Plan, config: Config, now: float) -> list[
 
 
 def _starts_whole(before: ClusterState, after: ClusterState, plan: Plan, config: Config) -> list[str]:
-    """R18, decision 62: a job whose resize costs anything is not started while GPUs being released are held
-    for it to grow by next cycle (it starts once, whole, when they are free)."""
+    """R18, decisions 62 and 71: a job is not started while GPUs being released are held for it to grow by next
+    cycle (it starts once, whole, when they are free) if its resize costs anything, or if, with a settle time
+    longer than until the next plan, its project is at its guarantee without them (it could not grow into them
+    then)."""
     held = {(r.project, r.job) for r in plan.reservations if r.firm}
     starts = [
         (d.project, d.job) for d in plan.decisions if d.action == Action.START and (d.project, d.job) in held
@@ -55,13 +57,28 @@ def _starts_whole(before: ClusterState, after: ClusterState, plan: Plan, config:
     costs = resize_cost.costs(before.jobs, projects, {d.name: d for d in before.departments}, config)
     # a node whose holds take more than its idle GPUs: some of what is held there is still being released
     releasing = {node for node, gpus in _idle(after, plan).items() if gpus < 0}
-    return [
-        f"{p}/{j} starts now and waits for more GPUs being released to grow at once (a resize costs it "
-        f"{costs[(p, j)]:g} s)"
-        for p, j in starts
-        if costs.get((p, j), 0.0) > 0
-        and any(r.node in releasing for r in plan.reservations if (r.project, r.job) == (p, j) and r.firm)
-    ]
+    claimed = _alloc(after)
+    for r in plan.reservations:
+        if r.firm:
+            claimed[r.project] += r.gpus
+    settles = config.settle_seconds > config.next_plan_seconds  # past the next plan: it could not grow then
+    guarantee = fair_shares(before, config).guarantee if settles else {}
+    out: list[str] = []
+    for p, j in starts:
+        growth = [r for r in plan.reservations if (r.project, r.job) == (p, j) and r.firm]
+        if not any(r.node in releasing for r in growth):
+            continue
+        if costs.get((p, j), 0.0) > 0:
+            out.append(
+                f"{p}/{j} starts now and waits for more GPUs being released to grow at once (a resize costs "
+                f"it {costs[(p, j)]:g} s)"
+            )
+        elif guarantee and claimed[p] - sum(r.gpus for r in growth) >= guarantee[p]:
+            out.append(
+                f"{p}/{j} starts now and waits for more GPUs being released that it may not grow into for "
+                f"its settle time ({config.settle_seconds:g} s)"
+            )
+    return out
 
 
 def _drain_held_once(before: ClusterState, plan: Plan) -> list[str]:

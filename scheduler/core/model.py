@@ -204,7 +204,10 @@ class Config:
     where their speed peaks; off, every job grows by today's rule (oldest first).
     ``resize_cost_seconds`` (R18): what a resize costs a job with no estimate of its own and no project or
     department default (0: free, the rules as before); ``settle_restarts``: a job's settle time is at least
-    this many of its resize costs (``scheduler.core.resize_cost``).
+    this many of its resize costs (``scheduler.core.resize_cost``). ``next_plan_seconds``: about how long until
+    the caller plans again (the live loop's cycle period; a simulator's step): a job started now grows into
+    GPUs being released for it no sooner than that, so with a settle time longer than it the job starts whole
+    instead (decision 71).
     """
 
     settle_seconds: float = 10.0
@@ -218,3 +221,4 @@ class Config:
     goodput: bool = True
     resize_cost_seconds: float = 0.0
     settle_restarts: float = 10.0
+    next_plan_seconds: float = 1.0

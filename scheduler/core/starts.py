@@ -183,36 +183,59 @@ def consolidate_for_guarantee(
 
 
 def start_whole(ledger: Ledger, claims: Claims) -> None:
-    """R18 (decision 62): a job that would start now and grow as soon as GPUs being released for it are free
-    starts once, at its full size, when they are: with a resize cost, growing a job that has just started
-    restarts it (every replica pays the restart again) for one cycle's head start. Its started replicas become
-    firm holds on the same GPUs, beside those it waits for; without a resize cost nothing changes. Only GPUs
-    being released make it wait: when all that is held for it is idle now, it starts at once."""
-    costs = ledger.resize_costs
-    if not costs:
+    """R18 (decisions 62, 71): a job that would start now and grow into GPUs being released for it starts
+    once, at its full size, when they are free. With a resize cost, growing a job that has just started
+    restarts it (every replica pays the restart again) for one cycle's head start. Without one, a job that
+    has just started may not grow for its settle time unless its project is below its guarantee (R2), so the
+    GPUs released for it would go to other claims meanwhile and more of its project's jobs be preempted when
+    it may grow. Its started replicas become firm holds on the same GPUs, beside those it waits for; with
+    neither a resize cost nor a settle time longer than until the next plan nothing changes. Only GPUs being released make it wait: when all
+    that is held for it is idle now, it starts at once."""
+    costs, settle = ledger.resize_costs, ledger.config.settle_seconds
+    if not costs and settle <= ledger.config.next_plan_seconds:
         return
     waiting = {(r.project, r.job) for r in ledger.reservations if r.firm}
-    for key in [k for k in ledger.started if k in waiting and costs.get(k, 0.0) > 0]:
-        job = ledger.jobs[key]
+    for key in [k for k in ledger.started if k in waiting]:
+        job, cost = ledger.jobs[key], costs.get(key, 0.0) if costs else 0.0
         if any(not r.releasing for r in job.replicas):
             continue  # a running job's growth is a resize either way
-        if not any(r.node in ledger.dipped for r in ledger.reservations if (r.project, r.job) == key):
+        held_here = [r for r in ledger.reservations if r.firm and (r.project, r.job) == key]
+        if not any(r.node in ledger.dipped for r in held_here):
             continue  # what is held for it is idle now, not being released: waiting would leave it idle
+        growth = sum(r.gpus for r in held_here)
+        if cost <= 0 and not waits_out_settle(ledger, job, growth):
+            continue  # it grows in the next plan, at no cost: settled by then, or owed to its guarantee (R2)
         now = len(ledger.started[key])
         ledger.defer_start(job)
         claims.start_reasons.pop(key, None)
         held = sum(r.gpus for r in ledger.reservations if (r.project, r.job) == key)
         outcome = claims.outcomes.get(key)
         why = outcome.reason if outcome is not None else "GPUs are being released for it"
+        replicas = f"{now} {'replica' if now == 1 else 'replicas'} now"
         reason = (
-            f"starts with {held} GPUs once those being released are free, rather than with {now} "
-            f"{'replica' if now == 1 else 'replicas'} now and a restart to grow at once (its resize costs "
-            f"{costs[key]:g} s); {why}"
+            f"starts with {held} GPUs once those being released are free, rather than with {replicas} and "
+            + (
+                f"a restart to grow at once (its resize costs {cost:g} s)"
+                if cost > 0
+                else f"{settle:g} s (its settle time) before it may grow into them"
+            )
+            + f"; {why}"
         )
         if outcome is None:
             record(claims, job, reason, waiting=True)
         else:
             claims.outcomes[key] = Outcome(reason, outcome.waiting)
+
+
+def waits_out_settle(ledger: Ledger, job: Job, growth: int) -> bool:
+    """Whether ``job`` (no resize cost), started now, could not grow by the ``growth`` GPUs held for it in the
+    next plan: it still settles then (R7) and its project is at its guarantee without them (R2 would let it
+    grow)."""
+    config = ledger.config
+    return (
+        config.settle_seconds > config.next_plan_seconds
+        and ledger.claimed(job.project) - growth >= ledger.shares.guarantee[job.project]
+    )
 
 
 def explain_start(ledger: Ledger, claims: Claims, job: Job, *, owed: bool) -> None:

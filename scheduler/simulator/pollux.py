@@ -541,7 +541,8 @@ class TidePolicy:
     ) -> None:
         if mapping not in MAPPINGS:
             raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
-        self.config, self.max_factor, self.mapping = config, max_factor, mapping
+        self.max_factor, self.mapping = max_factor, mapping
+        self.config = replace(config, next_plan_seconds=INTERVAL)  # it plans once a round (decision 71)
         self.min_factor = min_factor
         self.nodes = tuple(Node(f"node{i:02d}", GPUS_PER_NODE) for i in range(NODES))
         self.index = {n.name: i for i, n in enumerate(self.nodes)}

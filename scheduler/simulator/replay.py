@@ -114,8 +114,10 @@ class Simulator:
         config: Config,
         options: SimOptions | None = None,
     ) -> None:
-        self.nodes, self.projects, self.config = tuple(nodes), tuple(projects), config
+        self.nodes, self.projects = tuple(nodes), tuple(projects)
         self.opts = options or SimOptions()
+        # the core plans again after at least a cycle here (decision 71 weighs that against the settle time)
+        self.config = replace(config, next_plan_seconds=self.opts.cycle_seconds)
         self.capacity = sum(n.gpus for n in nodes if n.schedulable)
         self.domain_of = {n.name: n.domain for n in nodes}  # R17
         self.deserved = {p.name: p.deserved_gpus for p in projects}

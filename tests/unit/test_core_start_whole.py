@@ -1,5 +1,6 @@
-"""R18, decision 62, as users meet it: a job whose resize costs something does not start small and restart a
-cycle later to grow into the GPUs being released for it; it starts once, at the size they give it.
+"""R18, decisions 62 and 71, as users meet them: a job whose resize costs something, or that could not grow for
+its settle time, does not start small and grow later into the GPUs being released for it; it starts once, at
+the size they give it.
 
 Every ``Cluster.cycle()`` checks all invariants (tests/corebuild.py), decision 62's ``_starts_whole`` among them.
 """
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_core_properties import Spec, _replay, workloads
 
-from scheduler.core import Action, Node, Plan, apply_plan
+from scheduler.core import Action, Config, Node, Plan, apply_plan
 from scheduler.core.invariants import _idle
 
 
@@ -108,3 +109,50 @@ def test_a_costly_job_whose_held_gpus_are_idle_starts_at_once_rather_than_leave_
     c.submit("p0", "j4").submit("p0", "j5", min=1, max=2, priority=1)
     plan = c.cycle()  # the invariants (work conservation among them) hold
     assert "j5" in {d.job for d in plan.decisions if d.action == Action.START}
+
+
+def borrowing_with_priority(settle: float) -> Cluster:
+    """6 one-GPU nodes; project a (quota 2) borrows 5 of them with low-priority jobs, one is idle; then a submits
+    a high-priority elastic job of 1-3 replicas: it starts on the idle GPU and preempts two of its own jobs
+    (R10) for the rest, which take a cycle to stop. Its project holds more than its guarantee either way."""
+    c = Cluster(nodes(6), config=Config(settle_seconds=settle), slow_release=True).project("a", 2)
+    for i in range(5):
+        c.submit("a", f"low{i}")
+    c.cycle()
+    c.elapse(3600)
+    c.submit("a", "urgent", min=1, max=3, priority=1)
+    return c
+
+
+def test_a_job_that_could_not_grow_for_its_settle_time_starts_whole_once_its_own_preemptions_end() -> None:
+    """Decision 71: started on the idle GPU at once, it would settle for 10 s before it may grow into the GPUs
+    its preemptions free; meanwhile they would restart its project's low-priority jobs, preempted again the
+    moment it may grow. It waits for them and starts once with three replicas."""
+    c = borrowing_with_priority(settle=10.0)
+    plan = c.cycle()
+    assert actions(plan, "urgent") == []
+    assert sorted(d.action for d in plan.decisions) == [Action.EVICT] * 2
+    held = [r for r in plan.reservations if r.job == "urgent"]
+    assert sum(r.gpus for r in held) == 3 and all(r.firm for r in held)
+    note = plan.note("a", "urgent")
+    assert note is not None
+    assert (
+        "starts with 3 GPUs once those being released are free, rather than with 1 replica now and 10 s "
+        "(its settle time) before it may grow into them" in note.reason
+    )
+    c.release_done()
+    assert actions(c.cycle(), "urgent") == [("start", 3)]
+    later = c.run(15)  # past its settle time: nothing more is preempted, nothing restarted
+    assert [d for p in later for d in p.decisions] == []
+
+
+def test_without_a_settle_time_or_a_resize_cost_the_job_starts_at_once_and_grows_next_cycle_as_before() -> (
+    None
+):
+    c = borrowing_with_priority(
+        settle=0.0
+    )  # nothing stops its growth next cycle: starting at once loses nothing
+    first = c.cycle()
+    assert actions(first, "urgent") == [("start", 1)]
+    c.release_done()
+    assert actions(c.cycle(), "urgent") == [("grow", 2)]
