@@ -156,3 +156,20 @@ def test_without_a_settle_time_or_a_resize_cost_the_job_starts_at_once_and_grows
     assert actions(first, "urgent") == [("start", 1)]
     c.release_done()
     assert actions(c.cycle(), "urgent") == [("grow", 2)]
+
+
+@settings(
+    max_examples=int(os.environ.get("TIDE_PROPERTY_EXAMPLES", "300")) // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(workloads())
+def test_jobs_that_would_settle_start_whole_and_keep_every_invariant_on_random_clusters(
+    w: tuple[Cluster, list[Spec], random.Random],
+) -> None:
+    """Property: with a settle time of 10 s (a plan a second) and no resize cost, every invariant holds after
+    every cycle, ``_starts_whole`` among them (no job starts while GPUs being released are held for its growth
+    that it could not take for its settle time), and R2's guarantee with it (a deferred start is held GPUs)."""
+    c, specs, rng = w
+    c.config = replace(c.config, settle_seconds=10.0)
+    _replay(c, specs, rng)
