@@ -189,8 +189,8 @@ def start_whole(ledger: Ledger, claims: Claims) -> None:
     has just started may not grow for its settle time unless its project is below its guarantee (R2), so the
     GPUs released for it would go to other claims meanwhile and more of its project's jobs be preempted when
     it may grow. Its started replicas become firm holds on the same GPUs, beside those it waits for; with
-    neither a resize cost nor a settle time longer than until the next plan nothing changes. Only GPUs being released make it wait: when all
-    that is held for it is idle now, it starts at once."""
+    neither a resize cost nor a settle time longer than until the next plan nothing changes. Only GPUs being
+    released make it wait: when all that is held for it is idle now, it starts at once."""
     costs, settle = ledger.resize_costs, ledger.config.settle_seconds
     if not costs and settle <= ledger.config.next_plan_seconds:
         return
