@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from api.server.parts import engine_settings
 from api.server.settings import Settings
 from api.shared.serve_options import ServeOptions, env_of, flag_of, serve_options
 
@@ -26,3 +27,10 @@ def test_settings_take_the_options_whole_with_their_defaults() -> None:
     defaults = Settings.of(ServeOptions(), data_dir=Settings().data_dir)
     assert defaults == Settings()
     assert Settings.of(ServeOptions(port=9000, settle_seconds=2.5), engine_process=True).settle_seconds == 2.5
+
+
+def test_the_core_plans_knowing_the_loops_cycle_period_and_settle_time() -> None:
+    """Decision 71 weighs a job's settle time against when the loop plans again: the service hands the core
+    its cycle period with the settle time and the resize cost."""
+    core = engine_settings(Settings(cycle_period=7.5, settle_seconds=20.0, resize_cost_seconds=3.0)).core
+    assert (core.next_plan_seconds, core.settle_seconds, core.resize_cost_seconds) == (7.5, 20.0, 3.0)
