@@ -57,10 +57,7 @@ def _starts_whole(before: ClusterState, after: ClusterState, plan: Plan, config:
     costs = resize_cost.costs(before.jobs, projects, {d.name: d for d in before.departments}, config)
     # a node whose holds take more than its idle GPUs: some of what is held there is still being released
     releasing = {node for node, gpus in _idle(after, plan).items() if gpus < 0}
-    claimed = _alloc(after)
-    for r in plan.reservations:
-        if r.firm:
-            claimed[r.project] += r.gpus
+    claimed = _claimed(after, plan)
     settles = config.settle_seconds > config.next_plan_seconds  # past the next plan: it could not grow then
     guarantee = fair_shares(before, config).guarantee if settles else {}
     out: list[str] = []
@@ -124,6 +121,16 @@ def _alloc(state: ClusterState, *, interactive: bool | None = None) -> dict[str,
     return alloc
 
 
+def _claimed(after: ClusterState, plan: Plan) -> dict[str, int]:
+    """GPUs per project in active replicas once the plan is applied, plus those it firmly holds for them (they
+    start there next cycle): the core's ``Ledger.claimed``."""
+    claimed = _alloc(after)
+    for r in plan.reservations:
+        if r.firm:
+            claimed[r.project] += r.gpus
+    return claimed
+
+
 def _nodes_not_over_allocated(after: ClusterState) -> list[str]:
     held = _held(after)
     return [
@@ -145,12 +152,9 @@ def _caps_kept_with_holds(before: ClusterState, plan: Plan, after: ClusterState,
     """R11 and quotas without borrowing, for what a plan gives: a project (and its department) that the plan
     starts, grows or firmly holds GPUs for stays within its limit, and within its quota when it may not
     borrow, counting the firm holds (they start there next cycle; decision 3)."""
-    held = _alloc(after)
-    given: set[str] = {d.project for d in plan.decisions if d.action in (Action.START, Action.GROW)}
-    for r in plan.reservations:
-        if r.firm:
-            held[r.project] += r.gpus
-            given.add(r.project)
+    held = _claimed(after, plan)
+    given = {d.project for d in plan.decisions if d.action in (Action.START, Action.GROW)}
+    given |= {r.project for r in plan.reservations if r.firm}
     out: list[str] = []
     for p in before.projects:
         may_borrow = p.allow_over_quota and config.borrowing
