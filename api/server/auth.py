@@ -36,6 +36,11 @@ class Principal:
     token: str | None = None  # a project token's name and ID, for what it did: "'ci' (ID 3)"
 
 
+def may_write(principal: Principal, project: str) -> bool:
+    """Whether ``principal`` may change ``project``'s jobs: the admin token, or a token of that project."""
+    return principal.is_admin or principal.project == project
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -97,7 +102,7 @@ def require_admin(principal: Principal) -> None:
 
 
 def require_project_writer(principal: Principal, project: str) -> None:
-    if not principal.is_admin and principal.project != project:
+    if not may_write(principal, project):
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"this token belongs to project {principal.project!r}, not {project!r}"
         )

@@ -97,6 +97,11 @@ class Changes:
         return schema, writer, Changes(jobs, "p" in flags, "n" in flags, "*" in flags)
 
 
+def job_signal_prefix(writer: str) -> str:
+    """The payload (``Changes.encode``) of a signal that one job changed, but the job's id at its end."""
+    return f"{writer} - "
+
+
 def _touched(objects: Iterable[Any], changes: Changes, *, deleted: bool) -> None:
     for obj in objects:
         if isinstance(obj, JobRow):

@@ -11,6 +11,8 @@ a row; what it could race (the same name inserted twice, a row it references del
 database's constraints as an ``IntegrityError``, and the caller retries under the lock. On SQLite it is
 ``write()``. PostgreSQL connections are checked before use (``pool_pre_ping``:
 one broken by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
+``autocommit()`` (PostgreSQL) is a connection whose statements commit one by one, for a write
+that is one statement and signals its own changes (a submit's insert: ``scheduler.store.submit``).
 ``sqlite_url(data_dir)`` names the default database. ``WriteWatch(session)`` tells whether a session wrote.
 
 Every write and insert tells what it changed of the scheduling snapshot (``scheduler.store.changes``): once
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
@@ -118,6 +120,7 @@ class Database:
                 self.url, pool_pre_ping=True, pool_size=pool, max_overflow=0, connect_args=timeout
             )
             self.write_engine = self.engine
+        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         watch_statements(self.write_engine)
         self.writer = uuid4().hex[:12]  # this Database's name in its change signals
         self._subscribers: list[Callable[[Changes], None]] = []
@@ -174,8 +177,22 @@ class Database:
             finally:
                 tracker.release(session)
             if tracker.changes:
-                for subscriber in list(self._subscribers):
-                    subscriber(tracker.changes)
+                self.told(tracker.changes)
+
+    @contextmanager
+    def autocommit(self) -> Iterator[Connection]:
+        """PostgreSQL: a connection on which each statement commits on its own (no BEGIN, no COMMIT round
+        trip). What such a statement changes of the snapshot is the caller's to signal and tell (``told``):
+        no ``Tracker`` watches it (``scheduler.store.submit``)."""
+        if self.is_sqlite:
+            raise RuntimeError("autocommit statements are for PostgreSQL; SQLite writes go through write()")
+        with self._autocommit.connect() as connection:
+            yield connection
+
+    def told(self, changes: Changes) -> None:
+        """Tell this process's subscribers what a committed write changed."""
+        for subscriber in list(self._subscribers):
+            subscriber(changes)
 
     def _signal(self, session: Session, changes: Changes) -> None:
         """``NOTIFY`` the other processes of what this transaction changed, and only when it changed something

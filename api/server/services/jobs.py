@@ -1,10 +1,12 @@
 """Jobs as the routes change them: submit, cancel, record a checkpoint; find one by name.
 
 Contract: ``create_job`` submits a body to a project (the REST route's and a manifest's): a new name is
-inserted without waiting for the database's write lock (``Database.insert``), so submits never queue behind a
-scheduling cycle; the checks that only read run in that insert's own transaction on PostgreSQL (one
-transaction: the pool's liveness check, BEGIN, two reads, the insert, COMMIT), and before the write lock on
-SQLite (whose writes queue one at a time). A name already taken (PostgreSQL learns it from the insert), or a
+inserted without waiting for the database's write lock, so submits never queue behind a scheduling cycle.
+On PostgreSQL a job without a pod template, from a caller who may write the project, is one statement that
+reads the project, inserts the job and signals it (``scheduler.store.submit``: two round trips with the
+pool's liveness check, a third of the CPU of a session); one with a pod template runs its checks in its
+insert's own transaction (``Database.insert``: the template's check reads the project's pod defaults). On
+SQLite (whose writes queue one at a time) the checks read before the write lock. A name already taken (PostgreSQL learns it from the insert), or a
 project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404. A finished
 job of the same name is replaced (its record and its events go: ``lifecycle.forget_job``), an active one is
 a 409. A pod template is checked against the project's rules first (``api.server.services.pods``: 422). It
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import HTTPException, status
 from sqlalchemy import func, select
@@ -28,14 +31,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.server import convert, schemas
-from api.server.auth import Principal, require_project_writer
+from api.server.auth import Principal, may_write, require_project_writer
 from api.server.deps import Services
 from api.server.services import pods
 from api.server.services.projects import get_project
 from api.server.settings import Settings
 from scheduler.core.explain import beyond_cluster
 from scheduler.statuses import ACTIVE, JobStatus
-from scheduler.store import lifecycle
+from scheduler.store import lifecycle, submit
+from scheduler.store.db import Database
 from scheduler.store.models import JobRow, NodeRow
 from scheduler.store.queries import job_by_name
 
@@ -55,19 +59,24 @@ def get_job(session: Session, project: str, name: str) -> JobRow:
     return job
 
 
-def _node_sizes(session: Session) -> list[tuple[int, int]]:
-    """The schedulable nodes by size: ``(gpus, how many)``."""
+def _node_sizes(db: Database, session: Session | None) -> list[tuple[int, int]]:
+    """The schedulable nodes by size: ``(gpus, how many)``; read in ``session``, or in a read of its own."""
     query = select(NodeRow.gpus, func.count()).where(NodeRow.schedulable).group_by(NodeRow.gpus)
+    if session is None:
+        with db.read() as own:
+            return [(gpus, count) for gpus, count in own.execute(query)]
     return [(gpus, count) for gpus, count in session.execute(query)]
 
 
-def _fit_warning(svc: Services, session: Session, body: schemas.JobCreate) -> str | None:
+def _fit_warning(svc: Services, session: Session | None, body: schemas.JobCreate) -> str | None:
     """Why the job does not fit today's cluster, if it does not: it is accepted all the same (nodes come and
     go: autoscalers, repairs, a cordoned node back) and waits, taking GPUs from nobody, with this reason."""
     # nodes by size, not one row each, and read once per change of what nodes show, not once per submit:
     # at 10,240 nodes the count takes 2 ms of the database, a core's worth at 500 submits a second
     views = svc.views
-    sizes = views.value("submit:node-sizes", lambda: _node_sizes(session), version=views.version.nodes)
+    sizes = views.value(
+        "submit:node-sizes", lambda: _node_sizes(svc.db, session), version=views.version.nodes
+    )
     if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
     if body.gpu_fraction is not None:
@@ -83,6 +92,23 @@ def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
             "this Tide runs jobs as Kubernetes pods and has no default image: set the job's image "
             "(tide submit-dist --image IMAGE)",
         )
+
+
+def _in_one_statement(svc: Services, caller: Principal, project: str, body: schemas.JobCreate) -> bool:
+    """Whether the submit may be the one-statement insert (``scheduler.store.submit``): on PostgreSQL, for
+    a job without a pod template (its check reads the project's pod defaults), from a caller who may write
+    the project, with an image where one is needed. Any refusal is then the other paths' to give, in their
+    order (an unknown project's 404 before the token's 403)."""
+    return (
+        not svc.db.is_sqlite
+        and body.pod_template is None
+        and may_write(caller, project)
+        and not (
+            svc.settings.executor == "kubernetes"
+            and body.image is None
+            and svc.settings.default_image is None
+        )
+    )
 
 
 def create_job(
@@ -104,6 +130,23 @@ def create_job(
         told = pods.check_job(row, body.pod_template, template_path, executor=svc.settings.executor)
         return row.id, told, _fit_warning(svc, session, body)
 
+    if _in_one_statement(svc, caller, project, body):
+        beyond = _fit_warning(svc, None, body)
+        job = new_job(0, body, svc.engine.clock())  # its project's id is the statement's to read
+        job.pending_reason = beyond
+        try:
+            inserted = submit.insert_job(svc.db, project, row_values(job))
+        except IntegrityError:  # the name is taken, or the project deleted meanwhile: under the lock
+            inserted = None
+        if inserted is not None:
+            svc.engine.trigger()
+            return convert.job_public(job, project), [beyond] if beyond else []
+        log.debug(
+            "submit of %s/%s: name taken or no such project; deciding under the write lock",
+            project,
+            body.name,
+        )
+        return _create_locked(svc, project, body, told=[], beyond=beyond)
     # SQLite queues its writes one at a time, so the checks read before the write lock; PostgreSQL's insert takes
     # no lock, so there they run in the insert's own transaction (one transaction a submit)
     checks_first = svc.db.is_sqlite
@@ -129,6 +172,14 @@ def create_job(
         else:
             svc.engine.trigger()
             return public, [*told, *([beyond] if beyond else [])]
+    return _create_locked(svc, project, body, told=told, beyond=beyond)
+
+
+def _create_locked(
+    svc: Services, project: str, body: schemas.JobCreate, *, told: list[str], beyond: str | None
+) -> tuple[schemas.JobPublic, list[str]]:
+    """The submit under the writers' lock: 404 for a project gone, 409 for an active job of the name, a
+    finished one replaced."""
     with svc.db.write() as session:
         owner = get_project(session, project, lock=True).id  # deleted meanwhile: 404
         existing = job_by_name(session, project, body.name, lock=True)
@@ -154,6 +205,11 @@ def _insert(
     session.add(job)
     session.flush()
     return convert.job_public(job, project)
+
+
+def row_values(job: JobRow) -> dict[str, Any]:
+    """A new job's columns as ``scheduler.store.submit.insert_job`` takes them (all but its id and project)."""
+    return {c.key: getattr(job, c.key) for c in JobRow.__table__.columns if c.key not in ("id", "project_id")}
 
 
 def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:

@@ -1,0 +1,124 @@
+"""On PostgreSQL a submit is one statement that reads its project, inserts the job and signals it, committed
+on its own: it must store the very row the session path stores, signal exactly what that path signals (to
+other processes with the commit, to this one's subscribers after it), and write and signal nothing when the
+name is taken or the project unknown. Real PostgreSQL; the service's own submits go this way (the races
+in test_submit_races.py and every PostgreSQL service test exercise it through the REST API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from api.server.schemas import JobCreate
+from api.server.services.jobs import new_job, row_values
+from scheduler.store import submit
+from scheduler.store.changes import Changes, job_signal_prefix
+from scheduler.store.db import Database
+from scheduler.store.live import _Listener
+from scheduler.store.migrate import upgrade
+from scheduler.store.models import JobRow, ProjectRow
+
+pytestmark = pytest.mark.postgres
+
+BODIES: list[dict[str, Any]] = [
+    {"name": "plain", "workers": 1, "command": ["train"]},
+    {
+        "name": "everything",
+        "workers": 3,
+        "min_replicas": 2,
+        "max_replicas": 8,
+        "gpus_per_replica": 2,
+        "allowed_replicas": [2, 4, 8],
+        "topology": "required",
+        "image": "registry/train:1",
+        "command": ["torchrun", "train.py"],
+        "env": {"SEED": "1"},
+        "priority": 7,
+        "grace_period": 45.5,
+        "expected_duration": 3600,
+    },
+    {"name": "fraction", "workers": 0, "gpu_fraction": 0.5, "interactive": True, "command": ["serve"]},
+]
+
+
+@pytest.fixture
+def db(pg_url: str) -> Iterator[Database]:
+    database = Database(pg_url)
+    upgrade(database)
+    with database.write() as session:
+        session.add(ProjectRow(name="a", deserved_gpus=4, created_at=1.0))
+    yield database
+    database.dispose()
+
+
+def _columns(db: Database, job_id: int) -> dict[str, Any]:
+    with db.read() as session:
+        row = session.get(JobRow, job_id)
+        assert row is not None
+        return {c.key: getattr(row, c.key) for c in JobRow.__table__.columns if c.key not in ("id", "name")}
+
+
+@pytest.mark.parametrize("body", BODIES, ids=[b["name"] for b in BODIES])
+def test_the_row_is_the_one_the_session_path_stores(db: Database, body: dict[str, Any]) -> None:
+    parsed = JobCreate.model_validate(body)
+    with db.insert() as session:
+        owner = session.scalars(select(ProjectRow.id).where(ProjectRow.name == "a")).one()
+        by_session = new_job(owner, parsed, 100.0)
+        by_session.pending_reason = "does not fit"
+        session.add(by_session)
+        session.flush()
+        session_id = by_session.id
+    one = new_job(0, parsed.model_copy(update={"name": f"{parsed.name}-2"}), 100.0)
+    one.pending_reason = "does not fit"
+    one_id = submit.insert_job(db, "a", row_values(one))
+    assert one_id is not None and one_id != session_id
+    assert _columns(db, one_id) == _columns(db, session_id)
+
+
+def test_other_processes_hear_it_with_the_commit_and_this_one_after(db: Database, pg_url: str) -> None:
+    other = Database(pg_url)  # another process's database: a writer of another name
+    listener = _Listener(other)
+    told: list[Changes] = []
+    db.subscribe(told.append)
+    try:
+        job_id = submit.insert_job(db, "a", row_values(new_job(0, JobCreate.model_validate(BODIES[0]), 1.0)))
+        assert job_id is not None
+        assert told == [Changes(jobs={job_id})]
+        assert listener.poll() == Changes(jobs={job_id})
+    finally:
+        listener.close()
+        other.dispose()
+
+
+def test_a_taken_name_or_an_unknown_project_writes_and_signals_nothing(db: Database, pg_url: str) -> None:
+    other = Database(pg_url)
+    listener = _Listener(other)
+    told: list[Changes] = []
+    values = row_values(new_job(0, JobCreate.model_validate(BODIES[0]), 1.0))
+    try:
+        assert submit.insert_job(db, "a", values) is not None
+        listener.poll()
+        db.subscribe(told.append)
+        with pytest.raises(IntegrityError):
+            submit.insert_job(db, "a", values)
+        assert submit.insert_job(db, "nobody", values) is None
+        assert told == [] and listener.poll() == Changes()
+        with db.read() as session:
+            assert len(session.scalars(select(JobRow)).all()) == 1
+    finally:
+        listener.close()
+        other.dispose()
+
+
+def test_the_signal_is_the_one_a_session_sends_for_the_job() -> None:
+    assert Changes(jobs={42}).encode("w1") == job_signal_prefix("w1") + "42"
+
+
+def test_columns_a_submit_does_not_give_are_refused(db: Database) -> None:
+    with pytest.raises(ValueError, match="project_id"):
+        submit.insert_job(db, "a", {"name": "x", "project_id": 1})
