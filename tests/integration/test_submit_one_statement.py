@@ -7,13 +7,15 @@ in test_submit_races.py and every PostgreSQL service test exercise it through th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from servicekit import RunningService
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from api.client.rest import TideAPIError
 from api.server.schemas import JobCreate
 from api.server.services.jobs import new_job, row_values
 from scheduler.store import submit
@@ -122,3 +124,37 @@ def test_the_signal_is_the_one_a_session_sends_for_the_job() -> None:
 def test_columns_a_submit_does_not_give_are_refused(db: Database) -> None:
     with pytest.raises(ValueError, match="project_id"):
         submit.insert_job(db, "a", {"name": "x", "project_id": 1})
+
+
+def test_the_service_submits_in_one_statement_where_it_may(
+    pg_url: str, make_service: Callable[..., RunningService], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain jobs from a writer go through the one statement; a pod template, another project's token and an
+    unknown project go the session path and get its answers; every job lands once."""
+    inserted: list[str] = []
+    real = submit.insert_job
+
+    def counted(db: Database, project: str, values: Mapping[str, Any]) -> int | None:
+        inserted.append(values["name"])
+        return real(db, project, values)
+
+    monkeypatch.setattr(submit, "insert_job", counted)
+    service = make_service(pg_url)
+    admin = service.client()
+    admin.create_project({"name": "a", "deserved_gpus": 2})
+    admin.create_project({"name": "b", "deserved_gpus": 2})
+    admin.submit("a", {"name": "plain", "workers": 1, "command": ["train"]})
+    templated = {"name": "templated", "workers": 0, "command": ["train"], "pod_template": {"metadata": {}}}
+    admin.submit("a", templated)
+    other = service.client(admin.create_token("b").token)
+    with pytest.raises(TideAPIError) as refused:
+        other.submit("a", {"name": "not-yours", "command": ["train"]})
+    assert refused.value.status_code == 403
+    with pytest.raises(TideAPIError) as unknown:
+        admin.submit("nobody", {"name": "lost", "command": ["train"]})
+    assert unknown.value.status_code == 404 and "no project named 'nobody'" in str(unknown.value)
+    with pytest.raises(TideAPIError) as taken:
+        admin.submit("a", {"name": "plain", "command": ["train"]})
+    assert taken.value.status_code == 409
+    assert inserted == ["plain", "lost", "plain"]  # the unknown project and the taken name: tried, then refused
+    assert sorted(j.name for j in admin.jobs()) == ["plain", "templated"]

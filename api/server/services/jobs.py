@@ -6,8 +6,9 @@ On PostgreSQL a job without a pod template, from a caller who may write the proj
 reads the project, inserts the job and signals it (``scheduler.store.submit``: two round trips with the
 pool's liveness check, a third of the CPU of a session); one with a pod template runs its checks in its
 insert's own transaction (``Database.insert``: the template's check reads the project's pod defaults). On
-SQLite (whose writes queue one at a time) the checks read before the write lock. A name already taken (PostgreSQL learns it from the insert), or a
-project deleted meanwhile, sends the submit through the locked path, which answers 409 or 404. A finished
+SQLite (whose writes queue one at a time) the checks read before the write lock. A name already taken
+(PostgreSQL learns it from the insert), or a project deleted meanwhile, sends the submit through the locked
+path, which answers 409 or 404. A finished
 job of the same name is replaced (its record and its events go: ``lifecycle.forget_job``), an active one is
 a 409. A pod template is checked against the project's rules first (``api.server.services.pods``: 422). It
 returns the job and what to warn its submitter of (a pod template this executor cannot honour; the job
@@ -148,7 +149,7 @@ def create_job(
         )
         return _create_locked(svc, project, body, told=[], beyond=beyond)
     # SQLite queues its writes one at a time, so the checks read before the write lock; PostgreSQL's insert takes
-    # no lock, so there they run in the insert's own transaction (one transaction a submit)
+    # no lock, so there they run in the insert's own transaction (a job with a pod template, or a refusal)
     checks_first = svc.db.is_sqlite
     taken: int | None = None
     if checks_first:
