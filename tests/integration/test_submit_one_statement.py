@@ -156,5 +156,9 @@ def test_the_service_submits_in_one_statement_where_it_may(
     with pytest.raises(TideAPIError) as taken:
         admin.submit("a", {"name": "plain", "command": ["train"]})
     assert taken.value.status_code == 409
-    assert inserted == ["plain", "lost", "plain"]  # the unknown project and the taken name: tried, then refused
+    assert inserted == [
+        "plain",
+        "lost",
+        "plain",
+    ]  # the unknown project and the taken name: tried, then refused
     assert sorted(j.name for j in admin.jobs()) == ["plain", "templated"]
