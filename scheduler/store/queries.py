@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from sqlalchemy import Select, String, and_, cast, func, or_, select, text, tuple_
-from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm import Session, contains_eager, joinedload, selectinload
 
 from scheduler.statuses import ACTIVE, ReplicaDesired, ReplicaStatus
 from scheduler.store.models import EventRow, JobRow, NodeRow, ProjectRow, ReplicaRow, takes_replicas
@@ -32,11 +32,12 @@ def project_by_name(session: Session, name: str, *, lock: bool = False) -> Proje
 
 
 def _job_query(project: str) -> Select[JobRow]:
+    # the project from the join itself (``contains_eager``), not a query of its own
     return (
         select(JobRow)
         .join(JobRow.project)
         .where(ProjectRow.name == project)
-        .options(selectinload(JobRow.replicas), selectinload(JobRow.project))
+        .options(selectinload(JobRow.replicas), contains_eager(JobRow.project))
     )
 
 

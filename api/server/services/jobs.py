@@ -50,9 +50,9 @@ CLOCK_SKEW_SECONDS = 60.0  # a checkpoint reported this far ahead of the service
 
 
 def get_job(session: Session, project: str, name: str) -> JobRow:
-    get_project(session, project)
     job = job_by_name(session, project, name)
     if job is None:
+        get_project(session, project)  # an unknown project is its own 404; read only then
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             f"no job {name!r} in project {project!r}; see GET /api/v1/jobs?project={project}",
