@@ -2,8 +2,8 @@
 
 Contract: ``insert_job(db, project, values)`` inserts a job row into the project named ``project`` and
 returns its id, or None when no project has that name (nothing is written). ``values`` are the row's
-columns but ``id`` and ``project_id``; one left out, or None, takes the column's default (NULL for most).
-The statement reads the project's id, inserts the row and sends the change signal (``NOTIFY``, the payload
+columns but ``id`` and ``project_id`` (``values_of(job)`` of a new ``JobRow``); one left out, or None,
+takes the column's default (NULL for most). The statement reads the project's id, inserts the row and sends the change signal (``NOTIFY``, the payload
 ``Database.insert()`` sends for the same row), all in the one implicit transaction of a statement run in
 autocommit: other processes hear of the job when, and only if, it is committed; this process's subscribers
 (``Database.subscribe``) are told once it returns. A name already taken in the project raises
@@ -48,6 +48,11 @@ def _statement(columns: tuple[str, ...]) -> Select[Any]:
     )
     payload = func.concat(func.current_schema(), " ", bindparam("tide_prefix", type_=String), new.c.id)
     return select(new.c.id, func.pg_notify(bindparam("tide_channel", type_=String), payload))
+
+
+def values_of(job: JobRow) -> dict[str, Any]:
+    """A new job's columns as ``insert_job`` takes them: all but those the statement sets (``_NOT_GIVEN``)."""
+    return {c.key: getattr(job, c.key) for c in _JOBS.columns if c.key not in _NOT_GIVEN}
 
 
 def insert_job(db: Database, project: str, values: Mapping[str, Any]) -> int | None:

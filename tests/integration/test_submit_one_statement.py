@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from api.client.rest import TideAPIError
 from api.server.schemas import JobCreate
-from api.server.services.jobs import new_job, row_values
+from api.server.services.jobs import new_job
 from scheduler.store import submit
 from scheduler.store.changes import Changes, job_signal_prefix
 from scheduler.store.db import Database
@@ -77,7 +77,7 @@ def test_the_row_is_the_one_the_session_path_stores(db: Database, body: dict[str
         session_id = by_session.id
     one = new_job(0, parsed.model_copy(update={"name": f"{parsed.name}-2"}), 100.0)
     one.pending_reason = "does not fit"
-    one_id = submit.insert_job(db, "a", row_values(one))
+    one_id = submit.insert_job(db, "a", submit.values_of(one))
     assert one_id is not None and one_id != session_id
     assert _columns(db, one_id) == _columns(db, session_id)
 
@@ -88,7 +88,9 @@ def test_other_processes_hear_it_with_the_commit_and_this_one_after(db: Database
     told: list[Changes] = []
     db.subscribe(told.append)
     try:
-        job_id = submit.insert_job(db, "a", row_values(new_job(0, JobCreate.model_validate(BODIES[0]), 1.0)))
+        job_id = submit.insert_job(
+            db, "a", submit.values_of(new_job(0, JobCreate.model_validate(BODIES[0]), 1.0))
+        )
         assert job_id is not None
         assert told == [Changes(jobs={job_id})]
         assert listener.poll() == Changes(jobs={job_id})
@@ -101,7 +103,7 @@ def test_a_taken_name_or_an_unknown_project_writes_and_signals_nothing(db: Datab
     other = Database(pg_url)
     listener = _Listener(other)
     told: list[Changes] = []
-    values = row_values(new_job(0, JobCreate.model_validate(BODIES[0]), 1.0))
+    values = submit.values_of(new_job(0, JobCreate.model_validate(BODIES[0]), 1.0))
     try:
         assert submit.insert_job(db, "a", values) is not None
         listener.poll()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from fastapi import HTTPException, status
 from sqlalchemy import func, select
@@ -86,8 +85,13 @@ def _fit_warning(svc: Services, session: Session | None, body: schemas.JobCreate
     return beyond_cluster(g, k, max(size for size, _ in sizes), sum(n * (size // g) for size, n in sizes))
 
 
+def _lacks_image(settings: Settings, body: schemas.JobCreate) -> bool:
+    """Whether the job has no image where one is needed: Kubernetes pods, and no default image."""
+    return settings.executor == "kubernetes" and body.image is None and settings.default_image is None
+
+
 def _check_image(settings: Settings, body: schemas.JobCreate) -> None:
-    if settings.executor == "kubernetes" and body.image is None and settings.default_image is None:
+    if _lacks_image(settings, body):
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             "this Tide runs jobs as Kubernetes pods and has no default image: set the job's image "
@@ -104,11 +108,7 @@ def _in_one_statement(svc: Services, caller: Principal, project: str, body: sche
         not svc.db.is_sqlite
         and body.pod_template is None
         and may_write(caller, project)
-        and not (
-            svc.settings.executor == "kubernetes"
-            and body.image is None
-            and svc.settings.default_image is None
-        )
+        and not _lacks_image(svc.settings, body)
     )
 
 
@@ -136,7 +136,7 @@ def create_job(
         job = new_job(0, body, svc.engine.clock())  # its project's id is the statement's to read
         job.pending_reason = beyond
         try:
-            inserted = submit.insert_job(svc.db, project, row_values(job))
+            inserted = submit.insert_job(svc.db, project, submit.values_of(job))
         except IntegrityError:  # the name is taken, or the project deleted meanwhile: under the lock
             inserted = None
         if inserted is not None:
@@ -206,11 +206,6 @@ def _insert(
     session.add(job)
     session.flush()
     return convert.job_public(job, project)
-
-
-def row_values(job: JobRow) -> dict[str, Any]:
-    """A new job's columns as ``scheduler.store.submit.insert_job`` takes them (all but its id and project)."""
-    return {c.key: getattr(job, c.key) for c in JobRow.__table__.columns if c.key not in ("id", "project_id")}
 
 
 def new_job(project_id: int, body: schemas.JobCreate, now: float) -> JobRow:
