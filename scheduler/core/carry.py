@@ -9,11 +9,12 @@ snapshot (``scheduler.store.live``) hands the same tuple of jobs while no job ch
 object for each job that did not change. Kept:
 
 - R1 demand (``fairshare.placeable_demand``), by the tuples of jobs, projects and nodes: a cycle in which no
-  job, project or node changed does not walk the jobs for it (the division that follows is memoised per
-  level: ``fairshare.divide``);
-- the index the ledger builds from the jobs (``ledger.Ledger``: jobs by key, in key order, and by project,
+  job, project or node changed does not walk the jobs for it, one in which a few jobs changed counts only
+  them (the division that follows is memoised per level: ``fairshare.divide``);
+- the index the ledger builds from the jobs (``jobindex.Index``: jobs by key, in key order, and by project,
   their active replicas, GPUs held per job, project and node), by the tuples of jobs, projects, nodes and
-  departments and the config: what a cycle only reads is shared, what it changes is copied;
+  departments and the config: what a cycle only reads is shared, what it changes is copied; where only jobs
+  changed, the kept index is patched with them (``jobindex.patch``, ``changed_jobs``) instead of built again;
 - each project's line (``claims.project_queues``), by its claimants (the same ``Job`` objects in the same
   order), the tuple of nodes (a job's active replicas depend on which nodes exist) and the rules that order a
   line: only the projects whose claimants changed are sorted again.
@@ -33,6 +34,14 @@ from scheduler.core.model import ClusterState, Config, Job
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class JobChanges:
+    """How one snapshot's jobs differ from the last one's, by identity (``Carry.changed_jobs``)."""
+
+    came: list[Job]  # new or changed: not objects of the last snapshot, in the snapshot's order
+    gone: list[Job]  # the last snapshot's jobs that are not objects of this one, in its order
+
+
 @dataclass(slots=True)
 class Carry:
     """The results kept between cycles, each with the inputs it was computed from (the module contract)."""
@@ -40,16 +49,44 @@ class Carry:
     _kept: dict[str, tuple[tuple[object, ...], object]] = field(default_factory=dict)
     _lines_of: tuple[object, ...] | None = None  # the nodes and the rules the kept lines were ordered under
     _lines: dict[str, tuple[list[Job], list[Job]]] = field(default_factory=dict)  # claimants, in line order
+    _changes: tuple[tuple[Job, ...], tuple[Job, ...], JobChanges | None] | None = None  # the last pair's
 
-    def reuse(self, slot: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
+    def reuse(
+        self,
+        slot: str,
+        inputs: tuple[object, ...],
+        compute: Callable[[], T],
+        patch: Callable[[tuple[object, ...], T], T | None] | None = None,
+    ) -> T:
         """What ``compute()`` returned the last time for ``slot``, while each of ``inputs`` is the same object
-        as then; else ``compute()``, kept with them. The caller must not change what it gets (copy it)."""
+        as then; else ``compute()``, kept with them. The caller must not change what it gets (copy it).
+        ``patch``: where only the first input changed, ``patch(the inputs kept, the value kept)`` makes the
+        value from the kept one (``None``: it cannot, ``compute()`` does) without changing it."""
         kept = self._kept.get(slot)
-        if kept is not None and _same(kept[0], inputs):
-            return cast(T, kept[1])
-        value = compute()
+        value: T | None = None
+        if kept is not None:
+            if _same(kept[0], inputs):
+                return cast(T, kept[1])
+            if patch is not None and _same(kept[0][1:], inputs[1:]):
+                value = patch(kept[0], cast(T, kept[1]))
+        if value is None:
+            value = compute()
         self._kept[slot] = (inputs, value)
         return value
+
+    def changed_jobs(self, before: tuple[Job, ...], after: tuple[Job, ...]) -> JobChanges | None:
+        """The jobs of ``after`` that are not objects of ``before`` and the other way round; ``None`` where more
+        than a quarter of them changed (a result computed again whole is then about as cheap as one patched
+        with them). Remembered for the last pair: every kept result patched in one cycle asks for the same."""
+        last = self._changes
+        if last is not None and last[0] is before and last[1] is after:
+            return last[2]
+        were, are = set(map(id, before)), set(map(id, after))
+        came = [j for j in after if id(j) not in were]
+        gone = [j for j in before if id(j) not in are]
+        changes = None if 4 * (len(came) + len(gone)) > len(after) else JobChanges(came, gone)
+        self._changes = (before, after, changes)
+        return changes
 
     def lines(
         self,

@@ -21,15 +21,15 @@ Exact arithmetic (``Fraction``) keeps ties exact, so the result never depends on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import NamedTuple, TypeAlias
+from typing import NamedTuple, TypeAlias, cast
 
 from scheduler.core import usage as r14
-from scheduler.core.carry import Carry
-from scheduler.core.model import ClusterState, Config, Department, Project
+from scheduler.core.carry import Carry, JobChanges
+from scheduler.core.model import ClusterState, Config, Department, Job, Project
 
 Rational: TypeAlias = Fraction | int  # exact; ints where no fraction arose
 
@@ -88,14 +88,21 @@ def project_cap(project: Project, demand: int, config: Config) -> int:
 
 
 def fair_shares(state: ClusterState, config: Config, carry: Carry | None = None) -> Shares:
-    """R1 (the module contract); ``carry`` keeps the demand while no job, project or node changed."""
+    """R1 (the module contract); ``carry`` keeps the demand while no job, project or node changed, and counts
+    only the jobs that changed where nothing else did."""
     sizes = [n.gpus for n in state.nodes if n.schedulable]
     total = sum(sizes)
     if carry is None:
         demand = placeable_demand(state, sizes)
     else:
+
+        def patch(before: tuple[object, ...], kept: dict[str, int]) -> dict[str, int] | None:
+            changes = carry.changed_jobs(cast(tuple[Job, ...], before[0]), state.jobs)
+            return None if changes is None else patched_demand(kept, changes, sizes)
+
         inputs = (state.jobs, state.projects, state.nodes)
-        demand = dict(carry.reuse("demand", inputs, lambda: placeable_demand(state, sizes)))
+        counted: dict[str, int] = carry.reuse("demand", inputs, lambda: placeable_demand(state, sizes), patch)
+        demand = dict(counted)
     caps = {p.name: project_cap(p, demand[p.name], config) for p in state.projects}
     depts = {d.name: d for d in state.departments}
     members: dict[str, list[Project]] = {name: [] for name in depts}
@@ -190,19 +197,33 @@ def placeable_demand(state: ClusterState, node_sizes: Sequence[int]) -> dict[str
     could ever hold. A job that can never fit (``never_fits``: a replica larger than the largest node, or
     more ``min_replicas`` than the nodes hold all empty) counts nothing; an elastic one counts at most the
     replicas the nodes hold all empty."""
+    demand = {p.name: 0 for p in state.projects}
+    _count_demand(demand, state.jobs, node_sizes, 1)
+    return demand
+
+
+def patched_demand(kept: dict[str, int], changes: JobChanges, node_sizes: Sequence[int]) -> dict[str, int]:
+    """``placeable_demand`` of a snapshot from ``kept``, that of the last one (the same projects and nodes),
+    and how their jobs differ: only the changed jobs are counted (``kept`` is left as it was)."""
+    demand = dict(kept)
+    _count_demand(demand, changes.gone, node_sizes, -1)
+    _count_demand(demand, changes.came, node_sizes, 1)
+    return demand
+
+
+def _count_demand(demand: dict[str, int], jobs: Iterable[Job], node_sizes: Sequence[int], sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) what ``jobs`` of the projects in ``demand`` count in it."""
     largest = max(node_sizes, default=0)
     # per replica size: the most replicas that fit (``never_fits`` is ``k > most`` for any k), -1 for none
     most: dict[int, int] = {}
-    demand = {p.name: 0 for p in state.projects}
-    for job in state.jobs:  # this loop runs over every job: kept to dict look-ups
+    for job in jobs:  # this loop runs over every job: kept to dict look-ups
         name, g = job.project, job.gpus_per_replica
         room = most.get(g)
         if room is None:
             room = most[g] = _most_replicas(g, largest, node_sizes)
         if job.min_replicas > room or name not in demand:
             continue
-        demand[name] += min(job.max_replicas, room) * g
-    return demand
+        demand[name] += sign * min(job.max_replicas, room) * g
 
 
 def _most_replicas(g: int, largest: int, node_sizes: Sequence[int]) -> int:

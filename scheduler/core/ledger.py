@@ -23,59 +23,21 @@ replicas being released that are not yet promised to anyone. What the cycle foun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
-from copy import copy
-from dataclasses import dataclass, field, replace
-from operator import attrgetter
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import cast
 
-from scheduler.core import minruntime, resize_cost
+from scheduler.core import jobindex, minruntime, resize_cost
 from scheduler.core.carry import Carry
 from scheduler.core.fairshare import Shares, Top
+from scheduler.core.jobindex import Index, JobKey
 from scheduler.core.memo import CycleMemo
 from scheduler.core.model import UNLIMITED, ClusterState, Config, Department, Job, Project, Replica
 from scheduler.core.placement import NodeIndex, node_sort_key
 from scheduler.core.plan import Cause, Placement, Reservation
 from scheduler.core.topology import Domains
 
-JobKey = tuple[str, str]
-# what ``Ledger._load_jobs`` fills in; the ones a cycle only reads once loaded are shared with a carry
-_LOADED = (
-    "jobs",
-    "by_project",
-    "running",
-    "stopping",
-    "held_gpus",
-    "held_by_project",
-    "active",
-    "alloc",
-    "interactive",
-    "top_alloc",
-    "dept_interactive",
-)
-_READ_ONLY = frozenset(("jobs", "by_project", "running", "stopping", "held_gpus", "held_by_project"))
-_by_index = attrgetter("index")
-_job_name = attrgetter("name")
-
-
-def _in_key_order(jobs: Iterable[Job], projects: Container[str]) -> list[Job]:
-    """The jobs of ``projects`` in key order (project, then name): grouped by project, then each project's
-    sorted by name, the same order as one sort by key at a third of its cost on a large snapshot (short sorts
-    of names instead of one of tuples)."""
-    groups: dict[str, list[Job]] = {}
-    for job in jobs:
-        group = groups.get(job.project)
-        if group is None:
-            if job.project not in projects:
-                continue
-            group = groups[job.project] = []
-        group.append(job)
-    out: list[Job] = []
-    for project in sorted(groups):
-        group = groups[project]
-        group.sort(key=_job_name)
-        out += group
-    return out
+__all__ = ["JobKey", "Ledger"]
 
 
 @dataclass(slots=True)
@@ -151,9 +113,7 @@ class Ledger:
         self._capacity = {name: n.gpus for name, n in nodes.items()}
         self.largest_node = max(self._capacity.values(), default=0)
         rank = {name: i for i, name in enumerate(sorted(nodes, key=node_sort_key))}
-        held_on = dict.fromkeys(nodes, 0)
-        rel = dict.fromkeys(nodes, 0)
-        self._load(known, held_on, rel)
+        held_on, rel = self._load(known, nodes)
         self.project_names = sorted(self.alloc)
         free = {n: max(nodes[n].gpus - held_on[n] - rel[n], 0) for n in nodes}
         self.free = NodeIndex(free, rank)
@@ -164,96 +124,44 @@ class Ledger:
         if self.resize_costs:
             self.settle_ends = resize_cost.settle_ends(self.state.jobs, self.resize_costs, self.config)
 
-    def _load(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
-        """``_load_jobs``, or with a carry what it loaded from the same snapshot objects under the same rules:
-        what the cycle only reads is shared with the carry, what it changes is copied."""
-        if self.carry is None:
-            self._load_jobs(known, held_on, rel)
-            return
-        state = self.state
-        loaded_here = False
+    def _load(self, known: set[str], schedulable: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """Index the snapshot's jobs (``jobindex``), or with a carry take the index it kept of the same snapshot
+        objects under the same rules, patched where only jobs changed: what the cycle only reads is shared
+        with the carry, what it changes is copied. Returns the GPUs held and releasing per schedulable node."""
+        state, rigid = self.state, not self.config.elastic
 
-        def load() -> dict[str, Any]:
-            nonlocal loaded_here
-            loaded_here = True
-            self._load_jobs(known, held_on, rel)
-            kept = {name: getattr(self, name) for name in _LOADED}
-            return {name: v if name in _READ_ONLY else copy(v) for name, v in kept.items()} | {
-                "held_on": held_on,
-                "rel": rel,
-            }
+        def build() -> Index:
+            return jobindex.build(state.jobs, self.projects, self.top_key, known, schedulable, rigid=rigid)
 
-        inputs = (state.jobs, state.projects, state.nodes, state.departments, self.config)
-        loaded = self.carry.reuse("ledger", inputs, load)
-        if loaded_here:
-            return  # this ledger holds what it loaded; the carry keeps copies of what a cycle changes
-        for name in _LOADED:
-            value = loaded[name]
-            setattr(self, name, value if name in _READ_ONLY else copy(value))
-        held_on.update(loaded["held_on"])
-        rel.update(loaded["rel"])
+        carry = self.carry
+        if carry is None:
+            index = build()
+        else:
 
-    def _load_jobs(self, known: set[str], held_on: dict[str, int], rel: dict[str, int]) -> None:
-        """Index the snapshot's jobs; count GPUs held (``held_on``) and releasing (``rel``) per node."""
-        for p in self.projects:
-            self.alloc[p] = 0
-            self.interactive[p] = 0
-            self.held_by_project[p] = 0
-        projects, alloc, interactive, stopping, held_gpus, held_by_project = (
-            self.projects,
-            self.alloc,
-            self.interactive,
-            self.stopping,
-            self.held_gpus,
-            self.held_by_project,
+            def patch(before: tuple[object, ...], kept: Index) -> Index | None:
+                changes = carry.changed_jobs(cast(tuple[Job, ...], before[0]), state.jobs)
+                if changes is None:
+                    return None
+                return jobindex.patch(
+                    kept, changes, projects=self.projects, top_key=self.top_key, known=known, rigid=rigid
+                )
+
+            inputs = (state.jobs, state.projects, state.nodes, state.departments, self.config)
+            index = carry.reuse("ledger", inputs, build, patch)
+        self.jobs, self.by_project, self.running = index.jobs, index.by_project, index.running
+        self.stopping, self.held_gpus, self.held_by_project = (
+            index.stopping,
+            index.held_gpus,
+            index.held_by_project,
         )
-        jobs, active, by_project, running = self.jobs, self.active, self.by_project, self.running
-        for p in projects:
-            by_project[p] = []
-        rigid = not self.config.elastic
-        # sorted once: every later walk over ``jobs`` is in key order, whatever the snapshot's order
-        for job in _in_key_order(self.state.jobs, projects):
-            p = job.project
-            if rigid and job.min_replicas != job.max_replicas:
-                job = replace(job, min_replicas=job.max_replicas)  # noqa: PLW2901 (the rigid view of the job)
-            key = job.key
-            jobs[key] = job
-            by_project[p].append(key)
-            if not job.replicas:
-                active[key] = []
-                continue
-            # a replica on a node missing from the snapshot is lost with its node
-            live = []
-            gpus = held = 0
-            for r in job.replicas:
-                if r.releasing:
-                    stopping.add(key)
-                    if r.node in rel:
-                        rel[r.node] += r.gpus
-                    continue
-                held += r.gpus
-                if r.node in known:
-                    live.append(r)
-                    gpus += r.gpus
-                if r.node in held_on:
-                    held_on[r.node] += r.gpus
-            if len(live) > 1:
-                live.sort(key=_by_index)
-            active[key] = live
-            held_gpus[key] = held
-            held_by_project[p] += held
-            if live:
-                running.append(key)
-            if gpus:
-                alloc[p] += gpus
-                if job.interactive:
-                    interactive[p] += gpus
-        for p, project in projects.items():
-            top = self.top_key(p)
-            self.top_alloc[top] = self.top_alloc.get(top, 0) + alloc[p]
-            if interactive[p] and project.department is not None:
-                d = project.department
-                self.dept_interactive[d] = self.dept_interactive.get(d, 0) + interactive[p]
+        if carry is None:  # an index of its own
+            self.active, self.alloc, self.interactive = index.active, index.alloc, index.interactive
+            self.top_alloc, self.dept_interactive = index.top_alloc, index.dept_interactive
+        else:  # the carry's: what a cycle changes is copied
+            self.active, self.alloc = dict(index.active), dict(index.alloc)
+            self.interactive, self.top_alloc = dict(index.interactive), dict(index.top_alloc)
+            self.dept_interactive = dict(index.dept_interactive)
+        return index.held_on, index.rel
 
     # -- reading -------------------------------------------------------------------------------------
     def top_key(self, project: str) -> Top:
@@ -411,9 +319,13 @@ class Ledger:
         """Jobs that had an active replica on ``node`` in the snapshot, in a stable order (built on first use:
         only consolidation needs it)."""
         if not self._on_node:
+            on_node = self._on_node
             for key, job in self.jobs.items():
-                for n in sorted({r.node for r in job.replicas if not r.releasing}):
-                    self._on_node.setdefault(n, []).append(key)
+                if not job.replicas:
+                    continue  # pending: half the jobs of a full cluster
+                nodes = {r.node for r in job.replicas if not r.releasing}
+                for n in sorted(nodes) if len(nodes) > 1 else nodes:
+                    on_node.setdefault(n, []).append(key)
         return self._on_node.get(node, [])
 
     def reserve_node(self, job: Job, node: str, most: int) -> int:
