@@ -58,6 +58,8 @@ class Reclaimer:
         self.c_top_ok = ledger.top_claimed(self.c_top) + need <= _top_share(ledger, claim.project)
         self.reason = f"reclaimed for {claim.project}/{claim.name}"
         self._largest: dict[str, int | None] = {}  # ``by_node``'s: what each project may give in one unit
+        # ``by_node``'s, for one pass over the nodes: whether a project may lose replicas to the claim at all
+        self._gives: dict[str, bool] = {}
 
     def over(self, project: str) -> int:
         return self.ledger.claimed(project) - self.ledger.shares.project[project]
@@ -146,6 +148,7 @@ class Reclaimer:
             # the node that fits one more replica after the fewest GPUs evicted there, then the fewest whole
             # jobs (R5: extras before whole jobs), each node taking what the rules allow in R5 order; with
             # resize costs (decision 64), then the node whose victims' jobs lose the fewest GPU-seconds
+            self._gives = {}
             node = ledger.cheapest(ledger.avail.nodes, self._one_more_replica, self._least_for_one_more)
             if node is None:
                 ledger.rollback(mark)
@@ -187,13 +190,19 @@ class Reclaimer:
         """Whether the units ``units_on(node)`` lists could free ``lacking`` GPUs on ``node`` at all: a quick
         upper bound, no unit built or sorted (most nodes of a full cluster hold nothing the rules let go). A
         replica counts when its job could be a unit there and it fits what its project may give in one unit
-        (``largest``, remembered for the search in ``_largest``: it only falls as units are taken)."""
-        ledger, largest = self.ledger, self._largest
+        (``largest``, remembered for the search in ``_largest``: it only falls as units are taken). Whether a
+        project may give at all is remembered for one pass over the nodes (``_gives``): each node's trial is
+        undone before the next, so it is the same for all of them."""
+        ledger, largest, gives = self.ledger, self._largest, self._gives
         free = 0
         for key in ledger.on_node(node):
-            if not self._may_lose(key):
+            p = key[0]
+            may = gives.get(p)
+            if may is None:
+                may = gives[p] = self._project_may_lose(p)
+            if not may or not self._job_may_lose(key):
                 continue
-            most = largest[key[0]] if key[0] in largest else largest.setdefault(key[0], self.largest(key[0]))
+            most = largest[p] if p in largest else largest.setdefault(p, self.largest(p))
             if most is None:
                 continue
             free += sum(r.gpus for r in ledger.active[key] if r.node == node and r.gpus <= most)
@@ -205,15 +214,18 @@ class Reclaimer:
         """Whether job ``key`` may lose replicas to this claim at all (``units_on`` lists its units): another
         project's (its own jobs give way by priority only, R10, as in ``until``), running, preemptible, not
         started this cycle, eligible (R15, settle time) and its project above its fair share."""
+        return self._project_may_lose(key[0]) and self._job_may_lose(key)
+
+    def _project_may_lose(self, project: str) -> bool:
+        """``_may_lose``'s part that is the project's: another one than the claimant's, above its fair share."""
+        return project != self.claim.project and self.over(project) > 0
+
+    def _job_may_lose(self, key: tuple[str, str]) -> bool:
+        """``_may_lose``'s part that is the job's: running, preemptible, not started this cycle, eligible."""
         ledger = self.ledger
         job = ledger.jobs[key]
         return (
-            key[0] != self.claim.project
-            and bool(ledger.active[key])
-            and job.preemptible
-            and key not in ledger.started
-            and self.eligible(job)
-            and self.over(job.project) > 0
+            bool(ledger.active[key]) and job.preemptible and key not in ledger.started and self.eligible(job)
         )
 
     def units_on(self, node: str, *, local: bool = False) -> list[Unit]:
