@@ -43,7 +43,8 @@ Targets (docs/observability.md) on a 2-core machine: cycle mean <= 200 ms, R2 wa
 >= 200 submits/s, ``GET /cluster`` p50 <= 20 ms, peak RSS <= 1 GiB. As ratios measured in the same run (hosts
 vary in speed): cycle mean <= 1.25 x ``plan_cycle`` alone on the same state (the plan checks' mean in the
 window; where none fell in it, the plan phase's) and the read <= 10 % of the cycle; a larger size's
-cycle <= its size ratio x the first size's (no worse than linear). At 81,920 GPUs: >= 500 submits/s from
+cycle <= 1.25 x its size ratio x the first size's (10 x at 8 x the GPUs: linear, with room for the log
+factors of sorted lines and heaps). At 81,920 GPUs: >= 500 submits/s from
 16 clients, peak RSS <= 2 GiB. The load generator shares the cores with the server, so every figure is a
 lower bound of what the service does on its own.
 
@@ -89,6 +90,9 @@ from livekit import (
 
 JSON_HEADERS = {**AUTH, "Content-Type": "application/json"}
 TARGETS = {"cycle_mean_ms": 200.0, "submits_per_s": 200.0, "cluster_p50_ms": 20.0, "peak_rss_mib": 1024.0}
+# a larger size's settled cycle may grow by its size ratio times this (docs/observability.md: 10 x at 81,920 GPUs
+# against 10,240, the same run)
+GROWTH_SLACK = 1.25
 CYCLE_PERIOD = 1.0  # seconds (tide serve --cycle-period)
 QUIET_S = 15.0  # seconds without a decision that make the cluster settled (the default settle time is 10 s)
 CYCLE_OVER_PLAN = 1.25  # a settled cycle's mean over plan_cycle's alone
@@ -393,9 +397,9 @@ def verdict(row: dict[str, Any], first: dict[str, Any]) -> list[str]:
     misses = []
     if row is first and not row["cycle_mean_ms"] <= TARGETS["cycle_mean_ms"]:
         misses.append(f"cycle mean {row['cycle_mean_ms']} ms > 200")
-    grown = row["gpus"] / first["gpus"]
-    if row is not first and not row["cycle_mean_ms"] <= grown * first["cycle_mean_ms"]:
-        misses.append(f"cycle mean {row['cycle_mean_ms']} ms > {grown:g} x {first['cycle_mean_ms']} ms")
+    bound = GROWTH_SLACK * row["gpus"] / first["gpus"]
+    if row is not first and not row["cycle_mean_ms"] <= bound * first["cycle_mean_ms"]:
+        misses.append(f"cycle mean {row['cycle_mean_ms']} ms > {bound:g} x {first['cycle_mean_ms']} ms")
     over, of = row["cycle_over_full_plan"], "plan_cycle from scratch"  # plan_cycle alone on the same state
     if math.isnan(over):  # no plan check in the window (or an older service): the plan phase
         over, of = row["cycle_over_plan"], "plan_cycle"
