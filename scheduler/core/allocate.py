@@ -104,6 +104,8 @@ def _retry_failed_starts(ledger: Ledger, claims: Claims, borrowers: dict[str, de
     e.g. a higher-priority training job that found its project at its fair share, before the project's
     interactive job preempted a big low-priority job; or a job that found its department at its limit, before
     another project of that department preempted its own low-priority job."""
+    if not ledger.release_log:
+        return  # nothing released yet this cycle: no failed start has another turn (a settled cluster's case)
     released_last: dict[str, int] = {}  # project -> position of its newest release this cycle
     top_last: dict[Top, int] = {}  # the same for its department (ledger.top_key)
     for position, project in enumerate(ledger.release_log):  # a job released twice counts twice

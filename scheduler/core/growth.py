@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from scheduler.core import goodput, resize_cost, sizes
 from scheduler.core.claims import Claims
-from scheduler.core.ledger import Ledger
+from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job, Replica
 from scheduler.core.plan import Cause
 from scheduler.core.room import make_room
@@ -29,7 +29,7 @@ from scheduler.core.victims import VictimOrder
 def restore_gangs(ledger: Ledger, claims: Claims) -> None:
     """A running job below ``min_replicas`` (a node was lost) gets its replicas back now, or goes back to
     pending whole, so that no gang sits below its minimum holding GPUs (R8)."""
-    for key in ledger.running:  # in key order; limits (step 2) only took replicas away
+    for key in _short_or_released(ledger):  # in key order; limits (step 2) only took replicas away
         job, act = ledger.jobs[key], ledger.active[key]
         if not act or len(act) >= job.min_replicas:
             if act and job.allowed_replicas and not sizes.allowed(job, len(act)):
@@ -47,6 +47,23 @@ def restore_gangs(ledger: Ledger, claims: Claims) -> None:
         else:
             why = f"{len(act)} of min {job.min_replicas} replicas left and no GPUs to restore the rest"
             ledger.release(key, list(act), why, Cause.NODE, None)
+
+
+def _short_or_released(ledger: Ledger) -> list[JobKey]:
+    """The running jobs ``restore_gangs`` may act on, in key order: those the snapshot has below
+    ``min_replicas`` or at a count their sizes do not allow (a lost node; kept with the snapshot's index), and
+    those this cycle released replicas of. Every other running job is at an allowed count."""
+    index = ledger.index
+    if index.short is None:
+        index.short = [
+            key
+            for key in index.running
+            if len(act := index.active[key]) < (job := index.jobs[key]).min_replicas
+            or (job.allowed_replicas and not sizes.allowed(job, len(act)))
+        ]
+    if not ledger.released:
+        return index.short
+    return sorted({*index.short, *ledger.released})
 
 
 def _restore_size(ledger: Ledger, claims: Claims, job: Job, act: list[Replica]) -> None:
@@ -138,8 +155,8 @@ def _growth_attempts(job: Job, act: int, k: int, short: int) -> list[Attempt]:
 def grow_idle(ledger: Ledger, claims: Claims) -> None:
     """R4 + R9: idle GPUs go to elastic jobs below max, project furthest below its fair share first."""
     queues: dict[str, list[Job]] = {}
-    if not ledger.config.elastic:
-        return
+    if not ledger.config.elastic or not ledger.free.total():
+        return  # no idle GPU (a full cluster): nothing to grow into
     # the jobs running now: those running in the snapshot and those started this cycle, in key order
     last = None
     for key in heapq.merge(ledger.running, sorted(ledger.started)):

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import NamedTuple
 
 from scheduler.core.carry import JobChanges
 from scheduler.core.fairshare import Top
@@ -28,6 +29,14 @@ from scheduler.core.model import Job, Project, Replica
 JobKey = tuple[str, str]  # (project, name)
 _by_index = attrgetter("index")
 _job_name = attrgetter("name")
+
+
+class Line(NamedTuple):
+    """A project's line of jobs that held GPUs in the snapshot: their sort keys, and ``ahead[i]``, the GPUs
+    held by the first ``i`` of them."""
+
+    keys: list[tuple[int, bool, float, str]]
+    ahead: list[int]
 
 
 @dataclass(slots=True)
@@ -49,6 +58,11 @@ class Index:
     dept_interactive: dict[str, int]
     held_on: dict[str, int]  # GPUs of active replicas per schedulable node
     rel: dict[str, int]  # GPUs being released per schedulable node
+    # what a pass computes from the snapshot's index alone, on first use, kept with it while the carry reuses
+    # it (a patch starts without them): per project its ``Line`` (``starts``), and the jobs running below
+    # ``min_replicas`` or at a count their sizes do not allow, key order (``growth.restore_gangs``)
+    lines: dict[str, Line] = field(default_factory=dict)
+    short: list[JobKey] | None = None
 
 
 def in_key_order(jobs: Iterable[Job], projects: Container[str]) -> list[Job]:

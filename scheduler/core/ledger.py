@@ -101,6 +101,7 @@ class Ledger:
     # means the same replicas (``preemption``'s memory of projects that had no unit to give)
     touched: dict[str, int] = field(default_factory=dict)
     project_names: list[str] = field(default_factory=list)  # every project, sorted
+    index: Index = field(init=False)  # the snapshot's jobs indexed (``jobindex``), what it keeps with them
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
     domains: Domains = field(init=False)  # R17
@@ -148,6 +149,7 @@ class Ledger:
 
             inputs = (state.jobs, state.projects, state.nodes, state.departments, self.config)
             index = carry.reuse("ledger", inputs, build, patch)
+        self.index = index
         self.jobs, self.by_project, self.running = index.jobs, index.by_project, index.running
         self.stopping, self.held_gpus, self.held_by_project = (
             index.stopping,

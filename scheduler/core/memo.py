@@ -17,9 +17,8 @@ projects may lose ("victims") only dwindle while claims are served. Hence two ki
   dwindle, a reclaim or consolidation that failed for ``count`` replicas fails for every later claim at least
   as big with the same powers; the smallest failing count is kept (KAI's signatures).
 
-Beside them the claim pass keeps ``held_in_vain`` (blocked starts whose one chance per cycle failed),
-``retry`` (failed starts waiting for a release in their project or department) and ``lines`` (per project,
-prefix sums of the GPUs its jobs held in the snapshot, which does not change).
+Beside them the claim pass keeps ``held_in_vain`` (blocked starts whose one chance per cycle failed) and
+``retry`` (failed starts waiting for a release in their project or department).
 """
 
 from __future__ import annotations
@@ -93,14 +92,6 @@ class Consolidation(NamedTuple):
     reclaiming: bool
 
 
-class Line(NamedTuple):
-    """A project's line of jobs that held GPUs in the snapshot: their sort keys, and ``ahead[i]``, the GPUs
-    held by the first ``i`` of them."""
-
-    keys: list[tuple[int, bool, float, str]]
-    ahead: list[int]
-
-
 @dataclass(slots=True)
 class CycleMemo:
     """The one cycle's memory (the module contract)."""
@@ -112,7 +103,6 @@ class CycleMemo:
     reclaims: dict[ReclaimPowers, int] = field(default_factory=dict)  # the smallest count that failed
     no_unit: dict[NoUnit, int] = field(default_factory=dict)  # the largest unit size that found none
     consolidations: dict[Consolidation, int] = field(default_factory=dict)  # the same
-    lines: dict[str, Line] = field(default_factory=dict)
 
 
 def fails(failed: dict[K, int], key: K, count: int) -> bool:

@@ -27,8 +27,9 @@ from collections import deque
 from scheduler.core import explain
 from scheduler.core.claims import Claims, Outcome, below_guarantee, entitled_to, record
 from scheduler.core.consolidate import consolidate
+from scheduler.core.jobindex import Line
 from scheduler.core.ledger import Ledger
-from scheduler.core.memo import Line, shape_of
+from scheduler.core.memo import shape_of
 from scheduler.core.model import Job
 from scheduler.core.preemption import Reclaimer, from_siblings, lost_to_reclaim
 from scheduler.core.room import make_room
@@ -278,8 +279,8 @@ def _line_key(job: Job) -> tuple[int, bool, float, str]:
 
 def _ahead_in_line(ledger: Ledger, job: Job) -> int:
     """GPUs its project held at the start of the cycle in jobs ahead of this one in the project's line
-    (younger ones do not count). Prefix sums per project, built once per cycle."""
-    line = ledger.memo.lines.get(job.project)
+    (younger ones do not count). Prefix sums per project, built once per snapshot (kept with its index)."""
+    line = ledger.index.lines.get(job.project)
     if line is None:  # only jobs that held GPUs count: pending ones add nothing to the sums
         held = ledger.held_gpus
         jobs = sorted((ledger.jobs[k] for k in ledger.by_project[job.project] if held.get(k)), key=_line_key)
@@ -287,7 +288,7 @@ def _ahead_in_line(ledger: Ledger, job: Job) -> int:
         for j in jobs:
             prefix.append(prefix[-1] + held[j.key])
         line = Line([_line_key(j) for j in jobs], prefix)
-        ledger.memo.lines[job.project] = line
+        ledger.index.lines[job.project] = line
     return line.ahead[bisect.bisect_left(line.keys, _line_key(job))]
 
 
