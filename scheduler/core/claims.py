@@ -54,18 +54,16 @@ def record(claims: Claims, job: Job, reason: str, *, waiting: bool) -> None:
 def project_queues(ledger: Ledger) -> dict[str, deque[Job]]:
     """Each project's claims in line order (the module contract); jobs touched already this cycle, or with
     replicas still stopping, claim nothing."""
-    queues: dict[str, list[Job]] = {}
-    active, released, started, stopping = ledger.active, ledger.released, ledger.started, ledger.stopping
-    elastic = ledger.config.elastic
-    for key, job in ledger.jobs.items():
-        if key in released or key in started:
-            continue  # touched already this cycle (limits, restores)
-        if key in stopping:
-            continue  # resized again only once its stopping replicas have exited (no index reused)
-        act = active[key]
-        if act and (len(act) >= job.max_replicas or not elastic):
-            continue
-        queues.setdefault(job.project, []).append(job)
+    active, released, started = ledger.active, ledger.released, ledger.started
+    claimants = _claimants(ledger)
+    if released or started:  # touched already this cycle (limits, restores)
+        queues = {}
+        for project, jobs in claimants.items():
+            left = [j for j in jobs if j.key not in released and j.key not in started]
+            if left:
+                queues[project] = left
+    else:
+        queues = {project: list(jobs) for project, jobs in claimants.items()}
     goodput_on = ledger.config.goodput
 
     def order(jobs: list[Job]) -> None:
@@ -81,6 +79,23 @@ def project_queues(ledger: Ledger) -> dict[str, deque[Job]]:
     else:  # only the projects whose claimants changed are sorted again
         ledger.carry.lines(ledger.state, ledger.config, queues, order)
     return {p: deque(jobs) for p, jobs in queues.items()}
+
+
+def _claimants(ledger: Ledger) -> dict[str, list[Job]]:
+    """Per project, in key order, the snapshot's jobs that claim (pending, or running elastic below
+    ``max_replicas``), but for those with replicas still stopping (resized again only once they exited: no
+    index reused). Kept with the snapshot's index while it is reused."""
+    index = ledger.index
+    if index.claimants is None:
+        claimants: dict[str, list[Job]] = {}
+        active, stopping, elastic = index.active, index.stopping, ledger.config.elastic
+        for key, job in index.jobs.items():
+            act = active[key]
+            if key in stopping or (act and (len(act) >= job.max_replicas or not elastic)):
+                continue
+            claimants.setdefault(job.project, []).append(job)
+        index.claimants = claimants
+    return index.claimants
 
 
 def rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:

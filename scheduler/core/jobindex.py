@@ -59,9 +59,11 @@ class Index:
     held_on: dict[str, int]  # GPUs of active replicas per schedulable node
     rel: dict[str, int]  # GPUs being released per schedulable node
     # what a pass computes from the snapshot's index alone, on first use, kept with it while the carry reuses
-    # it (a patch starts without them): per project its ``Line`` (``starts``), and the jobs running below
-    # ``min_replicas`` or at a count their sizes do not allow, key order (``growth.restore_gangs``)
+    # it (a patch starts without them): per project its ``Line`` (``starts``) and its claimants
+    # (``claims.project_queues``), and the jobs running below ``min_replicas`` or at a count their sizes do not
+    # allow, key order (``growth.restore_gangs``)
     lines: dict[str, Line] = field(default_factory=dict)
+    claimants: dict[str, list[Job]] | None = None
     short: list[JobKey] | None = None
 
 
