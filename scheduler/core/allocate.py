@@ -34,6 +34,8 @@ from scheduler.core.model import Job
 from scheduler.core.starts import blocked_start, hold_place, same_pending, serve_start
 from scheduler.core.victims import VictimOrder
 
+Rank = tuple[tuple[int, float, float, str], str]  # a project's ``rank`` and its name: its place in turn
+
 
 def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
     """Owed claims first (those that keep their project within fair share), then borrowers'."""
@@ -43,8 +45,9 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
     memo = ledger.memo
     heap = [(rank(ledger, p), p) for p in sorted(queues)]
     heapq.heapify(heap)
-    while heap:
-        _, project = heapq.heappop(heap)
+    turn = _next(heap, None)
+    while turn is not None:
+        project = turn[1]
         queue = queues[project]
         while queue and not is_owed(ledger, queue[0]):
             job = queue.popleft()
@@ -69,11 +72,12 @@ def serve_claims(ledger: Ledger, order: VictimOrder, claims: Claims) -> None:
                     waiting.append(nxt)
                     if held:
                         memo.held_in_vain.add(nxt.key)
-        if not queue:
-            continue
-        _serve(ledger, order, claims, queue, head_of_line)
+        back = None  # this project, re-ranked, if it has claims left
         if queue:
-            heapq.heappush(heap, (rank(ledger, project), project))
+            _serve(ledger, order, claims, queue, head_of_line)
+            if queue:
+                back = (rank(ledger, project), project)
+        turn = _next(heap, back)
     _retry_failed_starts(ledger, claims, borrowers)
     _serve_borrowers(ledger, order, claims, borrowers, head_of_line)
     again: dict[str, deque[Job]] = {}
@@ -91,11 +95,21 @@ def _serve_borrowers(
 ) -> None:
     heap = [(rank(ledger, p), p) for p in sorted(borrowers)]
     heapq.heapify(heap)
-    while heap:
-        _, project = heapq.heappop(heap)
+    turn = _next(heap, None)
+    while turn is not None:
+        project = turn[1]
         _serve(ledger, order, claims, borrowers[project], head_of_line)
-        if borrowers[project]:
-            heapq.heappush(heap, (rank(ledger, project), project))
+        turn = _next(heap, (rank(ledger, project), project) if borrowers[project] else None)
+
+
+def _next(heap: list[Rank], back: Rank | None) -> Rank | None:
+    """The project whose turn is next: the first of ``heap`` with ``back`` (the project just served, re-ranked)
+    pushed back in, or ``None`` when none is left. Pushing and popping in one step (``heappushpop``) leaves the
+    heap untouched when the project just served is still first, the common case of a project whose waiting
+    jobs are served one after another without a GPU changing hands."""
+    if back is not None:
+        return heapq.heappushpop(heap, back)
+    return heapq.heappop(heap) if heap else None
 
 
 def _retry_failed_starts(ledger: Ledger, claims: Claims, borrowers: dict[str, deque[Job]]) -> None:
