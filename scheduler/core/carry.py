@@ -14,7 +14,9 @@ object for each job that did not change. Kept:
 - the index the ledger builds from the jobs (``jobindex.Index``: jobs by key, in key order, and by project,
   their active replicas, GPUs held per job, project and node), by the tuples of jobs, projects, nodes and
   departments and the config: what a cycle only reads is shared, what it changes is copied; where only jobs
-  changed, the kept index is patched with them (``jobindex.patch``, ``changed_jobs``) instead of built again;
+  changed, the kept index is patched with them (``jobindex.patch``, ``changed_jobs``) instead of built again.
+  With it go what passes compute from it alone, on first use: each project's claimants and its line of GPUs
+  held (``starts``), and the jobs running below their minimum (``growth.restore_gangs``);
 - each project's line (``claims.project_queues``), by its claimants (the same ``Job`` objects in the same
   order), the tuple of nodes (a job's active replicas depend on which nodes exist) and the rules that order a
   line: only the projects whose claimants changed are sorted again.
