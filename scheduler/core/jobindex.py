@@ -153,12 +153,12 @@ def patch(
         held_on=dict(kept.held_on),
         rel=dict(kept.rel),
     )
-    lines: dict[str, list[JobKey]] = {}  # the projects' lists copied so far
+    copied: dict[str, list[JobKey]] = {}  # the projects' lists of keys copied so far
 
     def line(project: str) -> list[JobKey]:
-        keys = lines.get(project)
+        keys = copied.get(project)
         if keys is None:
-            keys = lines[project] = index.by_project[project] = list(index.by_project[project])
+            keys = copied[project] = index.by_project[project] = list(index.by_project[project])
         return keys
 
     running, back = index.running, {job.key for job in came}
