@@ -498,11 +498,17 @@ class _StaleDemand(Carry):
     """A carry that keeps the first demand it computed whatever changes after: what a carry reusing
     something it should not would do."""
 
-    def reuse(self, slot: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
+    def reuse(
+        self,
+        slot: str,
+        inputs: tuple[object, ...],
+        compute: Callable[[], T],
+        patch: Callable[[tuple[object, ...], T], T | None] | None = None,
+    ) -> T:
         kept = self._kept.get(slot)
         if slot == "demand" and kept is not None:
             return cast(T, kept[1])
-        return super().reuse(slot, inputs, compute)
+        return super().reuse(slot, inputs, compute, patch)
 
 
 def test_a_plan_made_with_what_the_last_cycles_kept_is_checked_against_one_made_from_scratch(
