@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import is_
-from typing import TypeVar, cast
+from typing import TypeAlias, TypeVar, cast
 
 from scheduler.core.model import ClusterState, Config, Job
 
@@ -42,6 +42,10 @@ class JobChanges:
 
     came: list[Job]  # new or changed: not objects of the last snapshot, in the snapshot's order
     gone: list[Job]  # the last snapshot's jobs that are not objects of this one, in its order
+
+
+# a kept value made again from how the snapshot's jobs changed and the value itself (``Carry.reuse``)
+Patch: TypeAlias = Callable[[JobChanges, T], T]
 
 
 @dataclass(slots=True)
@@ -58,19 +62,23 @@ class Carry:
         slot: str,
         inputs: tuple[object, ...],
         compute: Callable[[], T],
-        patch: Callable[[tuple[object, ...], T], T | None] | None = None,
+        patch: Patch[T] | None = None,
     ) -> T:
         """What ``compute()`` returned the last time for ``slot``, while each of ``inputs`` is the same object
         as then; else ``compute()``, kept with them. The caller must not change what it gets (copy it).
-        ``patch``: where only the first input changed, ``patch(the inputs kept, the value kept)`` makes the
-        value from the kept one (``None``: it cannot, ``compute()`` does) without changing it."""
+        ``patch``: where only the first input, the snapshot's tuple of jobs, changed, and by few jobs
+        (``changed_jobs``), ``patch(those changes, the value kept)`` makes the value from the kept one without
+        changing it, instead of ``compute()``."""
         kept = self._kept.get(slot)
         value: T | None = None
         if kept is not None:
             if _same(kept[0], inputs):
                 return cast(T, kept[1])
             if patch is not None and _same(kept[0][1:], inputs[1:]):
-                value = patch(kept[0], cast(T, kept[1]))
+                jobs = cast(tuple[tuple[Job, ...], tuple[Job, ...]], (kept[0][0], inputs[0]))
+                changes = self.changed_jobs(*jobs)
+                if changes is not None:
+                    value = patch(changes, cast(T, kept[1]))
         if value is None:
             value = compute()
         self._kept[slot] = (inputs, value)

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import lru_cache
-from typing import NamedTuple, TypeAlias, cast
+from typing import NamedTuple, TypeAlias
 
 from scheduler.core import usage as r14
 from scheduler.core.carry import Carry, JobChanges
@@ -96,9 +96,8 @@ def fair_shares(state: ClusterState, config: Config, carry: Carry | None = None)
         demand = placeable_demand(state, sizes)
     else:
 
-        def patch(before: tuple[object, ...], kept: dict[str, int]) -> dict[str, int] | None:
-            changes = carry.changed_jobs(cast(tuple[Job, ...], before[0]), state.jobs)
-            return None if changes is None else patched_demand(kept, changes, sizes)
+        def patch(changes: JobChanges, kept: dict[str, int]) -> dict[str, int]:
+            return patched_demand(kept, changes, sizes)
 
         inputs = (state.jobs, state.projects, state.nodes)
         counted: dict[str, int] = carry.reuse("demand", inputs, lambda: placeable_demand(state, sizes), patch)

@@ -67,7 +67,7 @@ class Index:
     short: list[JobKey] | None = None
 
 
-def in_key_order(jobs: Iterable[Job], projects: Container[str]) -> list[Job]:
+def _in_key_order(jobs: Iterable[Job], projects: Container[str]) -> list[Job]:
     """The jobs of ``projects`` in key order (project, then name): grouped by project, then each project's
     sorted by name, the same order as one sort by key at a third of its cost on a large snapshot (short sorts
     of names instead of one of tuples)."""
@@ -116,7 +116,7 @@ def build(
     )
     by_project, running = index.by_project, index.running
     # sorted once: every later walk over ``jobs`` is in key order, whatever the snapshot's order
-    for job in in_key_order(jobs, projects):
+    for job in _in_key_order(jobs, projects):
         key = job.key
         by_project[job.project].append(key)
         if _add(index, _viewed(job, rigid), known):

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import cast
 
 from scheduler.core import jobindex, minruntime, resize_cost
-from scheduler.core.carry import Carry
+from scheduler.core.carry import Carry, JobChanges
 from scheduler.core.fairshare import Shares, Top
 from scheduler.core.jobindex import Index, JobKey
 from scheduler.core.memo import CycleMemo
@@ -139,10 +138,7 @@ class Ledger:
             index = build()
         else:
 
-            def patch(before: tuple[object, ...], kept: Index) -> Index | None:
-                changes = carry.changed_jobs(cast(tuple[Job, ...], before[0]), state.jobs)
-                if changes is None:
-                    return None
+            def patch(changes: JobChanges, kept: Index) -> Index:
                 return jobindex.patch(
                     kept, changes, projects=self.projects, top_key=self.top_key, known=known, rigid=rigid
                 )

@@ -3,10 +3,10 @@
 Contract: ``insert_job(db, project, values)`` inserts a job row into the project named ``project`` and
 returns its id, or None when no project has that name (nothing is written). ``values`` are the row's
 columns but ``id`` and ``project_id`` (``values_of(job)`` of a new ``JobRow``); one left out, or None,
-takes the column's default (NULL for most). The statement reads the project's id, inserts the row and sends the change signal (``NOTIFY``, the payload
-``Database.insert()`` sends for the same row), all in the one implicit transaction of a statement run in
-autocommit: other processes hear of the job when, and only if, it is committed; this process's subscribers
-(``Database.subscribe``) are told once it returns. A name already taken in the project raises
+takes the column's default (NULL for most). The statement reads the project's id, inserts the row and sends
+the change signal (``NOTIFY``, the payload ``Database.insert()`` sends for the same row), all in the one
+implicit transaction of a statement run in autocommit: other processes hear of the job when, and only if,
+it is committed; this process's subscribers (``Database.subscribe``) are told once it returns. A name already taken in the project raises
 ``IntegrityError``, as does a project deleted meanwhile; nothing is written or signalled then. It only
 inserts, so, like ``Database.insert()``, it never waits for the writers' lock.
 

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from scheduler.core import Config, Node
-from scheduler.core.carry import Carry, T
+from scheduler.core.carry import Carry, Patch, T
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.engine.persist import persist_notes, persist_plan
@@ -503,7 +503,7 @@ class _StaleDemand(Carry):
         slot: str,
         inputs: tuple[object, ...],
         compute: Callable[[], T],
-        patch: Callable[[tuple[object, ...], T], T | None] | None = None,
+        patch: Patch[T] | None = None,
     ) -> T:
         kept = self._kept.get(slot)
         if slot == "demand" and kept is not None:
