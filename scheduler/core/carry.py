@@ -32,6 +32,7 @@ from operator import is_
 from typing import TypeAlias, TypeVar, cast
 
 from scheduler.core.model import ClusterState, Config, Job
+from scheduler.core.plan import Plan
 
 T = TypeVar("T")
 
@@ -56,6 +57,26 @@ class Carry:
     _lines_of: tuple[object, ...] | None = None  # the nodes and the rules the kept lines were ordered under
     _lines: dict[str, tuple[list[Job], list[Job]]] = field(default_factory=dict)  # claimants, in line order
     _changes: tuple[tuple[Job, ...], tuple[Job, ...], JobChanges | None] | None = None  # the last pair's
+    _plan: tuple[tuple[object, ...], float, float, Plan] | None = None  # inputs, made at, holds until, plan
+    plans_kept: int = 0  # plans handed back whole (``kept_plan``), for the caller's metrics
+
+    def kept_plan(self, inputs: tuple[object, ...], now: float) -> Plan | None:
+        """The last plan, while each of ``inputs`` is the same object as it was made from and ``now`` lies
+        between the time it was made at and the time until which it holds (``Ledger.holds_until``: the
+        earliest time at which a comparison with the clock it made would come out otherwise); else ``None``."""
+        kept = self._plan
+        if kept is None or not kept[1] <= now < kept[2] or not _same(kept[0], inputs):
+            return None
+        self.plans_kept += 1
+        return kept[3]
+
+    def kept_until(self) -> float | None:
+        """Until when the kept plan holds for its snapshot (``None``: no plan kept)."""
+        return self._plan[2] if self._plan is not None else None
+
+    def keep_plan(self, inputs: tuple[object, ...], now: float, holds_until: float, plan: Plan) -> None:
+        """Keep ``plan``, made at ``now`` from ``inputs``, for ``kept_plan`` until ``holds_until``."""
+        self._plan = (inputs, now, holds_until, plan) if holds_until > now else None
 
     def reuse(
         self,

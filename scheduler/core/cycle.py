@@ -58,6 +58,11 @@ def plan_cycle(
 def _plan(
     state: ClusterState, config: Config, now: float, explain_waiting: bool, carry: Carry | None = None
 ) -> Plan:
+    inputs = (state.jobs, state.projects, state.nodes, state.departments, config, explain_waiting)
+    if carry is not None:  # the snapshot has not changed and no time the last plan compared with has come
+        kept = carry.kept_plan(inputs, now)
+        if kept is not None:
+            return kept
     shares = fair_shares(state, config, carry)  # 1
     ledger = Ledger(state, shares, config, now, carry=carry)
     claims = Claims(outcomes={}, start_reasons={}, line=[], explain=explain_waiting)
@@ -86,6 +91,8 @@ def _plan(
         reservations=tuple(ledger.reservations),
     )
     ledger.end()
+    if carry is not None:
+        carry.keep_plan(inputs, now, ledger.holds_until, plan)
     return plan
 
 
@@ -98,6 +105,7 @@ def _decisions(ledger: Ledger, claims: Claims) -> tuple[Decision, ...]:
         action = Action.EVICT if rel.whole else Action.SHRINK
         job, gpus = ledger.jobs[key], ledger.held_gpus[key]
         lost = lost_work(job, gpus, ledger.now)
+        ledger.reads_time()  # the work lost grows with the time
         reason = f"{rel.reason}; {explain.work_lost(job, gpus, lost, ledger.now)}"
         out.append(Decision(action, key[0], key[1], replicas, reason, rel.cause, rel.for_job, lost))
     for key, placements in ledger.started.items():

@@ -23,6 +23,7 @@ replicas being released that are not yet promised to anyone. What the cycle foun
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -104,6 +105,8 @@ class Ledger:
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
     domains: Domains = field(init=False)  # R17
+    # the plan made from this ledger holds for the same snapshot at any time before this (``reads_time``)
+    holds_until: float = field(default=math.inf, init=False)
 
     def __post_init__(self) -> None:
         self.projects = {p.name: p for p in self.state.projects}
@@ -120,6 +123,8 @@ class Ledger:
         self.avail = NodeIndex({n: free[n] + rel[n] for n in nodes}, rank)
         self.domains = Domains.build(list(nodes.values()), self.free.nodes, on=self.config.topology)
         self.young = minruntime.young(self.state.jobs, self.projects, self.departments, self.now)
+        if self.young:  # R15: a job's protection ends
+            self.holds_until = min(self.young.values())
         self.resize_costs = resize_cost.costs(self.state.jobs, self.projects, self.departments, self.config)
         if self.resize_costs:
             self.settle_ends = resize_cost.settle_ends(self.state.jobs, self.resize_costs, self.config)
@@ -221,18 +226,28 @@ class Ledger:
 
     def settling(self, job: Job) -> bool:
         t = job.last_resized_at
-        if t is None:
+        if t is None or job.key in self.started:
             return False
         end = self.settle_ends.get(job.key) if self.settle_ends else None  # R18
-        return (
-            self.now < (t + self.config.settle_seconds if end is None else end)
-            and job.key not in self.started
-        )
+        return self.before(t + self.config.settle_seconds if end is None else end)
 
     def just_resized(self, job: Job) -> bool:
         """Inside the plain settle time (``Config.settle_seconds``), whatever R18 adds to it."""
         t = job.last_resized_at
-        return t is not None and self.now < t + self.config.settle_seconds and job.key not in self.started
+        return t is not None and job.key not in self.started and self.before(t + self.config.settle_seconds)
+
+    def before(self, t: float) -> bool:
+        """Whether the cycle's time is before ``t``: every comparison with the clock that can change the plan
+        goes through here (or ``reads_time``), so the plan holds until the earliest such ``t`` still ahead
+        (``holds_until``; the carry keeps the plan for an unchanged snapshot until then)."""
+        if self.now < t:
+            self.holds_until = min(self.holds_until, t)
+            return True
+        return False
+
+    def reads_time(self) -> None:
+        """The plan depends on the time itself (work lost since a checkpoint grows with it): it holds only now."""
+        self.holds_until = self.now
 
     def settled_at(self, job: Job) -> float:
         """When a job resized at ``last_resized_at`` stops settling (R7, R18: longer for a costly resize)."""

@@ -233,6 +233,8 @@ class Reclaimer:
         whole jobs; least work lost, then newest job first. ``local``: only whole jobs with every replica on
         ``node``."""
         ledger, lost, costs = self.ledger, self.order.lost, self.order.costs
+        if self.order.timed:
+            ledger.reads_time()
         keyed: list[tuple[tuple[int, float, float, float, str, int], Unit]] = []
         for key in ledger.on_node(node):
             if not self._may_lose(key):

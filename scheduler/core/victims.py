@@ -111,6 +111,9 @@ class VictimOrder:
             if ledger.config.least_work_lost
             else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
         )
+        # the order (and ``unit_cost``) changes as the time since each job's checkpoint grows: a plan that
+        # walks it holds only for its own time (``Ledger.reads_time``)
+        self.timed = ledger.config.least_work_lost
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
             tiers: list[list[JobKey]] = []
@@ -143,6 +146,8 @@ class VictimOrder:
         ``largest``: skip jobs whose unit holds more GPUs than that (their whole job too, which holds more).
         """
         most = min(most, largest)
+        if self.timed:
+            ledger.reads_time()
         for tier in self._tiers.get(project, ()):
             if self.costs:
                 unit = self._cheapest(

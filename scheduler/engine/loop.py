@@ -284,8 +284,11 @@ class Engine:
         now = self.clock()
         phase = time.perf_counter()
         # outside any write lock (API writes go on); what the last cycles computed is reused where unchanged
+        kept = self._carry.plans_kept
         plan = plan_cycle(state, self.settings.core, now=now, carry=self._carry)
         self.metrics.phase_done("plan", time.perf_counter() - phase)
+        if self._carry.plans_kept > kept:  # nothing changed: the last plan holds (``scheduler.core.carry``)
+            self.metrics.plan_kept()
         plan = self._check_plan(state, plan, now)
         if self.settings.check_invariants:
             self._check(state, plan, now)

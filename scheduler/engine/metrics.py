@@ -131,6 +131,12 @@ class EngineMetrics:
             "made with it.",
             registry=self.registry,
         )
+        self.plans_kept = Counter(
+            "tide_plans_kept",
+            "Cycles that carried out the last plan again without planning: the snapshot had not changed and no "
+            "time the plan was compared with (a settle time, a minimum runtime) had come.",
+            registry=self.registry,
+        )
         self.plan_drift = Counter(
             "tide_plan_drift",
             "Plan checks that found the plan made with what the last cycles kept different from the plan made "
@@ -175,6 +181,9 @@ class EngineMetrics:
     def state_read(self, checks: int, drift: int) -> None:
         self.state_checks.inc(checks)
         self.state_drift.inc(drift)
+
+    def plan_kept(self) -> None:
+        self.plans_kept.inc()
 
     def plan_checked(self, seconds: float, *, drifted: bool) -> None:
         self.phase_seconds.labels(phase="plan_check").observe(seconds)

@@ -65,7 +65,7 @@ def workloads(draw: st.DrawFn) -> tuple[Cluster, list[Spec], random.Random]:
         for i in range(draw(st.integers(0, 2)))
     )
     config = Config(
-        settle_seconds=draw(st.sampled_from([0.0, 2.0])),
+        settle_seconds=draw(st.sampled_from([0.0, 2.0, 8.0])),
         usage_half_life=draw(st.sampled_from([0.0, 0.0, 20.0])),
         least_work_lost=draw(st.booleans()),
     )
@@ -81,6 +81,8 @@ def workloads(draw: st.DrawFn) -> tuple[Cluster, list[Spec], random.Random]:
             limit_gpus=limit,
             allow_over_quota=draw(st.integers(0, 3)) > 0,
             department=dept,
+            min_runtime_seconds=draw(st.sampled_from([0.0, 0.0, 0.0, 20.0])),  # R15
+            resize_cost_seconds=draw(st.sampled_from([None, None, None, 4.0])),  # R18: longer settle times
         )
     specs = draw(st.lists(jobs_st, max_size=10))
     return c, specs, random.Random(draw(st.integers(0, 2**16)))
@@ -168,6 +170,20 @@ def _check_carry(c: Cluster, carry: Carry, rng: random.Random) -> None:
         other = _another(s, rng)
         assert plan_cycle(other, c.config, now=c.now, carry=carry) == plan_cycle(other, c.config, now=c.now)
         assert plan_cycle(s, c.config, now=c.now, carry=carry) == plain
+    _check_later(c, carry, rng)
+
+
+def _check_later(c: Cluster, carry: Carry, rng: random.Random) -> None:
+    """Nothing changed but the time: the plan the carry keeps, or makes again, is the one made without it, at
+    random later times and around the time until which it said the last plan holds (``Carry.kept_plan``)."""
+    s, now = c.state, c.now
+    assert plan_cycle(s, c.config, now=now, carry=carry) == plan_cycle(s, c.config, now=now)
+    kept = carry.kept_until()
+    times = [now + rng.choice([0.5, 1.0, 3.0, 7.9, 8.0, 19.0, 20.0, 25.0, 40.0]) for _ in range(3)]
+    if kept is not None and kept < now + 100:
+        times += [kept - 1e-6, kept, kept + 0.5]
+    for t in sorted(times):
+        assert plan_cycle(s, c.config, now=t, carry=carry) == plan_cycle(s, c.config, now=t)
 
 
 def _another(s: ClusterState, rng: random.Random) -> ClusterState:
