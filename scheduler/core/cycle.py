@@ -90,9 +90,9 @@ def _plan(
         ),
         reservations=tuple(ledger.reservations),
     )
-    ledger.end()
     if carry is not None:
-        carry.keep_plan(inputs, now, ledger.holds_until, plan)
+        carry.keep_plan(inputs, now, ledger.plan_holds_until(decided=bool(plan.decisions)), plan)
+    ledger.end()
     return plan
 
 
@@ -105,7 +105,6 @@ def _decisions(ledger: Ledger, claims: Claims) -> tuple[Decision, ...]:
         action = Action.EVICT if rel.whole else Action.SHRINK
         job, gpus = ledger.jobs[key], ledger.held_gpus[key]
         lost = lost_work(job, gpus, ledger.now)
-        ledger.reads_time()  # the work lost grows with the time
         reason = f"{rel.reason}; {explain.work_lost(job, gpus, lost, ledger.now)}"
         out.append(Decision(action, key[0], key[1], replicas, reason, rel.cause, rel.for_job, lost))
     for key, placements in ledger.started.items():

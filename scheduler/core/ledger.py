@@ -77,6 +77,7 @@ class Ledger:
     top_reserved: dict[Top, int] = field(default_factory=dict)
     dipped: set[str] = field(default_factory=set)  # nodes where a hold took GPUs still being released
     _undo: list[Callable[[], None]] = field(default_factory=list)
+    _later: list[Callable[[], float]] = field(default_factory=list)  # ``holds_later``
     _capacity: dict[str, int] = field(default_factory=dict)
     _cluster_slots: dict[int, int] = field(default_factory=dict)
     _top: dict[str, Top] = field(default_factory=dict)
@@ -245,6 +246,23 @@ class Ledger:
             return True
         return False
 
+    def holds_later(self, until: Callable[[], float]) -> None:
+        """The plan may differ from time ``until()`` on (at once if that has come), worked out only if the plan
+        is kept (``plan_holds_until``): an order the work lost since each checkpoint decides."""
+        if self.holds_until > self.now:
+            self._later.append(until)
+
+    def plan_holds_until(self, decided: bool) -> float:
+        """Until when the plan made from this ledger holds for the same snapshot; a plan that decided
+        something holds only now (what it decided changes the snapshot the next plan is made from)."""
+        if decided:
+            return self.now
+        for until in self._later:
+            if self.holds_until <= self.now:
+                break
+            self.holds_until = min(self.holds_until, max(until(), self.now))
+        return self.holds_until
+
     def reads_time(self) -> None:
         """The plan depends on the time itself (work lost since a checkpoint grows with it): it holds only now."""
         self.holds_until = self.now
@@ -290,6 +308,7 @@ class Ledger:
         would be freed only by the cyclic garbage collector, with all it refers to (at 10,240 GPUs tens of
         thousands of objects a cycle, and a collection of them took 80 ms)."""
         self._undo.clear()
+        self._later.clear()
 
     def version(self) -> tuple[int, int]:
         """Equal versions mean an unchanged ledger: every mutation logs an undo, every rollback is counted."""

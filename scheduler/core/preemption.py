@@ -20,7 +20,7 @@ from scheduler.core.ledger import Ledger
 from scheduler.core.memo import NoUnit, ReclaimPowers, fails, note_failure
 from scheduler.core.model import UNLIMITED, Job
 from scheduler.core.plan import Cause
-from scheduler.core.victims import Floor, Unit, VictimOrder, unit_cost
+from scheduler.core.victims import Floor, Unit, VictimOrder, order_holds_until, unit_cost
 
 
 def _on(node: str, units: list[Unit]) -> int:
@@ -233,8 +233,6 @@ class Reclaimer:
         whole jobs; least work lost, then newest job first. ``local``: only whole jobs with every replica on
         ``node``."""
         ledger, lost, costs = self.ledger, self.order.lost, self.order.costs
-        if self.order.timed:
-            ledger.reads_time()
         keyed: list[tuple[tuple[int, float, float, float, str, int], Unit]] = []
         for key in ledger.on_node(node):
             if not self._may_lose(key):
@@ -260,6 +258,12 @@ class Reclaimer:
                 rank = unit_cost(ledger, whole, lost[key], c) if costs else 1.0
                 keyed.append(((job.priority, rank, lost[key], -job.submitted_at, job.name, 0), whole))
         keyed.sort(key=lambda ku: ku[0])
+        if self.order.timed:  # R5's least work lost orders them: the plan holds until two may swap
+            if costs:  # R18: a whole job's rank adds the work it loses to its resize cost
+                ledger.reads_time()
+            else:
+                keys, ranks = [u.key for _, u in keyed], [k[1] for k, _ in keyed]
+                ledger.holds_later(lambda: order_holds_until(ledger, keys, ranks))
         return [u for _, u in keyed]
 
     def takeable_on(self, node: str, *, local: bool = False) -> int:

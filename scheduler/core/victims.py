@@ -38,7 +38,8 @@ Contract: pure ordering, no ledger mutation. Three pieces, each meant to be exte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -94,6 +95,49 @@ def lost_work(job: Job, gpus: int, now: float) -> float:
     return gpus * (now - since) if now > since else 0.0
 
 
+Line = tuple[float, float]  # a sort key's value now and how fast it grows with the time
+
+
+def swaps_at(first: Sequence[Line], second: Sequence[Line], now: float) -> float:
+    """When two neighbours of a sorted order, ``first`` ahead, may swap: their sort keys' parts that change
+    with the time, as lines (the parts that do not decide only between equal lines, and never change).
+    ``now`` where it could be at once, ``inf`` where never."""
+    for (v1, r1), (v2, r2) in zip(first, second, strict=True):
+        if v1 < v2:
+            return now + (v2 - v1) / (r1 - r2) if r1 > r2 else math.inf
+        if v1 > v2 or r1 > r2:
+            return now
+        if r1 < r2:
+            return math.inf
+    return math.inf
+
+
+def growing_lost(job: Job, gpus: int, now: float) -> Line | float:
+    """``lost_work`` of ``job`` as a line in time, or the time it starts growing where that is still ahead (a
+    checkpoint stamped after this clock: nothing lost until then)."""
+    since = work_since(job)
+    if since > now:
+        return since
+    return (gpus * (now - since), float(gpus))
+
+
+def order_holds_until(ledger: Ledger, keys: Sequence[JobKey], ranks: Sequence[float] | None = None) -> float:
+    """The first time neighbours of ``keys`` (jobs in R5 order: by ``ranks`` where given, which do not change
+    with the time, then by work lost; only neighbours of equal priority and rank can swap) may swap."""
+    now, held, jobs = ledger.now, ledger.held_gpus, ledger.jobs
+    until = math.inf
+    for i in range(len(keys) - 1):
+        a, b = jobs[keys[i]], jobs[keys[i + 1]]
+        if a.priority != b.priority or (ranks is not None and ranks[i] != ranks[i + 1]):
+            continue
+        la, lb = growing_lost(a, held[a.key], now), growing_lost(b, held[b.key], now)
+        if isinstance(la, float) or isinstance(lb, float):  # a checkpoint ahead of the clock
+            until = min(until, *(t for t in (la, lb) if isinstance(t, float)))
+        else:
+            until = min(until, swaps_at((la,), (lb,), now))
+    return until
+
+
 class VictimOrder:
     """Each project's preemptible jobs in R5 order (``r5_sorted``), grouped by priority; built once per cycle.
     ``lost``: the GPU-seconds each would lose (R5's least-work-lost tie-break; 0 with it off)."""
@@ -111,9 +155,10 @@ class VictimOrder:
             if ledger.config.least_work_lost
             else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
         )
-        # the order (and ``unit_cost``) changes as the time since each job's checkpoint grows: a plan that
-        # walks it holds only for its own time (``Ledger.reads_time``)
+        # the order changes as the time since each job's checkpoint grows: when, per project, is worked out
+        # on first use (``order_holds_until``); ``unit_cost`` ranks read the time itself
         self.timed = ledger.config.least_work_lost
+        self._timed_projects: set[str] = set()  # whose order a search walked (``Ledger.holds_later``)
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
             tiers: list[list[JobKey]] = []
@@ -126,6 +171,14 @@ class VictimOrder:
         self.lowest = {p: ledger.jobs[tiers[0][0]].priority for p, tiers in self._tiers.items() if tiers}
         # R18 (decision 48): with resize costs, a tier's units go cheapest restart first (``unit_cost``)
         self.costs = ledger.resize_costs
+
+    def _walked(self, ledger: Ledger, project: str) -> None:
+        """A search walks ``project``'s order: the plan holds until two of its neighbours may swap (worked
+        out only if the plan is kept: ``Ledger.holds_later``)."""
+        if project not in self._timed_projects:
+            self._timed_projects.add(project)
+            tiers = self._tiers.get(project, ())
+            ledger.holds_later(lambda: min((order_holds_until(ledger, t) for t in tiers), default=math.inf))
 
     def next_unit(
         self,
@@ -147,7 +200,9 @@ class VictimOrder:
         """
         most = min(most, largest)
         if self.timed:
-            ledger.reads_time()
+            self._walked(ledger, project)
+            if self.costs:  # R18: what taking a unit costs adds the work it loses to its resize cost
+                ledger.reads_time()
         for tier in self._tiers.get(project, ()):
             if self.costs:
                 unit = self._cheapest(

@@ -1,7 +1,8 @@
 """A settled cluster is not planned again every cycle: the engine's carry keeps the last plan while the
 snapshot is the very same objects and no time the plan compared with has come (a job's settle time, R7 and
-R18; a minimum runtime, R15), and plans again from that time on. A plan that read the time itself (work lost
-since a checkpoint, R5's tie-break; a shrink's or an eviction's work lost) holds only for its own time.
+R18; a minimum runtime, R15; two victims swapping places in R5's least-work-lost order as the work each
+would lose grows), and plans again from that time on. A plan that decided something is not kept (what it
+decided changes the snapshot).
 
 The random version of these (plans at random later times, with and without the carry, must be equal) is in
 test_core_properties.py's carry test.
@@ -9,10 +10,14 @@ test_core_properties.py's carry test.
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from corebuild import Cluster, nodes
 
-from scheduler.core import Action, Config, plan_cycle
+from scheduler.core import Action, Config, Job, Node, Replica, plan_cycle
 from scheduler.core.carry import Carry
+from scheduler.core.victims import swaps_at
 
 
 def settling_job() -> Cluster:
@@ -73,10 +78,39 @@ def test_a_claim_waiting_for_a_minimum_runtime_is_planned_again_when_the_protect
     assert {(d.action, d.job) for d in taken.decisions} >= {(Action.SHRINK, "train")}
 
 
-def test_a_plan_that_weighed_work_lost_since_a_checkpoint_holds_only_for_its_own_time() -> None:
-    """With R5's least-work-lost tie-break on (the default), the victim order changes as time passes: a
-    plan whose reclaim walked it is made again each time, and is the plan made without the carry."""
-    c, carry = protected_borrower(Config(settle_seconds=10.0)), Carry()
-    for t in (20.0, 21.0, 300.0):
-        assert plan_cycle(c.state, c.config, now=t, carry=carry) == plan_cycle(c.state, c.config, now=t)
-    assert carry.plans_kept == 0
+def two_borrowed_jobs() -> Cluster:
+    """Team a (no quota) borrowed all three GPUs at t=0 for ``big`` (2 GPUs, checkpointed at t=90) and
+    ``small`` (1 GPU, no checkpoint), both protected by a minimum runtime until t=600; team b (no quota)
+    asks for one GPU at t=100. R5 takes first the job that would lose the least work: ``big`` (2 x 10
+    GPU-seconds) before ``small`` (1 x 100) now, the other way round from t=180 (2 x 90 = 1 x 180)."""
+    c = Cluster((Node("n1", 2), Node("n2", 1)), config=Config(settle_seconds=10.0))
+    c.project("a", 0, min_runtime_seconds=600.0).project("b", 0)
+    jobs = (
+        Job("a", "big", 1, 1, 2, replicas=(Replica(0, "n1", 2),), last_resized_at=0.0, checkpointed_at=90.0),
+        Job("a", "small", 1, 1, 1, replicas=(Replica(0, "n2", 1),), last_resized_at=0.0),
+    )
+    c.state = replace(c.state, jobs=jobs)
+    c.submit("b", "eval", min=1)
+    return c
+
+
+def test_a_plan_that_walked_the_least_work_lost_order_holds_until_two_victims_may_swap() -> None:
+    c, carry = two_borrowed_jobs(), Carry()
+    waiting = plan_cycle(c.state, c.config, now=100.0, carry=carry)
+    assert waiting.decisions == ()
+    assert carry.kept_until() == 180.0  # before the protection ends (600): the order may change then
+    assert plan_cycle(c.state, c.config, now=179.0, carry=carry) is waiting
+    again = plan_cycle(c.state, c.config, now=180.0, carry=carry)
+    assert again is not waiting and again == plan_cycle(c.state, c.config, now=180.0)
+    assert carry.kept_until() == 600.0  # from then on the order stays: until the protection ends
+    taken = plan_cycle(c.state, c.config, now=600.0, carry=carry)
+    assert [(d.action, d.job) for d in taken.decisions] == [(Action.EVICT, "small")]  # loses less now
+
+
+def test_swaps_at_is_when_a_neighbour_catches_up() -> None:
+    assert swaps_at(((20.0, 2.0),), ((100.0, 1.0),), 100.0) == 180.0
+    assert swaps_at(((20.0, 1.0),), ((100.0, 2.0),), 100.0) == math.inf  # it falls further behind
+    assert swaps_at(((5.0, 3.0),), ((5.0, 1.0),), 0.0) == 0.0  # equal now and it grows faster: at once
+    assert swaps_at(((5.0, 1.0),), ((5.0, 1.0),), 0.0) == math.inf  # the same line: never
+    # a rank that does not change decides between them
+    assert swaps_at(((0.0, 0.0), (5.0, 3.0)), ((1.0, 0.0), (0.0, 0.0)), 0.0) == math.inf
