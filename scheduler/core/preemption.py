@@ -258,12 +258,8 @@ class Reclaimer:
                 rank = unit_cost(ledger, whole, lost[key], c) if costs else 1.0
                 keyed.append(((job.priority, rank, lost[key], -job.submitted_at, job.name, 0), whole))
         keyed.sort(key=lambda ku: ku[0])
-        if self.order.timed:  # R5's least work lost orders them: the plan holds until two may swap
-            if costs:  # R18: a whole job's rank adds the work it loses to its resize cost
-                ledger.reads_time()
-            else:
-                keys, ranks = [u.key for _, u in keyed], [k[1] for k, _ in keyed]
-                ledger.holds_later(lambda: order_holds_until(ledger, keys, ranks))
+        if self.order.timed and costs:  # R18: a whole job's rank adds the work it loses to its resize cost
+            ledger.reads_time()
         return [u for _, u in keyed]
 
     def takeable_on(self, node: str, *, local: bool = False) -> int:
@@ -281,9 +277,11 @@ class Reclaimer:
         """``spent``: where to add what taking each unit costs its job (``unit_cost``), if given."""
         ledger, claim = self.ledger, self.claim
         taken: list[Unit] = []
+        walked = 0
         for unit in units:
             if ledger.avail.value[node] >= target:
                 break
+            walked += 1
             # a whole job's unit is what is left of it after its extras here went (its master always is)
             still = {r.index for r in ledger.active[unit.key]}
             left = [r for r in unit.replicas if r.index in still]
@@ -297,6 +295,12 @@ class Reclaimer:
             why += minruntime.overridden(ledger.young, unit.key, claim.project)
             ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
             taken.append(unit)
+        if (
+            self.order.timed and walked > 0
+        ):  # R5: the plan holds until two units walked (or the next) may swap
+            seen = units[: walked + 1]
+            keys, ranks = [u.key for u in seen], [float(u.whole) for u in seen]  # extras before whole jobs
+            ledger.holds_later(lambda: order_holds_until(ledger, keys, ranks))
         return taken
 
 

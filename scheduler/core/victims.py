@@ -121,6 +121,20 @@ def growing_lost(job: Job, gpus: int, now: float) -> Line | float:
     return (gpus * (now - since), float(gpus))
 
 
+def overtaken_at(ledger: Ledger, first: JobKey, behind: Sequence[JobKey]) -> float:
+    """The first time a job of ``behind`` (after ``first`` in R5 order, of its priority) may come before it."""
+    now, held, jobs = ledger.now, ledger.held_gpus, ledger.jobs
+    lead = growing_lost(jobs[first], held[first], now)
+    until = math.inf
+    for key in behind:
+        line = growing_lost(jobs[key], held[key], now)
+        if isinstance(lead, float) or isinstance(line, float):  # a checkpoint ahead of the clock
+            until = min(until, *(t for t in (lead, line) if isinstance(t, float)))
+        else:
+            until = min(until, swaps_at((lead,), (line,), now))
+    return until
+
+
 def order_holds_until(ledger: Ledger, keys: Sequence[JobKey], ranks: Sequence[float] | None = None) -> float:
     """The first time neighbours of ``keys`` (jobs in R5 order: by ``ranks`` where given, which do not change
     with the time, then by work lost; only neighbours of equal priority and rank can swap) may swap."""
@@ -155,10 +169,9 @@ class VictimOrder:
             if ledger.config.least_work_lost
             else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
         )
-        # the order changes as the time since each job's checkpoint grows: when, per project, is worked out
-        # on first use (``order_holds_until``); ``unit_cost`` ranks read the time itself
+        # the order changes as the time since each job's checkpoint grows (``overtaken_at``); ``unit_cost``
+        # ranks read the time itself
         self.timed = ledger.config.least_work_lost
-        self._timed_projects: set[str] = set()  # whose order a search walked (``Ledger.holds_later``)
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
             tiers: list[list[JobKey]] = []
@@ -172,13 +185,13 @@ class VictimOrder:
         # R18 (decision 48): with resize costs, a tier's units go cheapest restart first (``unit_cost``)
         self.costs = ledger.resize_costs
 
-    def _walked(self, ledger: Ledger, project: str) -> None:
-        """A search walks ``project``'s order: the plan holds until two of its neighbours may swap (worked
-        out only if the plan is kept: ``Ledger.holds_later``)."""
-        if project not in self._timed_projects:
-            self._timed_projects.add(project)
-            tiers = self._tiers.get(project, ())
-            ledger.holds_later(lambda: min((order_holds_until(ledger, t) for t in tiers), default=math.inf))
+    def _won(self, ledger: Ledger, tier: list[JobKey], i: int) -> JobKey:
+        """The search took ``tier[i]``, the first of its kind there that the rules let go (which the order
+        does not decide): the plan holds until one behind it in the tier may come first (worked out only if
+        the plan is kept: ``Ledger.holds_later``)."""
+        if self.timed and i + 1 < len(tier):
+            ledger.holds_later(lambda: overtaken_at(ledger, tier[i], tier[i + 1 :]))
+        return tier[i]
 
     def next_unit(
         self,
@@ -199,10 +212,10 @@ class VictimOrder:
         ``largest``: skip jobs whose unit holds more GPUs than that (their whole job too, which holds more).
         """
         most = min(most, largest)
-        if self.timed:
-            self._walked(ledger, project)
-            if self.costs:  # R18: what taking a unit costs adds the work it loses to its resize cost
-                ledger.reads_time()
+        if (
+            self.timed and self.costs
+        ):  # R18: what taking a unit costs adds the work it loses to its resize cost
+            ledger.reads_time()
         for tier in self._tiers.get(project, ()):
             if self.costs:
                 unit = self._cheapest(
@@ -211,7 +224,7 @@ class VictimOrder:
                 if unit is not None:
                     return unit
                 continue
-            for key in tier:
+            for i, key in enumerate(tier):
                 job, act = ledger.jobs[key], ledger.active[key]
                 if len(act) <= job.min_replicas or key in ledger.started or not eligible(job):
                     continue
@@ -220,12 +233,13 @@ class VictimOrder:
                 else:
                     extra = _step_down(ledger, job, act, fits, within)
                 if extra is not None and extra.gpus <= largest:
+                    self._won(ledger, tier, i)
                     return extra
-            for key in tier:
+            for i, key in enumerate(tier):
                 job, act = ledger.jobs[key], ledger.active[key]
                 whole = act and key not in ledger.started and eligible(job)
                 if whole and _helps(ledger, act, fits, within) and _gpus(act) <= most:
-                    return Unit(key, tuple(act), True)
+                    return Unit(self._won(ledger, tier, i), tuple(act), True)
         return None
 
     def _cheapest(

@@ -1,7 +1,7 @@
 """A settled cluster is not planned again every cycle: the engine's carry keeps the last plan while the
 snapshot is the very same objects and no time the plan compared with has come (a job's settle time, R7 and
-R18; a minimum runtime, R15; two victims swapping places in R5's least-work-lost order as the work each
-would lose grows), and plans again from that time on. A plan that decided something is not kept (what it
+R18; a minimum runtime, R15; a victim a search took first overtaken in R5's least-work-lost order as the
+work each would lose grows), and plans again from that time on. A plan that decided something is not kept (what it
 decided changes the snapshot).
 
 The random version of these (plans at random later times, with and without the carry, must be equal) is in
@@ -17,7 +17,9 @@ from corebuild import Cluster, nodes
 
 from scheduler.core import Action, Config, Job, Node, Replica, plan_cycle
 from scheduler.core.carry import Carry
-from scheduler.core.victims import swaps_at
+from scheduler.core.fairshare import fair_shares
+from scheduler.core.ledger import Ledger
+from scheduler.core.victims import order_holds_until, overtaken_at, swaps_at
 
 
 def settling_job() -> Cluster:
@@ -94,17 +96,27 @@ def two_borrowed_jobs() -> Cluster:
     return c
 
 
-def test_a_plan_that_walked_the_least_work_lost_order_holds_until_two_victims_may_swap() -> None:
+def test_an_order_no_search_could_take_from_does_not_cut_how_long_a_plan_holds() -> None:
+    """Both of a's jobs are protected: b's claim walks a's order and finds nothing the rules let go, so the
+    order, which changes at t=180, does not decide the plan; it holds until the protection ends."""
     c, carry = two_borrowed_jobs(), Carry()
     waiting = plan_cycle(c.state, c.config, now=100.0, carry=carry)
     assert waiting.decisions == ()
-    assert carry.kept_until() == 180.0  # before the protection ends (600): the order may change then
-    assert plan_cycle(c.state, c.config, now=179.0, carry=carry) is waiting
-    again = plan_cycle(c.state, c.config, now=180.0, carry=carry)
-    assert again is not waiting and again == plan_cycle(c.state, c.config, now=180.0)
-    assert carry.kept_until() == 600.0  # from then on the order stays: until the protection ends
+    assert carry.kept_until() == 600.0
+    assert plan_cycle(c.state, c.config, now=300.0, carry=carry) is waiting
     taken = plan_cycle(c.state, c.config, now=600.0, carry=carry)
-    assert [(d.action, d.job) for d in taken.decisions] == [(Action.EVICT, "small")]  # loses less now
+    assert taken == plan_cycle(c.state, c.config, now=600.0)
+    assert [(d.action, d.job) for d in taken.decisions] == [(Action.EVICT, "small")]  # loses less by then
+
+
+def test_a_unit_taken_first_holds_until_one_behind_it_may_come_first() -> None:
+    c = two_borrowed_jobs()
+    ledger = Ledger(c.state, fair_shares(c.state, c.config), c.config, 100.0)
+    assert overtaken_at(ledger, ("a", "big"), [("a", "small")]) == 180.0  # 2 x (t - 90) = t
+    later = Ledger(c.state, fair_shares(c.state, c.config), c.config, 200.0)  # small ahead: 200 < 2 x 110
+    assert overtaken_at(later, ("a", "small"), [("a", "big")]) == math.inf  # big falls further behind
+    assert order_holds_until(ledger, [("a", "big"), ("a", "small")]) == 180.0
+    assert order_holds_until(ledger, [("a", "big"), ("a", "small")], [0.0, 1.0]) == math.inf  # extras first
 
 
 def test_swaps_at_is_when_a_neighbour_catches_up() -> None:
