@@ -295,9 +295,7 @@ class Reclaimer:
             why += minruntime.overridden(ledger.young, unit.key, claim.project)
             ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
             taken.append(unit)
-        if (
-            self.order.timed and walked > 0
-        ):  # R5: the plan holds until two units walked (or the next) may swap
+        if self.order.timed and walked > 0:  # R5: it holds until two units walked (or the next) may swap
             seen = units[: walked + 1]
             keys, ranks = [u.key for u in seen], [float(u.whole) for u in seen]  # extras before whole jobs
             ledger.holds_later(lambda: order_holds_until(ledger, keys, ranks))

@@ -95,21 +95,16 @@ def lost_work(job: Job, gpus: int, now: float) -> float:
     return gpus * (now - since) if now > since else 0.0
 
 
-Line = tuple[float, float]  # a sort key's value now and how fast it grows with the time
+Line = tuple[float, float]  # a value now and how fast it grows with the time
 
 
-def swaps_at(first: Sequence[Line], second: Sequence[Line], now: float) -> float:
-    """When two neighbours of a sorted order, ``first`` ahead, may swap: their sort keys' parts that change
-    with the time, as lines (the parts that do not decide only between equal lines, and never change).
-    ``now`` where it could be at once, ``inf`` where never."""
-    for (v1, r1), (v2, r2) in zip(first, second, strict=True):
-        if v1 < v2:
-            return now + (v2 - v1) / (r1 - r2) if r1 > r2 else math.inf
-        if v1 > v2 or r1 > r2:
-            return now
-        if r1 < r2:
-            return math.inf
-    return math.inf
+def swaps_at(first: Line, second: Line, now: float) -> float:
+    """When ``second``, behind ``first`` in an order by these lines (``first`` no greater now), may come
+    before it: when it is caught up with. ``now`` where that could be at once, ``inf`` where never."""
+    (v1, r1), (v2, r2) = first, second
+    if v1 < v2:
+        return now + (v2 - v1) / (r1 - r2) if r1 > r2 else math.inf
+    return now if v1 > v2 or r1 > r2 else math.inf
 
 
 def growing_lost(job: Job, gpus: int, now: float) -> Line | float:
@@ -121,35 +116,33 @@ def growing_lost(job: Job, gpus: int, now: float) -> Line | float:
     return (gpus * (now - since), float(gpus))
 
 
+def _overtakes_at(ledger: Ledger, ahead: JobKey, behind: JobKey) -> float:
+    """When ``behind``, after ``ahead`` in R5 order at equal priority, may come before it as work is lost."""
+    now, held, jobs = ledger.now, ledger.held_gpus, ledger.jobs
+    a, b = growing_lost(jobs[ahead], held[ahead], now), growing_lost(jobs[behind], held[behind], now)
+    if isinstance(a, float) or isinstance(b, float):  # a checkpoint ahead of the clock
+        return min(t for t in (a, b) if isinstance(t, float))
+    return swaps_at(a, b, now)
+
+
 def overtaken_at(ledger: Ledger, first: JobKey, behind: Sequence[JobKey]) -> float:
     """The first time a job of ``behind`` (after ``first`` in R5 order, of its priority) may come before it."""
-    now, held, jobs = ledger.now, ledger.held_gpus, ledger.jobs
-    lead = growing_lost(jobs[first], held[first], now)
-    until = math.inf
-    for key in behind:
-        line = growing_lost(jobs[key], held[key], now)
-        if isinstance(lead, float) or isinstance(line, float):  # a checkpoint ahead of the clock
-            until = min(until, *(t for t in (lead, line) if isinstance(t, float)))
-        else:
-            until = min(until, swaps_at((lead,), (line,), now))
-    return until
+    return min((_overtakes_at(ledger, first, key) for key in behind), default=math.inf)
 
 
-def order_holds_until(ledger: Ledger, keys: Sequence[JobKey], ranks: Sequence[float] | None = None) -> float:
-    """The first time neighbours of ``keys`` (jobs in R5 order: by ``ranks`` where given, which do not change
-    with the time, then by work lost; only neighbours of equal priority and rank can swap) may swap."""
-    now, held, jobs = ledger.now, ledger.held_gpus, ledger.jobs
-    until = math.inf
-    for i in range(len(keys) - 1):
-        a, b = jobs[keys[i]], jobs[keys[i + 1]]
-        if a.priority != b.priority or (ranks is not None and ranks[i] != ranks[i + 1]):
-            continue
-        la, lb = growing_lost(a, held[a.key], now), growing_lost(b, held[b.key], now)
-        if isinstance(la, float) or isinstance(lb, float):  # a checkpoint ahead of the clock
-            until = min(until, *(t for t in (la, lb) if isinstance(t, float)))
-        else:
-            until = min(until, swaps_at((la,), (lb,), now))
-    return until
+def order_holds_until(ledger: Ledger, keys: Sequence[JobKey], ranks: Sequence[float]) -> float:
+    """The first time two neighbours of ``keys`` (units' jobs in R5 order: by priority and by ``ranks``, which
+    do not change with the time, then by work lost) may swap: the first change of an order of lines is a
+    swap of neighbours."""
+    jobs = ledger.jobs
+    return min(
+        (
+            _overtakes_at(ledger, keys[i], keys[i + 1])
+            for i in range(len(keys) - 1)
+            if jobs[keys[i]].priority == jobs[keys[i + 1]].priority and ranks[i] == ranks[i + 1]
+        ),
+        default=math.inf,
+    )
 
 
 class VictimOrder:

@@ -115,14 +115,12 @@ def test_a_unit_taken_first_holds_until_one_behind_it_may_come_first() -> None:
     assert overtaken_at(ledger, ("a", "big"), [("a", "small")]) == 180.0  # 2 x (t - 90) = t
     later = Ledger(c.state, fair_shares(c.state, c.config), c.config, 200.0)  # small ahead: 200 < 2 x 110
     assert overtaken_at(later, ("a", "small"), [("a", "big")]) == math.inf  # big falls further behind
-    assert order_holds_until(ledger, [("a", "big"), ("a", "small")]) == 180.0
+    assert order_holds_until(ledger, [("a", "big"), ("a", "small")], [0.0, 0.0]) == 180.0
     assert order_holds_until(ledger, [("a", "big"), ("a", "small")], [0.0, 1.0]) == math.inf  # extras first
 
 
-def test_swaps_at_is_when_a_neighbour_catches_up() -> None:
-    assert swaps_at(((20.0, 2.0),), ((100.0, 1.0),), 100.0) == 180.0
-    assert swaps_at(((20.0, 1.0),), ((100.0, 2.0),), 100.0) == math.inf  # it falls further behind
-    assert swaps_at(((5.0, 3.0),), ((5.0, 1.0),), 0.0) == 0.0  # equal now and it grows faster: at once
-    assert swaps_at(((5.0, 1.0),), ((5.0, 1.0),), 0.0) == math.inf  # the same line: never
-    # a rank that does not change decides between them
-    assert swaps_at(((0.0, 0.0), (5.0, 3.0)), ((1.0, 0.0), (0.0, 0.0)), 0.0) == math.inf
+def test_swaps_at_is_when_the_one_ahead_is_caught_up_with() -> None:
+    assert swaps_at((20.0, 2.0), (100.0, 1.0), 100.0) == 180.0  # 20 + 2 x 80 = 100 + 80
+    assert swaps_at((20.0, 1.0), (100.0, 2.0), 100.0) == math.inf  # it falls further behind
+    assert swaps_at((5.0, 3.0), (5.0, 1.0), 0.0) == 0.0  # equal now, and the one ahead grows faster: at once
+    assert swaps_at((5.0, 1.0), (5.0, 1.0), 0.0) == math.inf  # the same line: never
