@@ -322,7 +322,10 @@ class Ledger:
         taken = {r.index for r in self.active[job.key]} | {p.index for p in self.started.get(job.key, [])}
         out: list[Placement] = []
         next_index = 0
-        domain = self.domains.target(job, index, count, self.home(job)) if self.domains.members else None
+        home = self.home(job)
+        domain = (
+            self.domains.target(job, index, count, home, starts=not reserve) if self.domains.members else None
+        )
         for _ in range(count):
             # R17: inside the chosen domain first; a preferred job spills over (a required one fits: slots_for)
             node = self.domains.best_fit(domain, index, g) if domain is not None else None

@@ -6,7 +6,10 @@ changes a plan. Otherwise:
 
 - a start places the whole gang inside the one domain where it fits with the fewest GPUs to spare (R12's
   best fit, one level up), ties to the domain that sorts first; with no such domain a ``preferred`` job
-  starts across domains as before, a ``required`` one waits;
+  starts across domains as before, a ``required`` one waits; a ``required`` job that starts below its
+  maximum on idle GPUs starts in the domain where it fits at its maximum, if one has room for that (it can
+  grow only in its own domain: on the fullest one it would grow by preempting, or wait for GPUs to be
+  released, while another had room for all of it);
 - growth goes to the domain of the job's master first; a ``required`` job grows only there;
 - ``slots(job, index, count)`` is how many of the job's replicas fit, counting only what the job may use
   (a ``required`` job: one domain), so the passes that ask "does it fit" (start, reclaim, preemption, grow)
@@ -98,12 +101,25 @@ class Domains:
             n = index.memo[key] = max(self._fit(d, index, g) for d in self.members)
         return n
 
-    def target(self, job: Job, index: NodeIndex, count: int, home: str | None) -> str | None:
+    def target(
+        self, job: Job, index: NodeIndex, count: int, home: str | None, *, starts: bool = False
+    ) -> str | None:
         """Where ``count`` more replicas go (domains exist): the home domain of a running job, else the domain
-        where they fit with the fewest GPUs to spare (ties to the first name); ``None``: none (anywhere)."""
+        where they fit with the fewest GPUs to spare (ties to the first name); ``None``: none (anywhere).
+        ``starts``: they start now on idle GPUs (``index``); a job that starts below its maximum and requires
+        one domain, which it can then grow in only, starts where it fits at its maximum if a domain has
+        room for that (decision 72)."""
         if home is not None:
             return home
         g = job.gpus_per_replica
+        if starts and count < job.max_replicas and self.required(job):
+            roomy = self._best_fit(index, g, job.max_replicas)
+            if roomy is not None:
+                return roomy
+        return self._best_fit(index, g, count)
+
+    def _best_fit(self, index: NodeIndex, g: int, count: int) -> str | None:
+        """The domain where ``count`` replicas of ``g`` GPUs fit with the fewest GPUs to spare."""
         best: tuple[int, str] | None = None
         for d in self.names:
             if self._fit(d, index, g) >= count:

@@ -93,6 +93,24 @@ def test_a_job_that_requires_one_rack_grows_only_inside_it() -> None:
     assert plan.decisions
 
 
+def test_a_job_that_requires_one_rack_starts_where_it_can_grow_to_its_maximum_not_on_the_fullest_rack() -> (
+    None
+):
+    """Two racks of one 2-GPU node; team p0 (no quota, borrowing) runs a 1-GPU job in rack 0 and submits a
+    higher-priority job of 1 to 2 replicas that requires one rack. On the fullest rack it could only grow by
+    preempting the team's own job (R10), and would wait to start whole (R18) while rack 1 stayed idle; it
+    starts whole in rack 1 instead, and nothing is preempted."""
+    nodes = (Node("n0", 2, domain="rack-0"), Node("n1", 2, domain="rack-1"))
+    c = Cluster(nodes, config=Config(settle_seconds=10.0)).project("p0", 0).project("p1", 0)
+    c.submit("p0", "low", min=1, priority=0)
+    c.cycle()
+    assert [r.node for r in c.job("p0", "low").active] == ["n0"]
+    c.submit("p0", "high", min=1, max=2, priority=1, topology="required")
+    plan = c.cycle()  # every invariant, "no job waits while GPUs are idle" among them
+    assert [(d.action.value, d.job) for d in plan.decisions] == [("start", "high")]
+    assert [r.node for r in c.job("p0", "high").active] == ["n1", "n1"]
+
+
 def test_a_reclaim_for_a_job_that_requires_one_rack_frees_one_rack_and_gives_the_rest_back() -> None:
     """b is owed 4 GPUs in one rack; a borrows all 8 in 1-GPU workers: only rack-a's are taken."""
     c = Cluster(racks()).project("a", 4).project("b", 4)
@@ -136,10 +154,11 @@ def test_a_preemption_that_holds_the_rest_of_the_quota_leaves_small_jobs_waiting
     """Found by the property test above: p0 (quota 8, no borrowing) runs a 2 x 4-GPU job in rack-0; its
     higher-priority 1..2 x 4-GPU job, which requires one rack, preempts it, starts on n2 and holds n0 (being
     released) for its second replica. That hold takes p0's last 4 GPUs of quota (decision 3), so its two
-    1-GPU jobs wait although racks have idle GPUs: R4's invariant counts the hold as the core does."""
+    1-GPU jobs wait although racks have idle GPUs: R4's invariant counts the hold as the core does. (No
+    rack has room for both replicas at once: with one, it starts there whole, decision 72.)"""
     nodes = (
         Node("n0", 4, domain="rack-0"), Node("n1", 4, domain="rack-1"),
-        Node("n2", 8, domain="rack-0"), Node("n3", 8, domain="rack-1"),
+        Node("n2", 8, domain="rack-0"), Node("n3", 2, domain="rack-1"),
     )  # fmt: skip
     c = Cluster(nodes).project("p0", 8, allow_over_quota=False)
     low = Job(
