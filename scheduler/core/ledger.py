@@ -77,7 +77,6 @@ class Ledger:
     top_reserved: dict[Top, int] = field(default_factory=dict)
     dipped: set[str] = field(default_factory=set)  # nodes where a hold took GPUs still being released
     _undo: list[Callable[[], None]] = field(default_factory=list)
-    _later: list[Callable[[], float]] = field(default_factory=list)  # ``holds_later``
     _capacity: dict[str, int] = field(default_factory=dict)
     _cluster_slots: dict[int, int] = field(default_factory=dict)
     _top: dict[str, Top] = field(default_factory=dict)
@@ -106,7 +105,7 @@ class Ledger:
     free: NodeIndex = field(init=False)
     avail: NodeIndex = field(init=False)
     domains: Domains = field(init=False)  # R17
-    # the plan made from this ledger holds for the same snapshot at any time before this (``reads_time``)
+    # the plan made from this ledger holds for the same snapshot at any time before this (``before``)
     holds_until: float = field(default=math.inf, init=False)
 
     def __post_init__(self) -> None:
@@ -239,33 +238,17 @@ class Ledger:
 
     def before(self, t: float) -> bool:
         """Whether the cycle's time is before ``t``: every comparison with the clock that can change the plan
-        goes through here (or ``reads_time``), so the plan holds until the earliest such ``t`` still ahead
+        goes through here (or ``VictimOrder.taken``), so the plan holds until the earliest such ``t`` ahead
         (``holds_until``; the carry keeps the plan for an unchanged snapshot until then)."""
         if self.now < t:
             self.holds_until = min(self.holds_until, t)
             return True
         return False
 
-    def holds_later(self, until: Callable[[], float]) -> None:
-        """The plan may differ from time ``until()`` on (at once if that has come), worked out only if the plan
-        is kept (``plan_holds_until``): an order the work lost since each checkpoint decides."""
-        if self.holds_until > self.now:
-            self._later.append(until)
-
     def plan_holds_until(self, decided: bool) -> float:
         """Until when the plan made from this ledger holds for the same snapshot; a plan that decided
         something holds only now (what it decided changes the snapshot the next plan is made from)."""
-        if decided:
-            return self.now
-        for until in self._later:
-            if self.holds_until <= self.now:
-                break
-            self.holds_until = min(self.holds_until, max(until(), self.now))
-        return self.holds_until
-
-    def reads_time(self) -> None:
-        """The plan depends on the time itself (work lost since a checkpoint grows with it): it holds only now."""
-        self.holds_until = self.now
+        return self.now if decided else self.holds_until
 
     def settled_at(self, job: Job) -> float:
         """When a job resized at ``last_resized_at`` stops settling (R7, R18: longer for a costly resize)."""
@@ -308,7 +291,6 @@ class Ledger:
         would be freed only by the cyclic garbage collector, with all it refers to (at 10,240 GPUs tens of
         thousands of objects a cycle, and a collection of them took 80 ms)."""
         self._undo.clear()
-        self._later.clear()
 
     def version(self) -> tuple[int, int]:
         """Equal versions mean an unchanged ledger: every mutation logs an undo, every rollback is counted."""

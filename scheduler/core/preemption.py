@@ -20,7 +20,7 @@ from scheduler.core.ledger import Ledger
 from scheduler.core.memo import NoUnit, ReclaimPowers, fails, note_failure
 from scheduler.core.model import UNLIMITED, Job
 from scheduler.core.plan import Cause
-from scheduler.core.victims import Floor, Unit, VictimOrder, order_holds_until, unit_cost
+from scheduler.core.victims import Floor, Unit, VictimOrder, unit_cost
 
 
 def _on(node: str, units: list[Unit]) -> int:
@@ -258,8 +258,6 @@ class Reclaimer:
                 rank = unit_cost(ledger, whole, lost[key], c) if costs else 1.0
                 keyed.append(((job.priority, rank, lost[key], -job.submitted_at, job.name, 0), whole))
         keyed.sort(key=lambda ku: ku[0])
-        if self.order.timed and costs:  # R18: a whole job's rank adds the work it loses to its resize cost
-            ledger.reads_time()
         return [u for _, u in keyed]
 
     def takeable_on(self, node: str, *, local: bool = False) -> int:
@@ -295,10 +293,8 @@ class Reclaimer:
             why += minruntime.overridden(ledger.young, unit.key, claim.project)
             ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
             taken.append(unit)
-        if self.order.timed and walked > 0:  # R5: it holds until two units walked (or the next) may swap
-            seen = units[: walked + 1]
-            keys, ranks = [u.key for u in seen], [float(u.whole) for u in seen]  # extras before whole jobs
-            ledger.holds_later(lambda: order_holds_until(ledger, keys, ranks))
+        if walked > 0:  # the units walked went in R5 order, the minute's (``VictimOrder.taken``)
+            self.order.taken(ledger)
         return taken
 
 

@@ -39,7 +39,7 @@ Contract: pure ordering, no ledger mutation. Three pieces, each meant to be exte
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -95,54 +95,13 @@ def lost_work(job: Job, gpus: int, now: float) -> float:
     return gpus * (now - since) if now > since else 0.0
 
 
-Line = tuple[float, float]  # a value now and how fast it grows with the time
+ORDER_STEP = 60.0  # seconds: R5's least-work-lost order weighs the work lost as of the start of the minute
 
 
-def swaps_at(first: Line, second: Line, now: float) -> float:
-    """When ``second``, behind ``first`` in an order by these lines (``first`` no greater now), may come
-    before it: when it is caught up with. ``now`` where that could be at once, ``inf`` where never."""
-    (v1, r1), (v2, r2) = first, second
-    if v1 < v2:
-        return now + (v2 - v1) / (r1 - r2) if r1 > r2 else math.inf
-    return now if v1 > v2 or r1 > r2 else math.inf
-
-
-def growing_lost(job: Job, gpus: int, now: float) -> Line | float:
-    """``lost_work`` of ``job`` as a line in time, or the time it starts growing where that is still ahead (a
-    checkpoint stamped after this clock: nothing lost until then)."""
-    since = work_since(job)
-    if since > now:
-        return since
-    return (gpus * (now - since), float(gpus))
-
-
-def _overtakes_at(ledger: Ledger, ahead: JobKey, behind: JobKey) -> float:
-    """When ``behind``, after ``ahead`` in R5 order at equal priority, may come before it as work is lost."""
-    now, held, jobs = ledger.now, ledger.held_gpus, ledger.jobs
-    a, b = growing_lost(jobs[ahead], held[ahead], now), growing_lost(jobs[behind], held[behind], now)
-    if isinstance(a, float) or isinstance(b, float):  # a checkpoint ahead of the clock
-        return min(t for t in (a, b) if isinstance(t, float))
-    return swaps_at(a, b, now)
-
-
-def overtaken_at(ledger: Ledger, first: JobKey, behind: Sequence[JobKey]) -> float:
-    """The first time a job of ``behind`` (after ``first`` in R5 order, of its priority) may come before it."""
-    return min((_overtakes_at(ledger, first, key) for key in behind), default=math.inf)
-
-
-def order_holds_until(ledger: Ledger, keys: Sequence[JobKey], ranks: Sequence[float]) -> float:
-    """The first time two neighbours of ``keys`` (units' jobs in R5 order: by priority and by ``ranks``, which
-    do not change with the time, then by work lost) may swap: the first change of an order of lines is a
-    swap of neighbours."""
-    jobs = ledger.jobs
-    return min(
-        (
-            _overtakes_at(ledger, keys[i], keys[i + 1])
-            for i in range(len(keys) - 1)
-            if jobs[keys[i]].priority == jobs[keys[i + 1]].priority and ranks[i] == ranks[i + 1]
-        ),
-        default=math.inf,
-    )
+def order_time(now: float) -> float:
+    """The time R5's least-work-lost order weighs each job's work lost at: the start of ``now``'s minute, so
+    that the order, and a plan that relied on it, holds for the rest of that minute (decision 73)."""
+    return math.floor(now / ORDER_STEP) * ORDER_STEP
 
 
 class VictimOrder:
@@ -156,15 +115,15 @@ class VictimOrder:
             if job.preemptible:
                 by_project.setdefault(job.project, []).append(job)
         # R5's least-work-lost tie-break: GPU-seconds each job would lose (0 for all when it is off)
-        now, held = ledger.now, ledger.held_gpus
+        at, held = order_time(ledger.now), ledger.held_gpus
         self.lost: dict[JobKey, float] = (
-            {j.key: lost_work(j, held[j.key], now) for jobs in by_project.values() for j in jobs}
+            {j.key: lost_work(j, held[j.key], at) for jobs in by_project.values() for j in jobs}
             if ledger.config.least_work_lost
             else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
         )
-        # the order changes as the time since each job's checkpoint grows (``overtaken_at``); ``unit_cost``
-        # ranks read the time itself
-        self.timed = ledger.config.least_work_lost
+        # the order, and ``unit_cost``'s ranks, change with the minute: a plan that took a unit by them holds
+        # until the next one (``taken``)
+        self.changes_at = at + ORDER_STEP if ledger.config.least_work_lost else math.inf
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
             tiers: list[list[JobKey]] = []
@@ -178,13 +137,10 @@ class VictimOrder:
         # R18 (decision 48): with resize costs, a tier's units go cheapest restart first (``unit_cost``)
         self.costs = ledger.resize_costs
 
-    def _won(self, ledger: Ledger, tier: list[JobKey], i: int) -> JobKey:
-        """The search took ``tier[i]``, the first of its kind there that the rules let go (which the order
-        does not decide): the plan holds until one behind it in the tier may come first (worked out only if
-        the plan is kept: ``Ledger.holds_later``)."""
-        if self.timed and i + 1 < len(tier):
-            ledger.holds_later(lambda: overtaken_at(ledger, tier[i], tier[i + 1 :]))
-        return tier[i]
+    def taken(self, ledger: Ledger) -> None:
+        """A search took a unit in this order (which the minute's work lost decides): the plan holds until the
+        next minute at most. A search that found nothing the rules let go did not depend on the order."""
+        ledger.holds_until = min(ledger.holds_until, self.changes_at)
 
     def next_unit(
         self,
@@ -205,19 +161,16 @@ class VictimOrder:
         ``largest``: skip jobs whose unit holds more GPUs than that (their whole job too, which holds more).
         """
         most = min(most, largest)
-        if (
-            self.timed and self.costs
-        ):  # R18: what taking a unit costs adds the work it loses to its resize cost
-            ledger.reads_time()
         for tier in self._tiers.get(project, ()):
             if self.costs:
                 unit = self._cheapest(
                     ledger, tier, eligible, fits=fits, most=most, within=within, largest=largest
                 )
                 if unit is not None:
+                    self.taken(ledger)
                     return unit
                 continue
-            for i, key in enumerate(tier):
+            for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 if len(act) <= job.min_replicas or key in ledger.started or not eligible(job):
                     continue
@@ -226,13 +179,14 @@ class VictimOrder:
                 else:
                     extra = _step_down(ledger, job, act, fits, within)
                 if extra is not None and extra.gpus <= largest:
-                    self._won(ledger, tier, i)
+                    self.taken(ledger)
                     return extra
-            for i, key in enumerate(tier):
+            for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 whole = act and key not in ledger.started and eligible(job)
                 if whole and _helps(ledger, act, fits, within) and _gpus(act) <= most:
-                    return Unit(self._won(ledger, tier, i), tuple(act), True)
+                    self.taken(ledger)
+                    return Unit(key, tuple(act), True)
         return None
 
     def _cheapest(

@@ -1,7 +1,7 @@
 """A settled cluster is not planned again every cycle: the engine's carry keeps the last plan while the
 snapshot is the very same objects and no time the plan compared with has come (a job's settle time, R7 and
-R18; a minimum runtime, R15; a victim a search took first overtaken in R5's least-work-lost order as the
-work each would lose grows), and plans again from that time on. A plan that decided something is not kept (what it
+R18; a minimum runtime, R15; the next minute, where a search took a victim in R5's least-work-lost order,
+which weighs the work lost as of the start of the minute), and plans again from that time on. A plan that decided something is not kept (what it
 decided changes the snapshot).
 
 The random version of these (plans at random later times, with and without the carry, must be equal) is in
@@ -10,7 +10,6 @@ test_core_properties.py's carry test.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from corebuild import Cluster, nodes
@@ -19,7 +18,7 @@ from scheduler.core import Action, Config, Job, Node, Replica, plan_cycle
 from scheduler.core.carry import Carry
 from scheduler.core.fairshare import fair_shares
 from scheduler.core.ledger import Ledger
-from scheduler.core.victims import order_holds_until, overtaken_at, swaps_at
+from scheduler.core.victims import VictimOrder
 
 
 def settling_job() -> Cluster:
@@ -109,18 +108,18 @@ def test_an_order_no_search_could_take_from_does_not_cut_how_long_a_plan_holds()
     assert [(d.action, d.job) for d in taken.decisions] == [(Action.EVICT, "small")]  # loses less by then
 
 
-def test_a_unit_taken_first_holds_until_one_behind_it_may_come_first() -> None:
+def test_the_least_work_lost_order_weighs_the_work_lost_as_of_the_start_of_the_minute() -> None:
+    """R5's order (decision 73): the work each job would lose as of the start of the minute, so a plan that
+    took a victim by it holds until the next minute; 2 x (120 - 90) = 60 against 1 x 120 all through 2:00."""
     c = two_borrowed_jobs()
-    ledger = Ledger(c.state, fair_shares(c.state, c.config), c.config, 100.0)
-    assert overtaken_at(ledger, ("a", "big"), [("a", "small")]) == 180.0  # 2 x (t - 90) = t
-    later = Ledger(c.state, fair_shares(c.state, c.config), c.config, 200.0)  # small ahead: 200 < 2 x 110
-    assert overtaken_at(later, ("a", "small"), [("a", "big")]) == math.inf  # big falls further behind
-    assert order_holds_until(ledger, [("a", "big"), ("a", "small")], [0.0, 0.0]) == 180.0
-    assert order_holds_until(ledger, [("a", "big"), ("a", "small")], [0.0, 1.0]) == math.inf  # extras first
-
-
-def test_swaps_at_is_when_the_one_ahead_is_caught_up_with() -> None:
-    assert swaps_at((20.0, 2.0), (100.0, 1.0), 100.0) == 180.0  # 20 + 2 x 80 = 100 + 80
-    assert swaps_at((20.0, 1.0), (100.0, 2.0), 100.0) == math.inf  # it falls further behind
-    assert swaps_at((5.0, 3.0), (5.0, 1.0), 0.0) == 0.0  # equal now, and the one ahead grows faster: at once
-    assert swaps_at((5.0, 1.0), (5.0, 1.0), 0.0) == math.inf  # the same line: never
+    for now in (120.0, 150.0, 179.9):
+        ledger = Ledger(c.state, fair_shares(c.state, c.config), c.config, now)
+        order = VictimOrder(ledger)
+        assert order.lost == {("a", "big"): 60.0, ("a", "small"): 120.0}
+        assert order.changes_at == 180.0
+        order.taken(ledger)
+        assert ledger.holds_until == 180.0
+    off = replace(c.config, least_work_lost=False)
+    ledger = Ledger(c.state, fair_shares(c.state, off), off, 150.0)
+    VictimOrder(ledger).taken(ledger)
+    assert ledger.holds_until == 600.0  # with the tie-break off the order never changes: until R15 ends
