@@ -140,7 +140,7 @@ class VictimOrder:
 
     def taken(self, ledger: Ledger) -> None:
         """A search took a unit in this order (which the minute's work lost decides): the plan holds until the
-        next minute at most. A search that found nothing the rules let go did not depend on the order."""
+        minute ends at most. A search that found nothing the rules let go did not depend on the order."""
         ledger.holds_until = min(ledger.holds_until, self.changes_at)
 
     def next_unit(

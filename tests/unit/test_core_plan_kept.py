@@ -1,8 +1,8 @@
 """A settled cluster is not planned again every cycle: the engine's carry keeps the last plan while the
 snapshot is the very same objects and no time the plan compared with has come (a job's settle time, R7 and
-R18; a minimum runtime, R15; the end of the minute, where a search took a victim in R5's least-work-lost order,
-which weighs the work lost as of then), and plans again from that time on. A plan that decided something is not kept (what it
-decided changes the snapshot).
+R18; a minimum runtime, R15; the end of the minute, where a search took a victim in R5's least-work-lost
+order, which weighs the work lost as of then), and plans again from that time on. A plan that decided
+something is not kept (what it decided changes the snapshot).
 
 The random version of these (plans at random later times, with and without the carry, must be equal) is in
 test_core_properties.py's carry test.
