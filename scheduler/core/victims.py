@@ -95,14 +95,14 @@ def lost_work(job: Job, gpus: int, now: float) -> float:
     return gpus * (now - since) if now > since else 0.0
 
 
-ORDER_STEP = 60.0  # seconds: R5's least-work-lost order weighs the work lost as of the end of the minute
+ORDER_STEP = 60.0  # seconds: R5's least-work-lost order weighs the work lost as of the start of the minute
 
 
 def order_time(now: float) -> float:
-    """The time R5's least-work-lost order weighs each job's work lost at: the end of ``now``'s minute (the
-    order the exact one has then), so that the order, and a plan that relied on it, holds for the rest of
+    """The time R5's least-work-lost order weighs each job's work lost at: the start of ``now``'s minute (the
+    order the exact one had then), so that the order, and a plan that relied on it, holds for the rest of
     that minute (decision 73)."""
-    return math.floor(now / ORDER_STEP) * ORDER_STEP + ORDER_STEP
+    return math.floor(now / ORDER_STEP) * ORDER_STEP
 
 
 class VictimOrder:
@@ -116,15 +116,17 @@ class VictimOrder:
             if job.preemptible:
                 by_project.setdefault(job.project, []).append(job)
         # R5's least-work-lost tie-break: GPU-seconds each job would lose (0 for all when it is off)
+        # each job's work lost as a line in time, at the start of the minute (below 0 for one resized or
+        # checkpointed since: the order of those lines then, with no ties at nothing lost)
         at, held = order_time(ledger.now), ledger.held_gpus
         self.lost: dict[JobKey, float] = (
-            {j.key: lost_work(j, held[j.key], at) for jobs in by_project.values() for j in jobs}
+            {j.key: held[j.key] * (at - work_since(j)) for jobs in by_project.values() for j in jobs}
             if ledger.config.least_work_lost
             else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
         )
         # the order, and ``unit_cost``'s ranks, change with the minute: a plan that took a unit by them holds
         # until the minute ends (``taken``)
-        self.changes_at = at if ledger.config.least_work_lost else math.inf
+        self.changes_at = at + ORDER_STEP if ledger.config.least_work_lost else math.inf
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
             tiers: list[list[JobKey]] = []
