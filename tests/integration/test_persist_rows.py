@@ -170,6 +170,7 @@ def script(run: Run) -> dict[str, list[tuple[Any, ...]]]:
         run.submit("b", f"b{i}", 1, 3)
     run.submit("a", "frac", 1, 1, gpus=1, fraction="1/2")
     run.submit("b", "frac", 1, 1, gpus=1, fraction="1/2")
+    run.submit("b", "rigid", 2, 2)  # can only be evicted
     run.cycle(2)
     run.finish("a", "a0")  # jobs end: their GPUs go to the waiting ones, or grow the running ones
     run.finish("b", "b1")
