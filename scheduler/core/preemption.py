@@ -275,11 +275,11 @@ class Reclaimer:
         """``spent``: where to add what taking each unit costs its job (``unit_cost``), if given."""
         ledger, claim = self.ledger, self.claim
         taken: list[Unit] = []
-        walked = 0
+        if units and ledger.avail.value[node] < target:  # it walks units in R5 order, the minute's
+            self.order.taken(ledger)
         for unit in units:
             if ledger.avail.value[node] >= target:
                 break
-            walked += 1
             # a whole job's unit is what is left of it after its extras here went (its master always is)
             still = {r.index for r in ledger.active[unit.key]}
             left = [r for r in unit.replicas if r.index in still]
@@ -293,8 +293,6 @@ class Reclaimer:
             why += minruntime.overridden(ledger.young, unit.key, claim.project)
             ledger.release(unit.key, left, why, Cause.RECLAIM, claim.key)
             taken.append(unit)
-        if walked > 0:  # the units walked went in R5 order, the minute's (``VictimOrder.taken``)
-            self.order.taken(ledger)
         return taken
 
 

@@ -1,6 +1,7 @@
 """Victim ordering: which running work may make room for a claim, and which candidate sets are tried first.
 
-Contract: pure ordering, no ledger mutation. Three pieces, each meant to be extended in one place:
+Contract: pure ordering, no ledger mutation (it only tells the ledger, through ``Ledger.before``, until
+when a plan that took a unit in its order holds). Three pieces, each meant to be extended in one place:
 
 - ``Unit`` is what one eviction step takes: one elastic extra (the highest-index worker above
   ``min_replicas``; with allowed sizes, the step down to the next allowed count, R16) or, once a job has
@@ -86,12 +87,8 @@ def work_since(job: Job) -> float:
 
 def lost_work(job: Job, gpus: int, now: float) -> float:
     """GPU-seconds of work ``job``, running on ``gpus`` GPUs, loses if it is stopped at ``now`` (evicted, or
-    shrunk: every resize restarts it from its checkpoint): ``gpus x (now - work_since(job))``, inlined (it
-    runs for every running job every cycle)."""
-    since = job.submitted_at if job.last_resized_at is None else job.last_resized_at
-    checkpoint = job.checkpointed_at
-    if checkpoint is not None and checkpoint > since:
-        since = checkpoint
+    shrunk: every resize restarts it from its checkpoint): ``gpus x (now - work_since(job))``."""
+    since = work_since(job)
     return gpus * (now - since) if now > since else 0.0
 
 
@@ -143,7 +140,7 @@ class VictimOrder:
     def taken(self, ledger: Ledger) -> None:
         """A search took a unit in this order (which the minute's work lost decides): the plan holds until the
         minute ends at most. A search that found nothing the rules let go did not depend on the order."""
-        ledger.holds_until = min(ledger.holds_until, self.changes_at)
+        ledger.before(self.changes_at)
 
     def next_unit(
         self,
