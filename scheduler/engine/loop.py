@@ -12,7 +12,7 @@ One cycle (``run_cycle``), each step its own transaction:
    (``scheduler.engine.nodes``);
 2. read the snapshot (a read of only what changed since the last cycle: the engine keeps it in memory,
    ``scheduler.store.live``, read whole on taking the lead and checked against a full read every
-   ``state_check_every`` seconds), ``plan_cycle`` (holding no lock), persist its decisions with their events, the
+   ``state_check_every`` seconds, timed apart as the phase ``state_check``), ``plan_cycle`` (holding no lock), persist its decisions with their events, the
    decided jobs' notes, the fair shares and the usage (one write transaction; none when it decided nothing).
    ``plan_cycle`` is given what the last cycles computed (``scheduler.core.carry``) and reuses it where its
    inputs did not change; every ``state_check_every`` seconds the plan is made again from scratch and
@@ -278,8 +278,9 @@ class Engine:
         phase = time.perf_counter()
         with self.db.read() as session:
             snapshot = read_snapshot(self.live, session)
-        self.metrics.phase_done("read", time.perf_counter() - phase)
-        self.metrics.state_read(self.live.checks - checks, self.live.drift - drift)
+        checked = self.live.check_seconds if self.live.checks > checks else None
+        self.metrics.phase_done("read", time.perf_counter() - phase - (checked or 0.0))
+        self.metrics.state_read(self.live.checks - checks, self.live.drift - drift, checked)
         state = snapshot.state
         now = self.clock()
         phase = time.perf_counter()

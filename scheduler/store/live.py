@@ -25,7 +25,10 @@ next cycle and the rows are read again then. Every ``check_every`` seconds (or, 
 after ``CHECK_SPACING`` times what the last one took, so checks take at most about 2 % of the loop: at 81,920
 GPUs a full read takes seconds) the read is followed, in the same database snapshot, by a full one: what differs (jobs, notes, projects, departments, nodes), leaving aside
 what changed meanwhile, is drift; it is logged and counted in ``drift`` (the engine's
-``tide_state_drift_total``), and the full read is kept. ``close()`` stops listening (a standby keeps
+``tide_state_drift_total``), and the full read is kept where it differs; where it equals what was kept, the
+kept objects stay (the core knows an unchanged snapshot by its objects, ``scheduler.core.carry``: a check that
+found nothing changed does not make the next cycle plan again). ``check_seconds`` is what the last check took
+(the engine times it apart from the read). ``close()`` stops listening (a standby keeps
 nothing); the next read reads everything.
 """
 
@@ -124,6 +127,7 @@ class LiveSnapshot:
         self._version: int | None = None
         self._checked_at = -math.inf
         self._check_took = 0.0  # seconds the last check took
+        self.check_seconds = 0.0  # what the last check took: its full read and the comparison
         self._jobs: dict[int, tuple[Job, Note]] = {}
         self._ids: dict[JobKey, int] = {}
         self._stored: dict[int, Note] = {}
@@ -277,44 +281,66 @@ class LiveSnapshot:
         return Snapshot(state, Notes(self._ids, self._stored))
 
     def _check(self, session: Session) -> None:
-        """Read everything in the same database snapshot; count and log what the kept one had different."""
+        """Read everything in the same database snapshot; count and log what the kept one had different.
+
+        Where the full read equals what was kept, the kept objects stay: the core knows an unchanged snapshot
+        by its objects (``scheduler.core.carry``), so a check that found nothing changed makes the next cycle
+        plan nothing again."""
+        if self._job_tuple is None:
+            self._job_tuple = tuple(job for job, _ in self._jobs.values())
         kept = (self._nodes, self._projects, self._departments, dict(self._jobs))
+        kept_tuple = self._job_tuple
         began = self.timer()
         self._full(session)
-        self._check_took = self.timer() - began
-        self._checked_at = self.clock()
         self.checks += 1
         late = self._gather()  # changes that ended meanwhile may differ without being drift
         with self._lock:
             self._pending.add(late)
-        if late.everything:
-            return
-        found = _differences(kept, (self._nodes, self._projects, self._departments, self._jobs), late)
-        self.last_drift = found
-        if found:
-            self.drift += len(found)
-            log.warning(
-                "the snapshot kept in memory differed from the database in %d place(s): %s",
-                len(found),
-                ", ".join(found[:10]),
-            )
+        if not late.everything:
+            found = self._reconcile(kept, kept_tuple, late)
+            self.last_drift = found
+            if found:
+                self.drift += len(found)
+                log.warning(
+                    "the snapshot kept in memory differed from the database in %d place(s): %s",
+                    len(found),
+                    ", ".join(found[:10]),
+                )
+        self.check_seconds = self._check_took = self.timer() - began
+        self._checked_at = self.clock()
+
+    def _reconcile(self, kept: Parts, kept_tuple: tuple[Job, ...], late: Changes) -> list[str]:
+        """Keep the kept objects where the full read equals them; what differs, leaving aside what changed
+        meanwhile (``late``), is drift: its places."""
+        found: list[str] = []
+        if self._nodes == kept[0]:
+            self._nodes = kept[0]
+        elif not late.nodes:
+            found.append("nodes")
+        if self._projects == kept[1]:
+            self._projects = kept[1]
+        elif not late.projects:
+            found.append("projects")
+        if self._departments == kept[2]:
+            self._departments = kept[2]
+        elif not late.projects:
+            found.append("departments")
+        jobs, before = self._jobs, kept[3]
+        differ = set(before.keys() - jobs.keys())
+        for job_id, entry in jobs.items():
+            was = before.get(job_id)
+            if was is not None and was == entry:
+                jobs[job_id] = was
+                self._stored[job_id] = was[1]
+            else:
+                differ.add(job_id)
+        if not differ and list(jobs) == list(before):
+            self._job_tuple = kept_tuple
+        found.extend(f"job {job_id}" for job_id in sorted(differ - late.jobs))
+        return found
 
 
 Parts = tuple[tuple[Node, ...], tuple[Project, ...], tuple[Department, ...], dict[int, tuple[Job, Note]]]
-
-
-def _differences(kept: Parts, full: Parts, late: Changes) -> list[str]:
-    found = []
-    if not late.nodes and kept[0] != full[0]:
-        found.append("nodes")
-    if not late.projects and kept[1] != full[1]:
-        found.append("projects")
-    if not late.projects and kept[2] != full[2]:
-        found.append("departments")
-    for job_id in sorted((kept[3].keys() | full[3].keys()) - late.jobs):
-        if kept[3].get(job_id) != full[3].get(job_id):
-            found.append(f"job {job_id}")
-    return found
 
 
 def read_snapshot(live: LiveSnapshot, session: Session) -> Snapshot:

@@ -24,6 +24,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from scheduler.core import Cause, Config, Node, Placement
+from scheduler.core.carry import Carry
 from scheduler.core.cycle import plan_cycle
 from scheduler.engine.loop import Engine, EngineSettings
 from scheduler.executors.fake import FakeExecutor
@@ -396,6 +397,59 @@ def test_this_process_s_writes_are_read_again_job_by_job(world: World) -> None:
     touch_job(world, "here", 0, "progress")
     world.agrees()
     assert world.watcher.full_reads == reads
+
+
+def test_a_check_that_finds_nothing_changed_hands_back_the_same_objects_and_the_plan_is_kept(
+    world: World,
+) -> None:
+    """The core knows an unchanged snapshot by its objects (``scheduler.core.carry``): a check whose full read
+    equals what was kept hands back those very objects, so the cycle after it plans nothing again."""
+    submit(world, "here", 0, low=1, high=2, gpus=1)
+    submit(world, "there", 1, low=1, high=1, gpus=2)
+    cycle(world)
+    with world.here.read() as session:
+        before = world.watcher.read(session).state
+    carry = Carry()
+    plan = plan_cycle(before, CORE, now=world.clock, carry=carry)
+    checks = world.watcher.checks
+    world.watcher.check_every = 0.0
+    with world.here.read() as session:
+        after = world.watcher.read(session).state
+    assert world.watcher.checks == checks + 1 and world.watcher.drift == 0
+    assert after.jobs is before.jobs and after.nodes is before.nodes and after.projects is before.projects
+    assert after.departments is before.departments
+    assert plan_cycle(after, CORE, now=world.clock, carry=carry) is plan and carry.plans_kept == 1
+
+
+@pytest.mark.postgres
+def test_a_check_replaces_only_the_job_changed_behind_its_back(pg_url: str) -> None:
+    """A job changed straight in PostgreSQL (no signal) is drift: the check replaces that job and keeps every
+    other object it found equal."""
+    db = Database(pg_url)
+    upgrade(db)
+    with db.write() as session:
+        session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
+    world = World(db, db, engine=None, watcher=LiveSnapshot(db, check_every=math.inf))  # type: ignore[arg-type]
+    live = world.watcher
+    try:
+        for _ in range(3):
+            submit(world, "here", 0, low=1, high=1, gpus=1)
+        with db.read() as session:
+            before = live.read(session).state
+        conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("UPDATE jobs SET priority = 5 WHERE name = 'j2'")
+        live.check_every = 0.0
+        with db.read() as session:
+            after = live.read(session).state
+        assert live.drift == 1 and len(live.last_drift) == 1 and live.last_drift[0].startswith("job ")
+        assert [job.name for job in after.jobs] == ["j1", "j2", "j3"]
+        assert after.jobs[1].priority == 5 and after.jobs[1] is not before.jobs[1]
+        assert after.jobs[0] is before.jobs[0] and after.jobs[2] is before.jobs[2]
+        assert after.projects is before.projects
+    finally:
+        live.detach()
+        db.dispose()
 
 
 @pytest.mark.postgres

@@ -83,6 +83,8 @@ def test_metrics_follow_the_seed_scenario(svc: RunningService) -> None:
     for phase in ("observe", "read", "plan", "persist", "forecast", "apply"):
         assert value(after, "tide_cycle_phase_seconds_count", phase=phase) >= cycles, phase
     assert value(after, "tide_state_checks_total") >= 1 and value(after, "tide_state_drift_total") == 0
+    checks = value(after, "tide_state_checks_total")
+    assert value(after, "tide_cycle_phase_seconds_count", phase="state_check") == checks  # timed apart
     submits = {"route": "/api/v1/projects/{project}/jobs", "method": "POST", "status": "201"}
     assert value(after, "tide_http_request_duration_seconds_count", **submits) == 3
     assert value(after, "tide_executor_errors_total", operation="start") == 0
