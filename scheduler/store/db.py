@@ -9,8 +9,8 @@ on PostgreSQL). ``insert()`` is a write transaction that only adds rows: on Post
 the writers' lock (a submit never queues behind a scheduling cycle's write), so it must never update or delete
 a row; what it could race (the same name inserted twice, a row it references deleted) is refused by the
 database's constraints as an ``IntegrityError``, and the caller retries under the lock. On SQLite it is
-``write()``. PostgreSQL connections are checked before use (``pool_pre_ping``:
-one broken by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
+``write()``. PostgreSQL connections idle ``PING_AFTER_IDLE_S`` or longer are checked before use (one broken
+by a database restart is replaced) and give up connecting after ``CONNECT_TIMEOUT_S``.
 ``autocommit()`` (PostgreSQL) is a connection whose statements commit one by one, for a write
 that is one statement and signals its own changes (a submit's insert: ``scheduler.store.submit``).
 ``sqlite_url(data_dir)`` names the default database. ``WriteWatch(session)`` tells whether a session wrote.
@@ -24,6 +24,7 @@ process or ``Database`` committed a write to the file.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from uuid import uuid4
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 from scheduler.store.changes import CHANNEL, Changes, Tracker, track_sessions, watch_statements
@@ -43,6 +45,9 @@ CONNECT_TIMEOUT_S = 5
 # PostgreSQL connections a Database opens at most (its pool). ``tide serve`` runs two processes, each with a
 # Database, so a pod opens at most twice this: 2 pods, 40, inside PostgreSQL's default max_connections (100).
 POOL_CONNECTIONS = 10
+# A pooled PostgreSQL connection idle this long is checked (a round trip) before it is used again; one used
+# more recently is not: under load every request would otherwise pay a round trip for the check.
+PING_AFTER_IDLE_S = 1.0
 # Writers are serialised on PostgreSQL as SQLite does it, so a cycle never races an API write.
 WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('tide-write:' || current_schema()))"
 
@@ -105,6 +110,32 @@ def _sqlite_engine(url: URL, *, immediate: bool) -> Engine:
     return engine
 
 
+def _ping_when_idle(engine: Engine) -> None:
+    """Check a pooled connection before use when it sat idle ``PING_AFTER_IDLE_S`` or longer (SQLAlchemy's
+    ``pool_pre_ping`` checks every time): one a database restart broke is replaced, not used. A restart
+    takes longer than that, so a connection used since is one the restart did not break; a use that fails
+    anyway is a disconnect, and SQLAlchemy replaces the pool's connections."""
+
+    @event.listens_for(engine, "connect")
+    def _connected(dbapi_connection: Any, record: Any) -> None:
+        record.info["tide_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _returned(dbapi_connection: Any, record: Any) -> None:
+        record.info["tide_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _taken(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if time.monotonic() - record.info.get("tide_idle_since", -math.inf) < PING_AFTER_IDLE_S:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            raise DisconnectionError(f"the pooled connection is broken: {error}") from error
+        if not alive:
+            raise DisconnectionError("the pooled connection is broken")
+
+
 class Database:
     """A database reached by URL; cheap to keep, ``dispose()`` closes its pools."""
 
@@ -116,9 +147,8 @@ class Database:
         else:
             # a database that cannot be reached fails a connection within seconds (then 503), never hangs
             timeout = {} if "connect_timeout" in self.url.query else {"connect_timeout": CONNECT_TIMEOUT_S}
-            self.engine = create_engine(
-                self.url, pool_pre_ping=True, pool_size=pool, max_overflow=0, connect_args=timeout
-            )
+            self.engine = create_engine(self.url, pool_size=pool, max_overflow=0, connect_args=timeout)
+            _ping_when_idle(self.engine)
             self.write_engine = self.engine
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         watch_statements(self.write_engine)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import OperationalError
 
 from scheduler.core import ClusterState, Job, Node, Project, Replica
+from scheduler.store import db as db_module
 from scheduler.store.db import Database
 from scheduler.store.mapper import load_state
 from scheduler.store.migrate import SchemaTooNewError, current_revision, head_revision, upgrade
@@ -164,3 +167,36 @@ def test_the_mapper_builds_the_snapshot_the_core_reads(db: Database) -> None:
             ),
         ),
     )
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_broken_while_idle_is_replaced_and_one_just_used_is_not_checked(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pooled PostgreSQL connection idle for a while is checked before use, so one a database restart broke
+    (here: its backend terminated) is replaced and the request succeeds. One used less than
+    ``PING_AFTER_IDLE_S`` ago is not checked (under load every request would pay a round trip): a use that
+    finds it broken fails once, as a write during an outage does (503), and the pool is renewed."""
+    db = Database(pg_url, pool=1)
+    backend = "SELECT pg_backend_pid()"
+
+    def terminate(pid: int) -> None:
+        with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as c:
+            c.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    try:
+        with db.read() as session:
+            first = session.scalar(text(backend))
+        terminate(first)
+        monkeypatch.setattr(db_module, "PING_AFTER_IDLE_S", 0.0)  # idle long enough: checked
+        with db.read() as session:
+            second = session.scalar(text(backend))
+        assert second != first
+        terminate(second)
+        monkeypatch.setattr(db_module, "PING_AFTER_IDLE_S", 3600.0)  # just used: not checked
+        with pytest.raises(OperationalError), db.read() as session:
+            session.scalar(text(backend))
+        with db.read() as session:
+            assert session.scalar(text(backend)) not in (first, second)
+    finally:
+        db.dispose()
