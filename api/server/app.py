@@ -89,6 +89,7 @@ def build_services(
     metrics.watch_state(db, engine)
     version.cycles = lambda: engine.changes
     version.placements = lambda: engine.placements
+    version.node_rows_of = lambda: engine.node_rows
     services = Services(
         settings=settings,
         db=db,

@@ -7,6 +7,7 @@ each one that wrote something, and when it becomes leader; from the engine proce
 ``api.server.engine.link``). ``StateVersion.nodes`` counts fewer: the changes that may alter what nodes
 show, every API write but a submit or a checkpoint report (``WriteCounter.NODELESS``) and the engine's
 writes of nodes, jobs and replicas (``Engine.placements``: not its notes, fair shares, usage);
+``StateVersion.node_rows`` fewer still: those API writes and the engine's writes of nodes (``Engine.node_rows``);
 ``StateVersion.rows`` all but those API writes. ``ViewCache.get(key, build)`` returns the bytes and ETag of a read: from
 memory when they were built at the current version (``version=``: of that count, ``current`` unless told)
 less than its age limit ago, else from ``build`` (run in a worker thread; ``get_async`` awaits one, a view made
@@ -54,6 +55,8 @@ class StateVersion:
         self.cycles = cycles  # the engine's change count, once the service runs
         # the engine's count of its writes that may change what nodes show (None: every change counts)
         self.placements: Callable[[], int] | None = None
+        # the engine's count of its writes that may change the nodes themselves (None: as ``placements``)
+        self.node_rows_of: Callable[[], int] | None = None
         self.writes = 0
         self.node_writes = 0  # the API writes that may change what a node shows (not a submit)
 
@@ -70,6 +73,12 @@ class StateVersion:
         cannot touch them (``WriteCounter.NODELESS``: a submit only adds a pending job), and the engine's
         writes of nodes, jobs and replicas (``Engine.placements``: not its notes, fair shares, usage)."""
         return self.node_writes + (self.placements or self.cycles)()
+
+    def node_rows(self) -> int:
+        """A version of the nodes themselves (their sizes, whether they are schedulable), not of who holds
+        their GPUs: the API writes but submits, and the engine's writes of nodes (``Engine.node_rows``); it
+        moves whenever a node's row may have, and less often than ``nodes``."""
+        return self.node_writes + (self.node_rows_of or self.placements or self.cycles)()
 
     def rows(self) -> int:
         """A version of everything but the jobs a submit adds (and a checkpoint report's time): of the

@@ -160,6 +160,7 @@ class Engine:
             0  # bumped after each write that changed something: caches key on it (api.server.cache)
         )
         self.placements = 0  # bumped after each write that may have changed what nodes show (``_write``)
+        self.node_rows = 0  # bumped after each write that may have changed the nodes themselves (``_write``)
         self.last_cycle_at: float | None = None
         self.leading_since: float | None = None  # when it last took the lead (None: it does not hold it)
         self.last_cycle_seconds: float | None = None
@@ -228,6 +229,7 @@ class Engine:
         self.role = "leader"
         self.changes += 1  # /cluster shows who leads
         self.placements += 1
+        self.node_rows += 1
 
     def _sync_nodes(self) -> None:
         """Record the executor's nodes when they changed (Kubernetes nodes come, go, cordon, taint)."""
@@ -239,9 +241,10 @@ class Engine:
 
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        """A write transaction; ``changes`` moves once it ended, if it wrote anything, and ``placements`` if
+        """A write transaction; ``changes`` moves once it ended, if it wrote anything, ``placements`` if
         what it wrote may change what a node shows: a node, a job or a replica (``scheduler.store.changes``:
-        jobs' notes, projects' fair shares and usage, forecasts and a replica seen running leave it).
+        jobs' notes, projects' fair shares and usage, forecasts and a replica seen running leave it), and
+        ``node_rows`` if it may have written a node (its size, whether it is schedulable).
 
         A view read before the bump is stale after it, whether it saw the commit or not; one read after it
         sees the commit. A cycle that changed nothing (the steady state) leaves readers' caches valid.
@@ -256,6 +259,8 @@ class Engine:
         finally:
             if changed is None or changed.nodes or changed.everything or changed.jobs:
                 self.placements += 1  # who holds which GPU may have changed (not only notes, shares, usage)
+            if changed is None or changed.nodes or changed.everything:
+                self.node_rows += 1
             if watch is None or watch.wrote:
                 self.changes += 1
                 self.on_change()

@@ -477,7 +477,7 @@ def test_placements_move_only_with_what_nodes_show(tmp_path: Path, db_url: str) 
         harness.submit("a", "fill", 4, 4)
         harness.cycle(4)
         assert len(harness.live("fill")) == 4
-        placed = harness.engine.placements
+        placed, node_rows = harness.engine.placements, harness.engine.node_rows
         harness.submit("a", "waiter", 1, 1)  # no room: the cycle writes its note, places nothing
         harness.cycle()
         assert harness.job("a", "waiter").pending_reason
@@ -488,6 +488,7 @@ def test_placements_move_only_with_what_nodes_show(tmp_path: Path, db_url: str) 
             lifecycle.cancel_job(session, job, now=harness.clock, reason="test")
         harness.cycle(3)
         assert harness.engine.placements > placed
+        assert harness.engine.node_rows == node_rows  # replicas moved, no node changed
         assert len(harness.live("waiter")) == 1
     finally:
         harness.engine.close()

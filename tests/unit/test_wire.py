@@ -72,3 +72,21 @@ def test_the_link_moves_placements_only_when_the_engine_did() -> None:
     assert (link.changes, link.placements) == (changes + 2, placements + 1)
     link._update(status(3, 2))  # the same status again
     assert (link.changes, link.placements) == (changes + 2, placements + 1)
+
+
+def test_the_link_moves_node_rows_only_when_the_engine_wrote_nodes() -> None:
+    """The engine's ``node_rows`` (what a submit's fit warning keys its cached node sizes on) moves apart
+    from ``placements``: a cycle that placed replicas moves the one, a node synced both."""
+    link = EngineLink(Settings())
+
+    def status(placements: int, node_rows: int) -> Status:
+        return Status(
+            "leader", 1, 1, None, None, None, ready=False, placements=placements, node_rows=node_rows
+        )
+
+    link._update(status(1, 1))
+    placements, node_rows = link.placements, link.node_rows
+    link._update(status(2, 1))  # replicas placed
+    assert (link.placements, link.node_rows) == (placements + 1, node_rows)
+    link._update(status(3, 2))  # a node synced
+    assert (link.placements, link.node_rows) == (placements + 2, node_rows + 1)

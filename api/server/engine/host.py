@@ -50,6 +50,7 @@ def status_of(engine: Engine, *, ready: bool) -> Status:
         cycles=engine.cycles,
         changes=engine.changes,
         placements=engine.placements,
+        node_rows=engine.node_rows,
         last_cycle_at=engine.last_cycle_at,
         last_cycle_seconds=engine.last_cycle_seconds,
         last_error=engine.last_error,

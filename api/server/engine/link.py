@@ -2,7 +2,7 @@
 
 Contract: ``EngineLink(settings)`` is what routes see as the engine (``EngineHandle``) when the
 engine runs in a process of its own (``Settings.engine_process``, as ``tide serve`` sets it): ``role``,
-``is_leader``, ``cycles``, ``last_cycle_at``, ``leading_since``, ``last_error``, ``changes`` and ``placements`` are the engine's as of its last
+``is_leader``, ``cycles``, ``last_cycle_at``, ``leading_since``, ``last_error``, ``changes``, ``placements`` and ``node_rows`` are the engine's as of its last
 ``status`` message (``api.server.engine.wire``); ``trigger()`` sends a wake (a burst of them costs one cycle: the engine
 runs one cycle after its current one, however many wakes came meanwhile); ``read_log`` and
 ``metrics_text`` ask the engine process and wait for its answer (``EngineUnavailable`` when it does not
@@ -13,8 +13,8 @@ it is logged, shown in ``last_error`` and the process started again after ``REST
 exits cleanly was stopped (SIGTERM) and is not started again (``role`` is ``stopped``), with a warning
 unless this service stops too within ``STOP_NOTICE_S`` (a SIGTERM to the whole process group, as systemd
 sends it, stops both: a normal stop, which logs no warning and no traceback). ``stop()`` asks it
-to stop after its current cycle, waits ``timeout`` seconds for it to exit, then kills it. ``changes`` and
-``placements`` only grow (across restarts of the engine process): the view cache keys on it (``api.server.cache``).
+to stop after its current cycle, waits ``timeout`` seconds for it to exit, then kills it. ``changes``,
+``placements`` and ``node_rows`` only grow (across restarts of the engine process): the view cache keys on it (``api.server.cache``).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class EngineHandle(Protocol):
     cycles: int
     changes: int
     placements: int
+    node_rows: int
     last_cycle_at: float | None
     leading_since: float | None
     last_error: str | None
@@ -76,12 +77,14 @@ class EngineLink:
         self.cycles = 0
         self.changes = 0
         self.placements = 0  # as ``changes``: moves when the engine's moved (what nodes show)
+        self.node_rows = 0  # as ``changes``: moves when the engine's moved (the nodes themselves)
         self.last_cycle_at: float | None = None
         self.leading_since: float | None = None
         self.last_cycle_seconds: float | None = None
         self.last_error: str | None = None
         self._seen_changes: int | None = None
         self._seen_placements: int | None = None
+        self._seen_node_rows: int | None = None
         self._send: Sender | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._calls: dict[int, Future[Any]] = {}
@@ -158,6 +161,9 @@ class EngineLink:
         self.leading_since = status.leading_since
         self.last_cycle_seconds = status.last_cycle_seconds
         self.last_error = status.last_error
+        if status.node_rows != self._seen_node_rows:
+            self._seen_node_rows = status.node_rows
+            self.node_rows += 1  # before ``placements``: what nodes show is stale once a node is
         if status.placements != self._seen_placements:
             self._seen_placements = status.placements
             self.placements += 1  # before ``changes``: a view of nodes is stale once the whole is

@@ -74,6 +74,7 @@ class Status:
     ready: bool
     leading_since: float | None = None
     placements: int = 0  # ``Engine.placements``
+    node_rows: int = 0  # ``Engine.node_rows``
 
 
 Message = Start | Wake | Stop | Call | Reply | Status

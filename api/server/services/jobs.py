@@ -71,11 +71,12 @@ def _node_sizes(db: Database, session: Session | None) -> list[tuple[int, int]]:
 def _fit_warning(svc: Services, session: Session | None, body: schemas.JobCreate) -> str | None:
     """Why the job does not fit today's cluster, if it does not: it is accepted all the same (nodes come and
     go: autoscalers, repairs, a cordoned node back) and waits, taking GPUs from nobody, with this reason."""
-    # nodes by size, not one row each, and read once per change of what nodes show, not once per submit:
-    # at 10,240 nodes the count takes 2 ms of the database, a core's worth at 500 submits a second
+    # nodes by size, not one row each, and read once per change of the nodes (not of who holds their GPUs,
+    # which moves every cycle while submits come), not once per submit: at 10,240 nodes the count takes 2 ms
+    # of the database, a core's worth at 500 submits a second
     views = svc.views
     sizes = views.value(
-        "submit:node-sizes", lambda: _node_sizes(svc.db, session), version=views.version.nodes
+        "submit:node-sizes", lambda: _node_sizes(svc.db, session), version=views.version.node_rows
     )
     if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
