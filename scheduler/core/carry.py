@@ -24,8 +24,8 @@ object for each job that did not change. Kept:
 - the last plan itself (``kept_plan``), by the snapshot's tuples, the config and whether notes were asked
   for, while the time lies before the one until which the ledger said it holds (``Ledger.holds_until``): the
   earliest time at which a comparison with the clock the plan made would come out otherwise (a settle time,
-  R7 and R18; a minimum runtime, R15; the next minute, where a search took a victim in R5's least-work-lost
-  order, which weighs the work lost as of the start of the minute: ``VictimOrder.taken``). A settled cluster
+  R7 and R18; a minimum runtime, R15; the next ten seconds, where a search took a victim in R5's
+  least-work-lost order, which weighs the work lost as of their start: ``VictimOrder.taken``). A settled cluster
   is then not planned again until something changes or such a time comes. A plan that decided something is
   not kept (what it decided changes the snapshot).
 

@@ -275,7 +275,7 @@ class Reclaimer:
         """``spent``: where to add what taking each unit costs its job (``unit_cost``), if given."""
         ledger, claim = self.ledger, self.claim
         taken: list[Unit] = []
-        if units and ledger.avail.value[node] < target:  # it walks units in R5 order, the minute's
+        if units and ledger.avail.value[node] < target:  # it walks units in R5 order, the step's
             self.order.taken(ledger)
         for unit in units:
             if ledger.avail.value[node] >= target:

@@ -92,13 +92,14 @@ def lost_work(job: Job, gpus: int, now: float) -> float:
     return gpus * (now - since) if now > since else 0.0
 
 
-ORDER_STEP = 60.0  # seconds: R5's least-work-lost order weighs the work lost as of the start of the minute
+ORDER_STEP = 10.0  # seconds: R5's least-work-lost order weighs the work lost as of the start of each ten seconds
 
 
 def order_time(now: float) -> float:
-    """The time R5's least-work-lost order weighs each job's work lost at: the start of ``now``'s minute (the
+    """The time R5's least-work-lost order weighs each job's work lost at: the last multiple of ``ORDER_STEP``
+    (ten seconds) at or before ``now`` (the
     order the exact one had then), so that the order, and a plan that relied on it, holds for the rest of
-    that minute (decision 73)."""
+    that step (decision 73)."""
     return math.floor(now / ORDER_STEP) * ORDER_STEP
 
 
@@ -113,7 +114,7 @@ class VictimOrder:
             if job.preemptible:
                 by_project.setdefault(job.project, []).append(job)
         # R5's least-work-lost tie-break: GPU-seconds each job would lose (0 for all when it is off)
-        # each job's work lost as a line in time, at the start of the minute (below 0 for one resized or
+        # each job's work lost as a line in time, at the start of the step (below 0 for one resized or
         # checkpointed since: the order of those lines then, with no ties at nothing lost)
         at, held = order_time(ledger.now), ledger.held_gpus
         self.lost: dict[JobKey, float] = (
@@ -121,8 +122,8 @@ class VictimOrder:
             if ledger.config.least_work_lost
             else {j.key: 0.0 for jobs in by_project.values() for j in jobs}
         )
-        # the order, and ``unit_cost``'s ranks, change with the minute: a plan that took a unit by them holds
-        # until the minute ends (``taken``)
+        # the order, and ``unit_cost``'s ranks, change with the step: a plan that took a unit by them holds
+        # until the step ends (``taken``)
         self.changes_at = at + ORDER_STEP if ledger.config.least_work_lost else math.inf
         self._tiers: dict[str, list[list[JobKey]]] = {}
         for project, jobs in by_project.items():
@@ -138,8 +139,8 @@ class VictimOrder:
         self.costs = ledger.resize_costs
 
     def taken(self, ledger: Ledger) -> None:
-        """A search took a unit in this order (which the minute's work lost decides): the plan holds until the
-        minute ends at most. A search that found nothing the rules let go did not depend on the order."""
+        """A search took a unit in this order (which the step's work lost decides): the plan holds until the
+        step ends at most. A search that found nothing the rules let go did not depend on the order."""
         ledger.before(self.changes_at)
 
     def next_unit(

@@ -136,7 +136,7 @@ class EngineMetrics:
         self.plans_kept = Counter(
             "tide_plans_kept",
             "Cycles that carried out the last plan again without planning: the snapshot had not changed and no "
-            "time the plan was compared with (a settle time, a minimum runtime, the end of the minute whose "
+            "time the plan was compared with (a settle time, a minimum runtime, the end of the ten seconds whose "
             "least-work-lost order a reclaim took a victim by) had come.",
             registry=self.registry,
         )

@@ -1,7 +1,7 @@
 """A settled cluster is not planned again every cycle: the engine's carry keeps the last plan while the
 snapshot is the very same objects and no time the plan compared with has come (a job's settle time, R7 and
-R18; a minimum runtime, R15; the end of the minute, where a search took a victim in R5's least-work-lost
-order, which weighs the work lost as of its start), and plans again from that time on. A plan that decided
+R18; a minimum runtime, R15; the end of the ten seconds, where a search took a victim in R5's
+least-work-lost order, which weighs the work lost as of their start), and plans again from that time on. A plan that decided
 something is not kept (what it decided changes the snapshot).
 
 The random version of these (plans at random later times, with and without the carry, must be equal) is in
@@ -108,18 +108,18 @@ def test_an_order_no_search_could_take_from_does_not_cut_how_long_a_plan_holds()
     assert [(d.action, d.job) for d in taken.decisions] == [(Action.EVICT, "small")]  # loses less by then
 
 
-def test_the_least_work_lost_order_weighs_the_work_lost_as_of_the_start_of_the_minute() -> None:
-    """R5's order (decision 73): the work each job would lose, as a line in time, at the start of the minute,
-    so a plan that took a victim by it holds until the minute ends: 2 x (60 - 90) = -60 against 1 x 60 all
-    through 1:00 (big checkpointed at 1:30: the order of the two lines then)."""
+def test_the_least_work_lost_order_weighs_the_work_lost_as_of_the_start_of_the_ten_seconds() -> None:
+    """R5's order (decision 73): the work each job would lose, as a line in time, at the start of the ten
+    seconds, so a plan that took a victim by it holds until they end: 2 x (60 - 90) = -60 against 1 x 60 all
+    through 1:00-1:10 (big checkpointed at 1:30: the order of the two lines then)."""
     c = two_borrowed_jobs()
-    for now in (60.0, 95.0, 119.9):
+    for now in (60.0, 65.0, 69.9):
         ledger = Ledger(c.state, fair_shares(c.state, c.config), c.config, now)
         order = VictimOrder(ledger)
         assert order.lost == {("a", "big"): -60.0, ("a", "small"): 60.0}
-        assert order.changes_at == 120.0
+        assert order.changes_at == 70.0
         order.taken(ledger)
-        assert ledger.holds_until == 120.0
+        assert ledger.holds_until == 70.0
     off = replace(c.config, least_work_lost=False)
     ledger = Ledger(c.state, fair_shares(c.state, off), off, 95.0)
     VictimOrder(ledger).taken(ledger)
