@@ -92,7 +92,7 @@ def lost_work(job: Job, gpus: int, now: float) -> float:
     return gpus * (now - since) if now > since else 0.0
 
 
-ORDER_STEP = 10.0  # seconds: R5's least-work-lost order weighs the work lost as of the start of each ten seconds
+ORDER_STEP = 10.0  # seconds: R5's least-work-lost order weighs the work lost as of the start of each step
 
 
 def order_time(now: float) -> float:
