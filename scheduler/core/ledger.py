@@ -238,8 +238,9 @@ class Ledger:
 
     def before(self, t: float) -> bool:
         """Whether the cycle's time is before ``t``: every comparison with the clock that can change the plan
-        goes through here (or ``VictimOrder.taken``), so the plan holds until the earliest such ``t`` ahead
-        (``holds_until``; the carry keeps the plan for an unchanged snapshot until then)."""
+        goes through here (``VictimOrder.taken`` too, for its order's step), so the plan holds until the
+        earliest such ``t`` ahead (``holds_until``; the carry keeps the plan for an unchanged snapshot until
+        then)."""
         if self.now < t:
             self.holds_until = min(self.holds_until, t)
             return True
@@ -304,10 +305,9 @@ class Ledger:
         taken = {r.index for r in self.active[job.key]} | {p.index for p in self.started.get(job.key, [])}
         out: list[Placement] = []
         next_index = 0
-        home = self.home(job)
-        domain = (
-            self.domains.target(job, index, count, home, starts=not reserve) if self.domains.members else None
-        )
+        domain = None
+        if self.domains.members:
+            domain = self.domains.target(job, index, count, self.home(job), starts=not reserve)
         for _ in range(count):
             # R17: inside the chosen domain first; a preferred job spills over (a required one fits: slots_for)
             node = self.domains.best_fit(domain, index, g) if domain is not None else None

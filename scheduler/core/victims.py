@@ -97,9 +97,8 @@ ORDER_STEP = 10.0  # seconds: R5's least-work-lost order weighs the work lost as
 
 def order_time(now: float) -> float:
     """The time R5's least-work-lost order weighs each job's work lost at: the last multiple of ``ORDER_STEP``
-    (ten seconds) at or before ``now`` (the
-    order the exact one had then), so that the order, and a plan that relied on it, holds for the rest of
-    that step (decision 73)."""
+    (ten seconds) at or before ``now`` (the order the exact one had then), so that the order, and a plan that
+    relied on it, holds for the rest of that step (decision 73)."""
     return math.floor(now / ORDER_STEP) * ORDER_STEP
 
 
@@ -160,15 +159,32 @@ class VictimOrder:
         claimant whose replicas need that much). ``most``: skip whole jobs holding more GPUs than that.
         ``within``: with ``fits``, count only nodes of that R17 domain (a claimant that must fit in it).
         ``largest``: skip jobs whose unit holds more GPUs than that (their whole job too, which holds more).
+        A unit returned is taken by the order (``taken``).
         """
-        most = min(most, largest)
+        unit = self._next_unit(
+            ledger, project, eligible, fits=fits, most=min(most, largest), within=within, largest=largest
+        )
+        if unit is not None:
+            self.taken(ledger)
+        return unit
+
+    def _next_unit(
+        self,
+        ledger: Ledger,
+        project: str,
+        eligible: Callable[[Job], bool],
+        *,
+        fits: int,
+        most: int,
+        within: str | None,
+        largest: int,
+    ) -> Unit | None:
         for tier in self._tiers.get(project, ()):
             if self.costs:
                 unit = self._cheapest(
                     ledger, tier, eligible, fits=fits, most=most, within=within, largest=largest
                 )
                 if unit is not None:
-                    self.taken(ledger)
                     return unit
                 continue
             for key in tier:
@@ -180,13 +196,11 @@ class VictimOrder:
                 else:
                     extra = _step_down(ledger, job, act, fits, within)
                 if extra is not None and extra.gpus <= largest:
-                    self.taken(ledger)
                     return extra
             for key in tier:
                 job, act = ledger.jobs[key], ledger.active[key]
                 whole = act and key not in ledger.started and eligible(job)
                 if whole and _helps(ledger, act, fits, within) and _gpus(act) <= most:
-                    self.taken(ledger)
                     return Unit(key, tuple(act), True)
         return None
 

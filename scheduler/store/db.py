@@ -116,13 +116,11 @@ def _ping_when_idle(engine: Engine) -> None:
     takes longer than that, so a connection used since is one the restart did not break; a use that fails
     anyway is a disconnect, and SQLAlchemy replaces the pool's connections."""
 
-    @event.listens_for(engine, "connect")
-    def _connected(dbapi_connection: Any, record: Any) -> None:
+    def _idle_from_now(dbapi_connection: Any, record: Any) -> None:  # made, or given back to the pool
         record.info["tide_idle_since"] = time.monotonic()
 
-    @event.listens_for(engine, "checkin")
-    def _returned(dbapi_connection: Any, record: Any) -> None:
-        record.info["tide_idle_since"] = time.monotonic()
+    event.listen(engine, "connect", _idle_from_now)
+    event.listen(engine, "checkin", _idle_from_now)
 
     @event.listens_for(engine, "checkout")
     def _taken(dbapi_connection: Any, record: Any, proxy: Any) -> None:

@@ -126,7 +126,6 @@ class LiveSnapshot:
         self._listener: _Listener | None = None
         self._version: int | None = None
         self._checked_at = -math.inf
-        self._check_took = 0.0  # seconds the last check took
         self.check_seconds = 0.0  # what the last check took: its full read and the comparison
         self._jobs: dict[int, tuple[Job, Note]] = {}
         self._ids: dict[JobKey, int] = {}
@@ -219,7 +218,7 @@ class LiveSnapshot:
         spacing = (
             self.check_every
             if self.check_every <= 0
-            else max(self.check_every, CHECK_SPACING * self._check_took)
+            else max(self.check_every, CHECK_SPACING * self.check_seconds)
         )
         return self.clock() - self._checked_at >= spacing
 
@@ -272,11 +271,15 @@ class LiveSnapshot:
             self._jobs = dict(sorted(jobs.items()))
         self._job_tuple = None
 
-    def snapshot(self) -> Snapshot:
+    def _jobs_now(self) -> tuple[Job, ...]:
+        """The kept jobs as the snapshot's tuple (made again only after the jobs changed)."""
         if self._job_tuple is None:
             self._job_tuple = tuple(job for job, _ in self._jobs.values())
+        return self._job_tuple
+
+    def snapshot(self) -> Snapshot:
         state = ClusterState(
-            nodes=self._nodes, projects=self._projects, jobs=self._job_tuple, departments=self._departments
+            nodes=self._nodes, projects=self._projects, jobs=self._jobs_now(), departments=self._departments
         )
         return Snapshot(state, Notes(self._ids, self._stored))
 
@@ -286,10 +289,8 @@ class LiveSnapshot:
         Where the full read equals what was kept, the kept objects stay: the core knows an unchanged snapshot
         by its objects (``scheduler.core.carry``), so a check that found nothing changed makes the next cycle
         plan nothing again."""
-        if self._job_tuple is None:
-            self._job_tuple = tuple(job for job, _ in self._jobs.values())
         kept = (self._nodes, self._projects, self._departments, dict(self._jobs))
-        kept_tuple = self._job_tuple
+        kept_tuple = self._jobs_now()
         began = self.timer()
         self._full(session)
         self.checks += 1
@@ -306,7 +307,7 @@ class LiveSnapshot:
                     len(found),
                     ", ".join(found[:10]),
                 )
-        self.check_seconds = self._check_took = self.timer() - began
+        self.check_seconds = self.timer() - began
         self._checked_at = self.clock()
 
     def _reconcile(self, kept: Parts, kept_tuple: tuple[Job, ...], late: Changes) -> list[str]:
