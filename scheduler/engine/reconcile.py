@@ -59,7 +59,7 @@ from scheduler.executors.base import (
 from scheduler.executors.kube import podtemplate
 from scheduler.statuses import ACTIVE, JobStatus, ReplicaDesired, ReplicaStatus
 from scheduler.store import lifecycle
-from scheduler.store.models import JobRow, ReplicaRow
+from scheduler.store.models import JobRow, ProjectRow, ReplicaRow
 from scheduler.store.queries import LIVE, held_gpu_ids, node_sizes, shared_gpu_devices
 
 log = logging.getLogger(__name__)
@@ -278,7 +278,9 @@ def launch_waiting(
         .join(ReplicaRow.job)
         .where(ReplicaRow.desired == ReplicaDesired.RUN, ReplicaRow.pid.is_(None), JobRow.status.in_(ACTIVE))
         .options(
-            selectinload(ReplicaRow.job).selectinload(JobRow.project),
+            # its project's department too: each launch reads its pod defaults, and a lazy load of one
+            # wrote the launches before it one statement each (the session flushes before a lazy load)
+            selectinload(ReplicaRow.job).selectinload(JobRow.project).selectinload(ProjectRow.department),
             # each launch reads its job's replicas (the master's address): loaded here, not one query each
             selectinload(ReplicaRow.job).selectinload(JobRow.replicas),
         )

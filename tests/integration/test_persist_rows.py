@@ -270,3 +270,51 @@ def test_a_plan_of_many_starts_is_written_in_as_many_statements_as_one_of_few(
     many = statements_of_a_fill(db_url, 20, monkeypatch)
     assert any("INSERT INTO replicas" in s for s in few)
     assert many == few
+
+
+def statements_of_a_launch(url: str, jobs: int, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement sent (its SQL text) by the cycle that starts and launches ``jobs`` one-replica jobs,
+    each in a project of a department of its own."""
+    run = Run(url, persist.persist_plan, monkeypatch)
+    try:
+        with run.db.write() as session:
+            for p in range(jobs):
+                department = DepartmentRow(name=f"d{p}", deserved_gpus=1, created_at=0.0)
+                session.add(
+                    ProjectRow(
+                        name=f"p{p}",
+                        deserved_gpus=1,
+                        created_at=0.0,
+                        fair_share_gpus=0,
+                        department=department,
+                    )
+                )
+        run.cycle()  # the nodes recorded
+        for i in range(jobs):
+            run.submit(f"p{i}", f"j{i}", 1, 1)
+        sent: list[str] = []
+
+        def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            sent.append(statement)
+
+        event.listen(run.db.write_engine, "before_cursor_execute", record)
+        try:
+            run.cycle()
+        finally:
+            event.remove(run.db.write_engine, "before_cursor_execute", record)
+        assert len(run.executor.records) == jobs  # all launched in that cycle
+        empty(run.db)
+        return sent
+    finally:
+        run.close()
+
+
+def test_launching_many_jobs_of_projects_in_departments_takes_as_many_statements_as_few(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launch reads its job's department (its pod defaults): read with the launches' jobs, not in a lazy
+    load per department, each of which also wrote the launches before it (a session flushes first)."""
+    few = statements_of_a_launch(db_url, 3, monkeypatch)
+    many = statements_of_a_launch(db_url, 20, monkeypatch)
+    assert sum("FROM departments" in s for s in many) == sum("FROM departments" in s for s in few)
+    assert len(many) == len(few)
