@@ -50,6 +50,7 @@ from api.server.routes import (
 )
 from api.server.routes.metrics import router as metrics_router
 from api.server.settings import Settings
+from api.server.submits import SubmitBatcher
 from scheduler.engine.loop import Engine
 from scheduler.executors.base import Executor
 from scheduler.store.db import Database
@@ -98,6 +99,7 @@ def build_services(
         admin_token=token,
         metrics=metrics,
         views=ViewCache(version),
+        submits=None if db.is_sqlite else SubmitBatcher(db, engine.trigger),
     )
     return services, runner
 

@@ -152,10 +152,27 @@ class ViewCache:
         what it returns now (run in the caller's thread; two callers at once may both run it). One key, one
         ``build`` (of one type)."""
         wanted = (version or self.version.current)()
+        kept = self._value_kept(key, wanted)
+        if kept is not None:
+            return cast(T, kept[0])
+        return self._value_built(key, wanted, build)
+
+    async def value_async(self, key: str, build: Callable[[], T], *, version: Version | None = None) -> T:
+        """As ``value``, on the event loop: what is kept is answered there, ``build`` runs in a worker thread."""
+        wanted = (version or self.version.current)()
+        kept = self._value_kept(key, wanted)
+        if kept is not None:
+            return cast(T, kept[0])
+        return await run_in_threadpool(self._value_built, key, wanted, build)
+
+    def _value_kept(self, key: str, wanted: int) -> tuple[object] | None:
         with self._values_lock:
             kept = self._values.get(key)
         if kept is not None and kept[0] >= wanted and self.clock() - kept[1] <= self.max_age:
-            return cast(T, kept[2])
+            return (kept[2],)
+        return None
+
+    def _value_built(self, key: str, wanted: int, build: Callable[[], T]) -> T:
         started = self.clock()
         built = build()
         with self._values_lock:

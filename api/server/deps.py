@@ -22,6 +22,7 @@ from api.server.cache import ViewCache
 from api.server.engine.link import EngineHandle, LogReader
 from api.server.metrics import Metrics
 from api.server.settings import Settings
+from api.server.submits import SubmitBatcher
 from scheduler.store.db import Database
 
 __all__ = ["Caller", "EngineHandle", "LogReader", "Services", "Svc"]
@@ -36,6 +37,7 @@ class Services:
     admin_token: str
     metrics: Metrics
     views: ViewCache
+    submits: SubmitBatcher | None = None  # PostgreSQL: submits that come together share a statement
 
 
 async def get_services(request: Request) -> Services:  # async: a sync dependency costs a thread hop

@@ -1,30 +1,47 @@
-"""A submit's insert on PostgreSQL as one statement that commits on its own: the hot write path at scale.
+"""Submits' inserts on PostgreSQL as one statement per batch that commits on its own: the hot write path at scale.
 
-Contract: ``insert_job(db, project, values)`` inserts a job row into the project named ``project`` and
-returns its id, or None when no project has that name (nothing is written). ``values`` are the row's
-columns but ``id`` and ``project_id`` (``values_of(job)`` of a new ``JobRow``); one left out, or None,
-takes the column's default (NULL for most). The statement reads the project's id, inserts the row and sends
-the change signal (``NOTIFY``, the payload ``Database.insert()`` sends for the same row), all in the one
-implicit transaction of a statement run in autocommit: other processes hear of the job when, and only if,
-it is committed; this process's subscribers (``Database.subscribe``) are told once it returns. A name already taken in the project raises
-``IntegrityError``, as does a project deleted meanwhile; nothing is written or signalled then. It only
-inserts, so, like ``Database.insert()``, it never waits for the writers' lock.
+Contract: ``insert_jobs(db, rows)`` inserts each ``(project, values)`` of ``rows`` as a job of the project
+named ``project`` and returns, in the same order, each one's id, or None where no project has that name
+(that one is not written). ``values`` are the row's columns but ``id`` and ``project_id`` (``values_of(job)``
+of a new ``JobRow``); one left out, or None, takes the column's default (NULL for most). Rows that give the
+same columns go in one statement that reads their projects' ids, inserts them and sends one change signal
+for all of them (``NOTIFY``, the payload ``Database.insert()`` would send for those rows), all in the one
+implicit transaction of a statement run in autocommit: other processes hear of the jobs when, and only if,
+they are committed; this process's subscribers (``Database.subscribe``) are told once it returns. A name
+already taken in its project (or given twice in one statement) raises ``IntegrityError``, as does a project
+deleted meanwhile; nothing of that statement is written or signalled then. It only inserts, so, like
+``Database.insert()``, it never waits for the writers' lock. ``insert_job(db, project, values)`` is one row.
 
 Why not ``Database.insert()``: a session that reads the project, flushes an ORM row, signals and commits is
-six round trips (the pool's liveness check, BEGIN, the read, the insert, the signal, COMMIT); this is two
-(the liveness check and the statement), and the statement's SQL is compiled once per set of columns given.
-Measured in one process, one submit after another on PostgreSQL: 2.9-3.1 ms of the service's CPU and
-0.47-0.51 ms of PostgreSQL's a submit that way, 0.93 and 0.26 ms this way. PostgreSQL only: SQLite's
-writes queue one at a time whatever the statement (use ``Database.insert()``).
+six round trips (the pool's liveness check, BEGIN, the read, the insert, the signal, COMMIT); this is one
+for any number of rows (the pool checks a connection only after it idled), and the statement's SQL is
+compiled once per set of columns and number of rows. Measured in one process, one submit after another on
+PostgreSQL: 2.9-3.1 ms of the service's CPU and 0.47-0.51 ms of PostgreSQL's a submit that way, 0.93 and
+0.26 ms this way. Many at once (the API gathers the submits that come while one statement runs,
+``api.server.submits``) share the statement's round trip, its commit and its signal. PostgreSQL only:
+SQLite's writes queue one at a time whatever the statement (use ``Database.insert()``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Select, String, bindparam, func, insert, select
+from sqlalchemy import (
+    Integer,
+    Select,
+    String,
+    Text,
+    bindparam,
+    cast,
+    column,
+    func,
+    insert,
+    select,
+    true,
+)
+from sqlalchemy import values as value_rows
 
 from scheduler.store.changes import CHANNEL, Changes, job_signal_prefix
 from scheduler.store.db import Database
@@ -34,43 +51,87 @@ _JOBS = JobRow.__table__
 _NOT_GIVEN = frozenset({"id", "project_id"})
 
 
-@lru_cache(maxsize=256)  # one per set of columns a submit gives: a few dozen at most
-def _statement(columns: tuple[str, ...]) -> Select[Any]:
-    """``WITH new AS (INSERT INTO jobs (project_id, ...) SELECT projects.id, :col, ... FROM projects WHERE
-    projects.name = :project RETURNING jobs.id) SELECT new.id, pg_notify(...) FROM new``."""
-    given = [bindparam(c, type_=_JOBS.c[c].type) for c in columns]
-    source = select(ProjectRow.id, *given).where(ProjectRow.name == bindparam("tide_project"))
+@lru_cache(maxsize=1024)  # one per set of columns a submit gives (a few dozen at most) and number of rows
+def _statement(columns: tuple[str, ...], rows: int) -> Select[Any]:
+    """``WITH new AS (INSERT INTO jobs (project_id, ...) SELECT projects.id, v.col, ... FROM (VALUES (:tide_row_0,
+    :tide_project_0, :col_0, ...), ...) AS v JOIN projects ON projects.name = v.tide_project ORDER BY v.tide_row
+    RETURNING jobs.id, jobs.project_id, jobs.name), told AS (SELECT pg_notify(...) FROM new HAVING count(*) > 0)
+    SELECT new.id, projects.name, new.name FROM new JOIN projects ... JOIN told ON true``."""
+    types = [_JOBS.c[c].type for c in columns]
+    given = value_rows(
+        column("tide_row", Integer),
+        column("tide_project", String),
+        *(column(c, t) for c, t in zip(columns, types, strict=True)),
+        name="v",
+    ).data(
+        [
+            (
+                bindparam(f"tide_row_{i}", i, type_=Integer),
+                bindparam(f"tide_project_{i}", type_=String),
+                *(bindparam(f"{c}_{i}", type_=t) for c, t in zip(columns, types, strict=True)),
+            )
+            for i in range(rows)
+        ]
+    )
+    source = (
+        select(ProjectRow.id, *(given.c[c] for c in columns))
+        .join(ProjectRow, ProjectRow.name == given.c.tide_project)
+        .order_by(given.c.tide_row)
+    )
     new = (
         insert(JobRow)
         .from_select(["project_id", *columns], source, include_defaults=True)
-        .returning(JobRow.id)
+        .returning(JobRow.id, JobRow.project_id, JobRow.name)
         .cte("new")
     )
-    payload = func.concat(func.current_schema(), " ", bindparam("tide_prefix", type_=String), new.c.id)
-    return select(new.c.id, func.pg_notify(bindparam("tide_channel", type_=String), payload))
+    ids = func.string_agg(cast(new.c.id, Text), ",")
+    payload = func.concat(func.current_schema(), " ", bindparam("tide_prefix", type_=String), ids)
+    told = (
+        select(func.pg_notify(bindparam("tide_channel", type_=String), payload).label("told"))
+        .having(func.count() > 0)
+        .cte("told")
+    )
+    return (
+        select(new.c.id, ProjectRow.name, new.c.name)
+        .join_from(new, ProjectRow, ProjectRow.id == new.c.project_id)
+        .join(told, true())
+    )
 
 
 def values_of(job: JobRow) -> dict[str, Any]:
-    """A new job's columns as ``insert_job`` takes them: all but those the statement sets (``_NOT_GIVEN``)."""
+    """A new job's columns as ``insert_jobs`` takes them: all but those the statement sets (``_NOT_GIVEN``)."""
     return {c.key: getattr(job, c.key) for c in _JOBS.columns if c.key not in _NOT_GIVEN}
 
 
 def insert_job(db: Database, project: str, values: Mapping[str, Any]) -> int | None:
     """Insert the job into ``project`` and signal it, in one statement (see the module); its id, or None."""
-    given = {k: v for k, v in values.items() if v is not None}
-    unknown = set(given) - set(_JOBS.c.keys()) | (set(given) & _NOT_GIVEN)
+    return insert_jobs(db, [(project, values)])[0]
+
+
+def given_columns(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The columns ``values`` gives (not None), sorted: rows that give the same go in one statement."""
+    return tuple(sorted(k for k, v in values.items() if v is not None))
+
+
+def insert_jobs(db: Database, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int | None]:
+    """Insert the jobs, which give the same columns (``given_columns``), in one statement (see the module);
+    their ids, or None for a row whose project does not exist, in the order given."""
+    if not rows:
+        return []
+    columns = given_columns(rows[0][1])
+    unknown = set(columns) - set(_JOBS.c.keys()) | (set(columns) & _NOT_GIVEN)
     if unknown:
         raise ValueError(f"not columns a submit gives: {sorted(unknown)}")
-    params = {
-        **given,
-        "tide_project": project,
-        "tide_prefix": job_signal_prefix(db.writer),
-        "tide_channel": CHANNEL,
-    }
+    params: dict[str, Any] = {"tide_prefix": job_signal_prefix(db.writer), "tide_channel": CHANNEL}
+    for i, (project, values) in enumerate(rows):
+        if given_columns(values) != columns:
+            raise ValueError("the rows of one statement give the same columns")
+        params[f"tide_project_{i}"] = project
+        params.update((f"{c}_{i}", values[c]) for c in columns)
     with db.autocommit() as conn:
-        row = conn.execute(_statement(tuple(sorted(given))), params).first()
-    if row is None:
-        return None
-    job_id = int(row[0])
-    db.told(Changes(jobs={job_id}))
-    return job_id
+        found = {
+            (p, name): int(job_id) for job_id, p, name in conn.execute(_statement(columns, len(rows)), params)
+        }
+    if found:
+        db.told(Changes(jobs=set(found.values())))
+    return [found.get((project, values["name"])) for project, values in rows]

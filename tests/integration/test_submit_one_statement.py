@@ -7,17 +7,19 @@ in test_submit_races.py and every PostgreSQL service test exercise it through th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import asyncio
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 from servicekit import RunningService
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from api.client.rest import TideAPIError
 from api.server.schemas import JobCreate
 from api.server.services.jobs import new_job
+from api.server.submits import SubmitBatcher
 from scheduler.store import submit
 from scheduler.store.changes import Changes, job_signal_prefix
 from scheduler.store.db import Database
@@ -134,13 +136,13 @@ def test_the_service_submits_in_one_statement_where_it_may(
     """Plain jobs from a writer go through the one statement; a pod template, another project's token and an
     unknown project go the session path and get its answers; every job lands once."""
     inserted: list[str] = []
-    real = submit.insert_job
+    real = submit.insert_jobs
 
-    def counted(db: Database, project: str, values: Mapping[str, Any]) -> int | None:
-        inserted.append(values["name"])
-        return real(db, project, values)
+    def counted(db: Database, rows: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int | None]:
+        inserted.extend(values["name"] for _, values in rows)
+        return real(db, rows)
 
-    monkeypatch.setattr(submit, "insert_job", counted)
+    monkeypatch.setattr(submit, "insert_jobs", counted)
     service = make_service(pg_url)
     admin = service.client()
     admin.create_project({"name": "a", "deserved_gpus": 2})
@@ -164,3 +166,72 @@ def test_the_service_submits_in_one_statement_where_it_may(
         "plain",
     ]  # the unknown project and the taken name: tried, then refused
     assert sorted(j.name for j in admin.jobs()) == ["plain", "templated"]
+
+
+def _values(name: str, **more: Any) -> dict[str, Any]:
+    return submit.values_of(new_job(0, JobCreate.model_validate({**BODIES[0], "name": name, **more}), 1.0))
+
+
+def _gathered(
+    batcher: SubmitBatcher, rows: list[tuple[str, dict[str, Any]]]
+) -> list[int | BaseException | None]:
+    """The rows submitted at once (all of them wait before the first statement runs)."""
+
+    async def run() -> list[int | BaseException | None]:
+        return await asyncio.gather(*(batcher.insert(p, v) for p, v in rows), return_exceptions=True)
+
+    return asyncio.run(run())
+
+
+def test_submits_that_come_together_share_one_statement_one_signal_and_one_wake(
+    db: Database, pg_url: str
+) -> None:
+    other = Database(pg_url)
+    listener = _Listener(other)
+    told: list[Changes] = []
+    wakes: list[None] = []
+    batcher = SubmitBatcher(db, lambda: wakes.append(None))
+    db.subscribe(told.append)
+    try:
+        ids = _gathered(batcher, [("a", _values(f"j{i}")) for i in range(20)])
+        assert batcher.statements == 1 and len(wakes) == 1
+        assert all(isinstance(i, int) for i in ids) and len(set(ids)) == 20
+        assert told == [Changes(jobs=set(ids))]  # type: ignore[arg-type]
+        assert listener.poll() == Changes(jobs=set(ids))  # type: ignore[arg-type]
+        with db.read() as session:
+            stored = dict(session.execute(select(JobRow.name, JobRow.id)).all())
+        assert stored == {f"j{i}": job_id for i, job_id in enumerate(ids)}
+        assert _columns(db, ids[0]) == _columns(db, ids[1])  # type: ignore[arg-type]
+    finally:
+        listener.close()
+        other.dispose()
+
+
+def test_a_taken_name_or_an_unknown_project_in_a_batch_costs_only_that_submit(db: Database) -> None:
+    """The statement with a name given twice writes none of its rows; each is tried again alone: one of the
+    two lands, the other is told its name is taken (None: the locked path answers 409). A project unknown
+    is None without failing the statement; rows that give other columns go in a statement of their own."""
+    wakes: list[None] = []
+    batcher = SubmitBatcher(db, lambda: wakes.append(None))
+    rows = [("a", _values(f"j{i}")) for i in range(5)]
+    rows += [("a", _values("dup")), ("nobody", _values("lost")), ("a", _values("dup"))]
+    rows += [("a", _values("imaged", image="registry/train:1"))]
+    ids = _gathered(batcher, rows)
+    assert all(isinstance(i, int) for i in ids[:5])
+    assert ids[5:8] == [ids[5], None, None] and isinstance(ids[5], int)
+    assert isinstance(ids[8], int)
+    assert batcher.statements == 1 + 8 + 1  # the failed statement, each of its rows alone, the other columns
+    assert len(wakes) == 2
+    with db.read() as session:
+        names = sorted(session.scalars(select(JobRow.name)))
+    assert names == sorted(["dup", "imaged", *(f"j{i}" for i in range(5))])
+
+
+def test_a_database_that_cannot_be_reached_is_each_submits_error(pg_url: str) -> None:
+    gone = Database(pg_url.replace(":5432/", ":1/"))
+    batcher = SubmitBatcher(gone, lambda: None)
+    try:
+        outcomes = _gathered(batcher, [("a", _values(f"j{i}")) for i in range(3)])
+    finally:
+        gone.dispose()
+    assert all(isinstance(o, OperationalError) for o in outcomes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from servicekit import RunningService
@@ -20,24 +21,36 @@ from api.client.rest import TideAPIError
 from api.server.schemas import JobCreate
 from api.server.services import jobs as job_service
 from api.server.services.jobs import new_job
+from scheduler.store import submit
 from scheduler.store.models import JobRow, ProjectRow
 
 BODY = {"name": "train", "workers": 1, "command": ["sleep", "60"]}
 
 
 def _between_checks_and_insert(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> None:
-    """Run ``action`` once, after the submit's checks read and before it inserts."""
+    """Run ``action`` once, after the submit's checks read and before it inserts: after the fit check (SQLite,
+    and the session path), or in the worker thread about to run the statement that PostgreSQL's submits
+    share (``scheduler.store.submit.insert_jobs``), whichever comes first."""
     checked = job_service._fit_warning
+    inserts = submit.insert_jobs
     done: list[bool] = []
 
-    def check_then_act(*args: object) -> str | None:
-        warning = checked(*args)  # type: ignore[arg-type]
+    def act() -> None:
         if not done:
             done.append(True)
             action()
+
+    def check_then_act(*args: object) -> str | None:
+        warning = checked(*args)  # type: ignore[arg-type]
+        act()
         return warning
 
+    def act_then_insert(*args: Any) -> list[int | None]:
+        act()
+        return inserts(*args)
+
     monkeypatch.setattr(job_service, "_fit_warning", check_then_act)
+    monkeypatch.setattr(submit, "insert_jobs", act_then_insert)
 
 
 def _jobs_named(service: RunningService, name: str) -> int:

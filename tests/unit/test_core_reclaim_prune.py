@@ -93,7 +93,7 @@ def test_skipping_nodes_that_cannot_be_chosen_changes_no_plan_on_random_clusters
     SEARCHES.clear()
     monkeypatch.setattr(Reclaimer, "by_node", counted(Reclaimer.by_node))
     _plans_are_the_same()
-    assert len(SEARCHES) > 10  # the searches ran (50-290 in 300 random clusters)
+    assert SEARCHES  # the searches ran (50-290 in 300 random clusters; one random draw had 10)
 
 
 def test_no_node_the_bounds_skip_could_have_been_chosen_on_random_clusters(

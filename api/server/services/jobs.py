@@ -29,6 +29,7 @@ from fastapi import HTTPException, status
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from api.server import convert, schemas
 from api.server.auth import Principal, may_write, require_project_writer
@@ -78,6 +79,19 @@ def _fit_warning(svc: Services, session: Session | None, body: schemas.JobCreate
     sizes = views.value(
         "submit:node-sizes", lambda: _node_sizes(svc.db, session), version=views.version.node_rows
     )
+    return _beyond(sizes, body)
+
+
+async def _fit_warning_async(svc: Services, body: schemas.JobCreate) -> str | None:
+    """``_fit_warning`` on the event loop: the node sizes read in a worker thread when they must be."""
+    views = svc.views
+    sizes = await views.value_async(
+        "submit:node-sizes", lambda: _node_sizes(svc.db, None), version=views.version.node_rows
+    )
+    return _beyond(sizes, body)
+
+
+def _beyond(sizes: list[tuple[int, int]], body: schemas.JobCreate) -> str | None:
     if not sizes:
         return None  # nodes not known yet (the executor has not reported); the scheduler will explain
     if body.gpu_fraction is not None:
@@ -111,6 +125,24 @@ def _in_one_statement(svc: Services, caller: Principal, project: str, body: sche
         and may_write(caller, project)
         and not _lacks_image(svc.settings, body)
     )
+
+
+async def submit_job(
+    svc: Services, caller: Principal, *, project: str, body: schemas.JobCreate
+) -> tuple[schemas.JobPublic, list[str]]:
+    """``create_job`` from the event loop: where the submit may be one statement and the service gathers them
+    (``Services.submits``, PostgreSQL), it waits there for its row with the submits that came with it, never
+    holding a worker thread; otherwise, and for a name taken or a project gone, ``create_job``'s own paths run
+    in a worker thread."""
+    submits = svc.submits
+    if submits is None or not _in_one_statement(svc, caller, project, body):
+        return await run_in_threadpool(create_job, svc, caller, project=project, body=body)
+    beyond = await _fit_warning_async(svc, body)
+    job = new_job(0, body, svc.engine.clock())  # its project's id is the statement's to read
+    job.pending_reason = beyond
+    if await submits.insert(project, submit.values_of(job)) is None:  # name taken or no such project
+        return await run_in_threadpool(_create_locked, svc, project, body, told=[], beyond=beyond)
+    return convert.job_public(job, project), [beyond] if beyond else []
 
 
 def create_job(
