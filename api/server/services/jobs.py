@@ -3,8 +3,9 @@
 Contract: ``create_job`` submits a body to a project (the REST route's and a manifest's): a new name is
 inserted without waiting for the database's write lock, so submits never queue behind a scheduling cycle.
 On PostgreSQL a job without a pod template, from a caller who may write the project, is one statement that
-reads the project, inserts the job and signals it (``scheduler.store.submit``: two round trips with the
-pool's liveness check, a third of the CPU of a session); one with a pod template runs its checks in its
+reads the project, inserts the job and signals it (``scheduler.store.submit``: one round trip, a third of
+the CPU of a session), shared with the submits that arrive with it when it comes through ``submit_job``
+(``api.server.submits``, on the event loop); one with a pod template runs its checks in its
 insert's own transaction (``Database.insert``: the template's check reads the project's pod defaults). On
 SQLite (whose writes queue one at a time) the checks read before the write lock. A name already taken
 (PostgreSQL learns it from the insert), or a project deleted meanwhile, sends the submit through the locked
