@@ -10,7 +10,8 @@ and JSON texts included (a JSON null and an SQL NULL are told apart).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,20 @@ class Run:
                 found[table.name] = [tuple(row) for row in session.execute(query)]
         return found
 
+    @contextmanager
+    def sent(self) -> Iterator[list[str]]:
+        """The SQL text of every statement sent meanwhile."""
+        sent: list[str] = []
+
+        def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            sent.append(statement)
+
+        event.listen(self.db.write_engine, "before_cursor_execute", record)
+        try:
+            yield sent
+        finally:
+            event.remove(self.db.write_engine, "before_cursor_execute", record)
+
     def close(self) -> None:
         self.engine.close()
         self.db.dispose()
@@ -242,20 +257,10 @@ def statements_of_a_fill(url: str, jobs: int, monkeypatch: pytest.MonkeyPatch) -
             snapshot = load_snapshot(session)
         plan = plan_cycle(snapshot.state, Config(settle_seconds=0), now=run.clock)
         assert sum(d.action is Action.START for d in plan.decisions) == jobs
-        sent: list[str] = []
-
-        def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-            if statement.split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE"):
-                sent.append(statement)
-
-        with run.db.write() as session:
-            event.listen(run.db.write_engine, "before_cursor_execute", record)
-            try:
-                run.write(session, plan, now=run.clock, notes=snapshot.notes)
-            finally:
-                event.remove(run.db.write_engine, "before_cursor_execute", record)
+        with run.db.write() as session, run.sent() as sent:
+            run.write(session, plan, now=run.clock, notes=snapshot.notes)
         empty(run.db)
-        return sent
+        return [s for s in sent if s.split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE")]
     finally:
         run.close()
 
@@ -292,16 +297,8 @@ def statements_of_a_launch(url: str, jobs: int, monkeypatch: pytest.MonkeyPatch)
         run.cycle()  # the nodes recorded
         for i in range(jobs):
             run.submit(f"p{i}", f"j{i}", 1, 1)
-        sent: list[str] = []
-
-        def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-            sent.append(statement)
-
-        event.listen(run.db.write_engine, "before_cursor_execute", record)
-        try:
+        with run.sent() as sent:
             run.cycle()
-        finally:
-            event.remove(run.db.write_engine, "before_cursor_execute", record)
         assert len(run.executor.records) == jobs  # all launched in that cycle
         empty(run.db)
         return sent
