@@ -296,7 +296,9 @@ def node_panel_and_highlight(tab: Page, shots: Path) -> None:
     tab.select_option("#map-filter", "d:d1")
     expect(tab.locator("#map-count")).to_have_text(re.compile(r"hold GPUs of department d1$"))
     assert int(tab.locator("#map-count").inner_text().split()[0]) > p3  # twenty projects: more nodes than one
-    tab.locator("#node-list .rack").last.scroll_into_view_if_needed()  # the last rack is built once seen
+    # the last rack is built once seen; scrolled to in the page, in one step: a poll's update may replace the
+    # racks between a locator's finding one and scrolling it (a detached element, which Playwright refuses)
+    tab.evaluate("() => [...document.querySelectorAll('#node-list .rack')].at(-1).scrollIntoView()")
     last = tab.locator(f'#node-list .ncell[data-node="node-{NODES - 1}"]')
     expect(last).to_have_count(1)
     held = set((last.get_attribute("data-projects") or "").split())
