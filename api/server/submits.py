@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -31,33 +32,45 @@ MAX_ROWS = 100  # the most rows one statement inserts
 Row = tuple[str, Mapping[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A submit waiting for its statement: its row, the columns it gives, and where its answer goes."""
+
+    row: Row
+    columns: tuple[str, ...]
+    done: asyncio.Future[int | None]
+
+
 class SubmitBatcher:
     def __init__(self, db: Database, on_inserted: Callable[[], None]) -> None:
         self.db = db
         self.on_inserted = on_inserted
-        self._waiting: list[tuple[Row, asyncio.Future[int | None]]] = []
+        self._waiting: list[_Waiting] = []
         self._drainer: asyncio.Task[None] | None = None
         self.statements = 0  # statements run so far (the tests count them)
 
     async def insert(self, project: str, values: Mapping[str, Any]) -> int | None:
         """Insert the job once the statement before it is done (see the module); its id, or None."""
         done: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self._waiting.append(((project, values), done))
+        self._waiting.append(_Waiting((project, values), submit.given_columns(values), done))
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="tide-submits")
         return await done
 
     async def _drain(self) -> None:
         while self._waiting:
-            columns = submit.given_columns(self._waiting[0][0][1])
-            batch = [w for w in self._waiting if submit.given_columns(w[0][1]) == columns][:MAX_ROWS]
-            taken = {id(w) for w in batch}
-            self._waiting = [w for w in self._waiting if id(w) not in taken]
+            columns = self._waiting[0].columns
+            batch: list[_Waiting] = []
+            later: list[_Waiting] = []
+            for waiting in self._waiting:
+                (batch if waiting.columns == columns and len(batch) < MAX_ROWS else later).append(waiting)
+            self._waiting = later
             try:
-                ids = await asyncio.to_thread(self._write, [row for row, _ in batch])
+                ids = await asyncio.to_thread(self._write, [w.row for w in batch])
             except Exception as error:  # each submit answers with it (a 503 for an outage)
                 ids = [error] * len(batch)
-            for (_, done), outcome in zip(batch, ids, strict=True):
+            for waiting, outcome in zip(batch, ids, strict=True):
+                done = waiting.done
                 if done.done():  # its request was cancelled (the client went away)
                     continue
                 if isinstance(outcome, Exception):

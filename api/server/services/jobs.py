@@ -47,6 +47,7 @@ from scheduler.store.queries import job_by_name
 
 log = logging.getLogger(__name__)
 
+NODE_SIZES = "submit:node-sizes"  # the fit warning's cached node sizes (``ViewCache.value``)
 CLOCK_SKEW_SECONDS = 60.0  # a checkpoint reported this far ahead of the service's clock is still taken
 
 
@@ -77,9 +78,7 @@ def _fit_warning(svc: Services, session: Session | None, body: schemas.JobCreate
     # which moves every cycle while submits come), not once per submit: at 10,240 nodes the count takes 2 ms
     # of the database, a core's worth at 500 submits a second
     views = svc.views
-    sizes = views.value(
-        "submit:node-sizes", lambda: _node_sizes(svc.db, session), version=views.version.node_rows
-    )
+    sizes = views.value(NODE_SIZES, lambda: _node_sizes(svc.db, session), version=views.version.node_rows)
     return _beyond(sizes, body)
 
 
@@ -87,7 +86,7 @@ async def _fit_warning_async(svc: Services, body: schemas.JobCreate) -> str | No
     """``_fit_warning`` on the event loop: the node sizes read in a worker thread when they must be."""
     views = svc.views
     sizes = await views.value_async(
-        "submit:node-sizes", lambda: _node_sizes(svc.db, None), version=views.version.node_rows
+        NODE_SIZES, lambda: _node_sizes(svc.db, None), version=views.version.node_rows
     )
     return _beyond(sizes, body)
 
