@@ -16,7 +16,10 @@ object for each job that did not change. Kept:
   departments and the config: what a cycle only reads is shared, what it changes is copied; where only jobs
   changed, the kept index is patched with them (``jobindex.patch``, ``changed_jobs``) instead of built again.
   With it go what passes compute from it alone, on first use: each project's claimants and its line of GPUs
-  held (``starts``), and the jobs running below their minimum (``growth.restore_gangs``);
+  held (``starts``), and the jobs running below their minimum (``growth.restore_gangs``); a patch keeps them
+  for the projects none of whose jobs changed;
+- the order of R5's victims (``victims.victim_order``), by the running jobs, the config and the step of R5's
+  order: a snapshot changed only by jobs that do not run does not sort every project's running jobs again;
 - each project's line (``claims.project_queues``), by its claimants (the same ``Job`` objects in the same
   order), the tuple of nodes (a job's active replicas depend on which nodes exist) and the rules that order a
   line: only the projects whose claimants changed are sorted again.
@@ -112,6 +115,11 @@ class Carry:
             value = compute()
         self._kept[slot] = (inputs, value)
         return value
+
+    def keep(self, slot: str, inputs: tuple[object, ...], value: object) -> None:
+        """Keep ``value`` for ``slot`` as computed from ``inputs`` (``reuse`` hands it back while they are the
+        same objects): for a value that depends on more than its inputs' identity, made again by its caller."""
+        self._kept[slot] = (inputs, value)
 
     def changed_jobs(self, before: tuple[Job, ...], after: tuple[Job, ...]) -> JobChanges | None:
         """The jobs of ``after`` that are not objects of ``before`` and the other way round; ``None`` where more

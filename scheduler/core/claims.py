@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from scheduler.core import goodput
+from scheduler.core import goodput, jobindex
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job
 
@@ -85,17 +85,7 @@ def _claimants(ledger: Ledger) -> dict[str, list[Job]]:
     """Per project, in key order, the snapshot's jobs that claim (pending, or running elastic below
     ``max_replicas``), but for those with replicas still stopping (resized again only once they exited: no
     index reused). Kept with the snapshot's index while it is reused."""
-    index = ledger.index
-    if index.claimants is None:
-        claimants: dict[str, list[Job]] = {}
-        active, stopping, elastic = index.active, index.stopping, ledger.config.elastic
-        for key, job in index.jobs.items():
-            act = active[key]
-            if key in stopping or (act and (len(act) >= job.max_replicas or not elastic)):
-                continue
-            claimants.setdefault(job.project, []).append(job)
-        index.claimants = claimants
-    return index.claimants
+    return jobindex.claimants(ledger.index, elastic=ledger.config.elastic)
 
 
 def rank(ledger: Ledger, project: str) -> tuple[int, float, float, str]:

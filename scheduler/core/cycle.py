@@ -31,7 +31,7 @@ from scheduler.core.model import ClusterState, Config, Job, Replica
 from scheduler.core.plan import Action, Decision, JobNote, Placement, Plan, ProjectShare
 from scheduler.core.preemption import enforce_limits
 from scheduler.core.starts import start_whole
-from scheduler.core.victims import VictimOrder, lost_work
+from scheduler.core.victims import lost_work, victim_order
 
 
 def plan_cycle(
@@ -66,7 +66,7 @@ def _plan(
     shares = fair_shares(state, config, carry)  # 1
     ledger = Ledger(state, shares, config, now, carry=carry)
     claims = Claims(outcomes={}, start_reasons={}, line=[], explain=explain_waiting)
-    order = VictimOrder(ledger)
+    order = victim_order(ledger)
     enforce_limits(ledger, order)  # 2
     restore_gangs(ledger, claims)  # 3
     serve_claims(ledger, order, claims)  # 4

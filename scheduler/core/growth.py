@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple
 
-from scheduler.core import goodput, resize_cost, sizes
+from scheduler.core import goodput, jobindex, resize_cost, sizes
 from scheduler.core.claims import Claims
 from scheduler.core.ledger import JobKey, Ledger
 from scheduler.core.model import Job, Replica
@@ -53,17 +53,10 @@ def _short_or_released(ledger: Ledger) -> list[JobKey]:
     """The running jobs ``restore_gangs`` may act on, in key order: those the snapshot has below
     ``min_replicas`` or at a count their sizes do not allow (a lost node; kept with the snapshot's index), and
     those this cycle released replicas of. Every other running job is at an allowed count."""
-    index = ledger.index
-    if index.short is None:
-        index.short = [
-            key
-            for key in index.running
-            if len(act := index.active[key]) < (job := index.jobs[key]).min_replicas
-            or (job.allowed_replicas and not sizes.allowed(job, len(act)))
-        ]
+    short = jobindex.short(ledger.index)
     if not ledger.released:
-        return index.short
-    return sorted({*index.short, *ledger.released})
+        return short
+    return sorted({*short, *ledger.released})
 
 
 def _restore_size(ledger: Ledger, claims: Claims, job: Job, act: list[Replica]) -> None:

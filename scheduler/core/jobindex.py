@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import NamedTuple
 
+from scheduler.core import sizes
 from scheduler.core.carry import JobChanges
 from scheduler.core.fairshare import Top
 from scheduler.core.model import Job, Project, Replica
@@ -59,9 +60,10 @@ class Index:
     held_on: dict[str, int]  # GPUs of active replicas per schedulable node
     rel: dict[str, int]  # GPUs being released per schedulable node
     # what a pass computes from the snapshot's index alone, on first use, kept with it while the carry reuses
-    # it (a patch starts without them): per project its ``Line`` (``starts``) and its claimants
-    # (``claims.project_queues``), and the jobs running below ``min_replicas`` or at a count their sizes do not
-    # allow, key order (``growth.restore_gangs``)
+    # it (a patch keeps them for the projects none of whose jobs changed and makes the rest again): per project
+    # its ``Line`` (``starts``) and its claimants (``claims.project_queues``: ``claims``), and the jobs running
+    # below ``min_replicas`` or at a count their sizes do not allow, key order (``growth.restore_gangs``:
+    # ``running_short``)
     lines: dict[str, Line] = field(default_factory=dict)
     claimants: dict[str, list[Job]] | None = None
     short: list[JobKey] | None = None
@@ -182,7 +184,83 @@ def patch(
         jobs = index.jobs
         index.jobs = {key: jobs[key] for p in sorted(index.by_project) for key in index.by_project[p]}
     _tops(index, projects, top_key)
+    _keep_computed(
+        kept, index, {job.project for job in came} | {job.project for job in gone}, elastic=not rigid
+    )
     return index
+
+
+def line_key(job: Job) -> tuple[int, bool, float, str]:
+    """A project's line: highest priority first; at equal priority interactive jobs (which may preempt
+    training ones, R10) before training jobs, so the jobs they preempted cannot take the GPUs back first."""
+    return (-job.priority, not job.interactive, job.submitted_at, job.name)
+
+
+def line(index: Index, project: str) -> Line:
+    """``project``'s line of the jobs that held GPUs in the snapshot (pending ones add nothing to the sums), in
+    ``line_key`` order, with the prefix sums of the GPUs they held; made on first use, kept with the index."""
+    found = index.lines.get(project)
+    if found is None:
+        held = index.held_gpus
+        jobs = sorted((index.jobs[k] for k in index.by_project[project] if held.get(k)), key=line_key)
+        ahead = [0]
+        for j in jobs:
+            ahead.append(ahead[-1] + held[j.key])
+        found = index.lines[project] = Line([line_key(j) for j in jobs], ahead)
+    return found
+
+
+def claimants(index: Index, *, elastic: bool) -> dict[str, list[Job]]:
+    """Per project, in key order, the jobs that claim GPUs (``claims``); made on first use, kept with the index."""
+    if index.claimants is None:
+        out: dict[str, list[Job]] = {}
+        for key, job in index.jobs.items():
+            if claims(index, key, elastic=elastic):
+                out.setdefault(job.project, []).append(job)
+        index.claimants = out
+    return index.claimants
+
+
+def short(index: Index) -> list[JobKey]:
+    """The running jobs below ``min_replicas`` or at a count their sizes do not allow (``running_short``), in
+    key order; made on first use, kept with the index."""
+    if index.short is None:
+        index.short = [key for key in index.running if running_short(index, key)]
+    return index.short
+
+
+def claims(index: Index, key: JobKey, *, elastic: bool) -> bool:
+    """Whether the job claims GPUs: pending, or running elastic below ``max_replicas``; not while a replica of
+    it is still stopping (resized again only once it exited)."""
+    act = index.active[key]
+    return key not in index.stopping and not (
+        act and (len(act) >= index.jobs[key].max_replicas or not elastic)
+    )
+
+
+def running_short(index: Index, key: JobKey) -> bool:
+    """Whether a running job runs below its ``min_replicas`` or at a count its sizes do not allow (R16)."""
+    act, job = index.active[key], index.jobs[key]
+    return len(act) < job.min_replicas or bool(job.allowed_replicas and not sizes.allowed(job, len(act)))
+
+
+def _keep_computed(kept: Index, index: Index, touched: set[str], *, elastic: bool) -> None:
+    """Give the patched ``index`` what the passes computed from ``kept``, for the projects none of whose jobs
+    changed (``touched``: those some did), and make the rest of it again: the same as the passes compute from
+    ``index`` (a claim of one new job no longer sorted every project's line of GPUs held again)."""
+    index.lines = {p: line for p, line in kept.lines.items() if p not in touched}
+    by_project, active = index.by_project, index.active
+    if kept.claimants is not None:
+        fresh = {
+            p: [index.jobs[k] for k in by_project[p] if claims(index, k, elastic=elastic)] for p in touched
+        }
+        merged = {p: fresh[p] if p in fresh else kept.claimants[p] for p in sorted({*kept.claimants, *fresh})}
+        index.claimants = {p: jobs for p, jobs in merged.items() if jobs}
+    if kept.short is not None:
+        index.short = sorted(
+            [k for k in kept.short if k[0] not in touched]
+            + [k for p in touched for k in by_project[p] if active[k] and running_short(index, k)]
+        )
 
 
 def _viewed(job: Job, rigid: bool) -> Job:

@@ -24,10 +24,9 @@ from __future__ import annotations
 import bisect
 from collections import deque
 
-from scheduler.core import explain
+from scheduler.core import explain, jobindex
 from scheduler.core.claims import Claims, Outcome, below_guarantee, entitled_to, record
 from scheduler.core.consolidate import consolidate
-from scheduler.core.jobindex import Line
 from scheduler.core.ledger import Ledger
 from scheduler.core.memo import shape_of
 from scheduler.core.model import Job
@@ -271,25 +270,11 @@ def _try_drain(ledger: Ledger, claims: Claims, job: Job, head_of_line: set[str])
     return True
 
 
-def _line_key(job: Job) -> tuple[int, bool, float, str]:
-    """A project's line: highest priority first; at equal priority interactive jobs (which may preempt
-    training ones, R10) before training jobs, so the jobs they preempted cannot take the GPUs back first."""
-    return (-job.priority, not job.interactive, job.submitted_at, job.name)
-
-
 def _ahead_in_line(ledger: Ledger, job: Job) -> int:
     """GPUs its project held at the start of the cycle in jobs ahead of this one in the project's line
-    (younger ones do not count). Prefix sums per project, built once per snapshot (kept with its index)."""
-    line = ledger.index.lines.get(job.project)
-    if line is None:  # only jobs that held GPUs count: pending ones add nothing to the sums
-        held = ledger.held_gpus
-        jobs = sorted((ledger.jobs[k] for k in ledger.by_project[job.project] if held.get(k)), key=_line_key)
-        prefix = [0]
-        for j in jobs:
-            prefix.append(prefix[-1] + held[j.key])
-        line = Line([_line_key(j) for j in jobs], prefix)
-        ledger.index.lines[job.project] = line
-    return line.ahead[bisect.bisect_left(line.keys, _line_key(job))]
+    (younger ones do not count; ``jobindex.line``)."""
+    line = jobindex.line(ledger.index, job.project)
+    return line.ahead[bisect.bisect_left(line.keys, jobindex.line_key(job))]
 
 
 def _drain_reservation(ledger: Ledger, job: Job, k: int) -> list[str]:

@@ -116,6 +116,8 @@ class VictimOrder:
         # each job's work lost as a line in time, at the start of the step (below 0 for one resized or
         # checkpointed since: the order of those lines then, with no ties at nothing lost)
         at, held = order_time(ledger.now), ledger.held_gpus
+        # the step it was built for (``victim_order``)
+        self.at = at if ledger.config.least_work_lost else None
         self.lost: dict[JobKey, float] = (
             {j.key: held[j.key] * (at - work_since(j)) for jobs in by_project.values() for j in jobs}
             if ledger.config.least_work_lost
@@ -258,6 +260,23 @@ class VictimOrder:
             for key in tier
             if key != claim.key and self.outranks(claim, ledger.jobs[key])
         )
+
+
+def victim_order(ledger: Ledger) -> VictimOrder:
+    """The cycle's ``VictimOrder``: with a carry, the last cycle's where it was built from the same inputs (the
+    running jobs the very same objects in the same order, the same config and step of R5's order, no resize
+    costs), else built and kept. It reads nothing else, and a pass only reads it: a cycle whose snapshot changed
+    only by jobs that do not run (a submit, a claim) does not sort every project's running jobs again."""
+    carry = ledger.carry
+    if carry is None or ledger.resize_costs:
+        return VictimOrder(ledger)
+    jobs = ledger.jobs
+    inputs = (ledger.config, *(jobs[key] for key in ledger.running))  # each compared by identity
+    order = carry.reuse("victims", inputs, lambda: VictimOrder(ledger))
+    if order.at != (order_time(ledger.now) if ledger.config.least_work_lost else None):
+        order = VictimOrder(ledger)  # a new step of R5's order
+        carry.keep("victims", inputs, order)
+    return order
 
 
 def unit_cost(ledger: Ledger, unit: Unit, lost: float, cost: float) -> float:

@@ -6,8 +6,10 @@ The engine's snapshot changes by a few jobs a cycle: a submit, a start, a shrink
 of jobs on nodes (some replicas being released, some on nodes gone from the snapshot, some on cordoned
 nodes, interactive jobs in departments, jobs of a project that no longer exists) go through random changes
 of that kind; after each, the index patched from the last one must be the index built from scratch: every
-field, with ``jobs`` and the lists in the same order (the claim pass walks them in key order); and so must
-the demand.
+field, with ``jobs`` and the lists in the same order (the claim pass walks them in key order), and what the
+passes compute from it on first use (the projects' lines and claimants, the jobs running short), whether the
+last index had computed them (the patch keeps them for the projects whose jobs did not change) or not; and so
+must the demand.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def _changed(rng: random.Random, jobs: tuple[Job, ...], serial: list[int]) -> tu
     return tuple(out)
 
 
-UNORDERED = {"active", "held_gpus"}  # only looked up: their order may differ
+UNORDERED = {"active", "held_gpus", "lines"}  # only looked up: their order may differ
 
 
 def _fields(index: jobindex.Index) -> dict[str, object]:
@@ -78,6 +80,16 @@ def _fields(index: jobindex.Index) -> dict[str, object]:
         name: list(value.items()) if isinstance(value, dict) and name not in UNORDERED else value
         for name, value in asdict(index).items()
     } | {"by_project": [(p, list(keys)) for p, keys in index.by_project.items()]}
+
+
+def _computed(index: jobindex.Index, rigid: bool, projects: list[str]) -> jobindex.Index:
+    """``index`` with what the passes compute from it on first use made for ``projects`` (lines) and whole
+    (claimants, the jobs running short), as the claim pass makes them."""
+    for project in projects:
+        jobindex.line(index, project)
+    jobindex.claimants(index, elastic=not rigid)
+    jobindex.short(index)
+    return index
 
 
 def _build(jobs: tuple[Job, ...], rigid: bool) -> jobindex.Index:
@@ -115,11 +127,17 @@ def test_a_patched_index_is_the_index_built_whole(seed: int, rigid: bool) -> Non
             continue  # two jobs of one name: not a snapshot
         changes = Carry().changed_jobs(jobs, after)
         assert changes is not None  # at most 3 of 40 changed
+        if rng.random() < 0.7:  # the last cycle's passes computed some or all of it
+            _computed(index, rigid, rng.sample(sorted(PROJECTS), rng.randint(0, len(PROJECTS))))
         kept, counted = _fields(index), dict(demand)
         patched = _patch(index, changes, rigid)
         more = patched_demand(demand, changes, SIZES)
         assert _fields(index) == kept and demand == counted  # what was kept is left as it was
-        assert _fields(patched) == _fields(_build(after, rigid))
+        fresh = _build(after, rigid)
+        if index.claimants is None:  # nothing computed to keep: the patch starts without it
+            assert _fields(patched) == _fields(fresh)
+        every = list(PROJECTS)
+        assert _fields(_computed(patched, rigid, every)) == _fields(_computed(fresh, rigid, every))
         assert more == _demand(after)
         jobs, index, demand = after, patched, more
 
