@@ -542,6 +542,39 @@ def test_a_plan_made_with_what_the_last_cycles_kept_is_checked_against_one_made_
         harness.db.dispose()
 
 
+def test_a_due_plan_check_waits_for_a_cycle_with_nothing_new_to_plan_ten_seconds_at_most(
+    tmp_path: Path,
+) -> None:
+    """The plan from scratch that checks the carry's (a second at 81,920 GPUs) is not made in a cycle whose
+    read brought something to plan (a claim): that cycle carries out its plan at once and the check comes
+    in the next cycle with nothing new, or ten seconds late at most while changes keep coming."""
+    harness = Harness(tmp_path)
+    try:
+        engine = harness.engine
+        engine.settings = dataclasses.replace(engine.settings, state_check_every=60.0)
+        sample = engine.metrics.registry.get_sample_value
+        harness.project("a", 4)
+        harness.submit("a", "first", 1, 1)
+        harness.cycle(2)
+        assert not sample("tide_plan_checks_total")  # none due yet
+        engine._plan_checked_at = time.monotonic() - 61  # due
+        harness.submit("a", "claim", 1, 1)
+        harness.cycle()
+        assert len(harness.live("claim")) == 1 and not sample("tide_plan_checks_total")
+        counts = []
+        for _ in range(3):  # the next read brings the claim's start (the engine's own write), then nothing
+            harness.cycle()
+            counts.append(sample("tide_plan_checks_total"))
+        assert counts == [0, 1, 1]
+        engine._plan_checked_at = time.monotonic() - 71  # due ten seconds ago
+        harness.submit("a", "late", 1, 1)
+        harness.cycle()
+        assert sample("tide_plan_checks_total") == 2 and sample("tide_plan_drift_total") == 0
+    finally:
+        harness.engine.close()
+        harness.db.dispose()
+
+
 def test_a_settled_cycle_writes_the_notes_its_plan_changed_though_no_job_changed(
     any_db_harness: Harness,
 ) -> None:

@@ -541,6 +541,57 @@ def test_a_slow_check_comes_less_often_so_checks_stay_a_small_part_of_the_loop(d
         db.dispose()
 
 
+def test_a_due_check_waits_for_a_read_with_nothing_to_plan_ten_seconds_at_most(db_url: str) -> None:
+    """A read that brings a change (a claim) is planned at once: the check due then comes with the next read
+    that brings nothing, and while changes keep coming, ten seconds late at most."""
+    db = Database(db_url)
+    upgrade(db)
+    with db.write() as session:
+        session.add(ProjectRow(name="a", deserved_gpus=4, created_at=0.0, fair_share_gpus=0))
+    now, submitted = [0.0], [0]
+    live = LiveSnapshot(db, check_every=60.0, clock=lambda: now[0])
+
+    def checks_at(*times: float, submit: bool) -> list[int]:
+        counts = []
+        for t in times:
+            now[0] = t
+            if submit:
+                submitted[0] += 1
+                with db.insert() as session:
+                    owner = session.scalars(select(ProjectRow)).one()
+                    session.add(
+                        JobRow(
+                            project_id=owner.id,
+                            name=f"j{submitted[0]}",
+                            status="pending",
+                            workers=0,
+                            min_replicas=1,
+                            max_replicas=1,
+                            gpus_per_replica=1,
+                            command=["sleep", "1"],
+                            env={},
+                            created_at=t,
+                            submitted_at=t,
+                            restarts=0,
+                            generation=0,
+                        )
+                    )
+            with db.read() as session:
+                live.read(session)
+            counts.append(live.checks)
+        return counts
+
+    try:
+        assert checks_at(0.0, submit=False) == [1]  # the first read checks at once
+        assert checks_at(60.0, 61.0, submit=True) == [1, 1]  # due, but each read brought a job to plan
+        assert checks_at(62.0, submit=False) == [2]  # the next read with nothing new checks
+        assert checks_at(122.0, 125.0, 131.0, 132.0, submit=True) == [2, 2, 2, 3]  # ten seconds late at most
+        assert live.drift == 0
+    finally:
+        live.detach()
+        db.dispose()
+
+
 def test_a_change_signal_that_cannot_be_read_means_everything() -> None:
     assert Changes.decode("garbled")[2].everything
     assert Changes.decode("s w - 1,x")[2].everything
