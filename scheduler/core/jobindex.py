@@ -67,6 +67,7 @@ class Index:
     lines: dict[str, Line] = field(default_factory=dict)
     claimants: dict[str, list[Job]] | None = None
     short: list[JobKey] | None = None
+    on_node: dict[str, list[JobKey]] | None = None  # per node, the jobs with an active replica there
 
 
 def _in_key_order(jobs: Iterable[Job], projects: Container[str]) -> list[Job]:
@@ -184,9 +185,7 @@ def patch(
         jobs = index.jobs
         index.jobs = {key: jobs[key] for p in sorted(index.by_project) for key in index.by_project[p]}
     _tops(index, projects, top_key)
-    _keep_computed(
-        kept, index, {job.project for job in came} | {job.project for job in gone}, elastic=not rigid
-    )
+    _keep_computed(kept, index, came, gone, elastic=not rigid)
     return index
 
 
@@ -244,10 +243,29 @@ def running_short(index: Index, key: JobKey) -> bool:
     return len(act) < job.min_replicas or bool(job.allowed_replicas and not sizes.allowed(job, len(act)))
 
 
-def _keep_computed(kept: Index, index: Index, touched: set[str], *, elastic: bool) -> None:
+def jobs_on_node(index: Index) -> dict[str, list[JobKey]]:
+    """Per node, the jobs with an active replica there in the snapshot, in key order; made on first use (only
+    searches for victims node by node need it), kept with the index."""
+    if index.on_node is None:
+        on_node: dict[str, list[JobKey]] = {}
+        for key, job in index.jobs.items():
+            if not job.replicas:
+                continue  # pending: half the jobs of a full cluster
+            nodes = {r.node for r in job.replicas if not r.releasing}
+            for n in sorted(nodes) if len(nodes) > 1 else nodes:
+                on_node.setdefault(n, []).append(key)
+        index.on_node = on_node
+    return index.on_node
+
+
+def _keep_computed(kept: Index, index: Index, came: list[Job], gone: list[Job], *, elastic: bool) -> None:
     """Give the patched ``index`` what the passes computed from ``kept``, for the projects none of whose jobs
-    changed (``touched``: those some did), and make the rest of it again: the same as the passes compute from
-    ``index`` (a claim of one new job no longer sorted every project's line of GPUs held again)."""
+    changed (``came`` and ``gone``: those that did), and make the rest of it again: the same as the passes
+    compute from ``index`` (a claim of one new job no longer sorted every project's line of GPUs held again).
+    The jobs per node are kept whole where no job that changed has a replica."""
+    touched = {job.project for job in came} | {job.project for job in gone}
+    if not any(job.replicas for job in (*came, *gone)):
+        index.on_node = kept.on_node
     index.lines = {p: line for p, line in kept.lines.items() if p not in touched}
     by_project, active = index.by_project, index.active
     if kept.claimants is not None:

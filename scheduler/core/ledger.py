@@ -80,7 +80,6 @@ class Ledger:
     _capacity: dict[str, int] = field(default_factory=dict)
     _cluster_slots: dict[int, int] = field(default_factory=dict)
     _top: dict[str, Top] = field(default_factory=dict)
-    _on_node: dict[str, list[JobKey]] = field(default_factory=dict)
     by_project: dict[str, list[JobKey]] = field(default_factory=dict)
     # jobs with an active replica in the snapshot, key order
     running: list[JobKey] = field(default_factory=list)
@@ -333,17 +332,9 @@ class Ledger:
             self._reserve(Reservation(job.project, job.name, node, gpus))
 
     def on_node(self, node: str) -> list[JobKey]:
-        """Jobs that had an active replica on ``node`` in the snapshot, in a stable order (built on first use:
-        only consolidation needs it)."""
-        if not self._on_node:
-            on_node = self._on_node
-            for key, job in self.jobs.items():
-                if not job.replicas:
-                    continue  # pending: half the jobs of a full cluster
-                nodes = {r.node for r in job.replicas if not r.releasing}
-                for n in sorted(nodes) if len(nodes) > 1 else nodes:
-                    on_node.setdefault(n, []).append(key)
-        return self._on_node.get(node, [])
+        """Jobs that had an active replica on ``node`` in the snapshot, in key order (``jobindex.jobs_on_node``:
+        made on first use, kept with the index)."""
+        return jobindex.jobs_on_node(self.index).get(node, [])
 
     def reserve_node(self, job: Job, node: str, most: int) -> int:
         """Hold back what a node has towards one replica of ``job``, at most ``most`` GPUs (a draining

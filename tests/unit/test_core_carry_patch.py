@@ -7,9 +7,9 @@ of jobs on nodes (some replicas being released, some on nodes gone from the snap
 nodes, interactive jobs in departments, jobs of a project that no longer exists) go through random changes
 of that kind; after each, the index patched from the last one must be the index built from scratch: every
 field, with ``jobs`` and the lists in the same order (the claim pass walks them in key order), and what the
-passes compute from it on first use (the projects' lines and claimants, the jobs running short), whether the
-last index had computed them (the patch keeps them for the projects whose jobs did not change) or not; and so
-must the demand.
+passes compute from it on first use (the projects' lines and claimants, the jobs running short, the jobs on
+each node), whether the last index had computed them (the patch keeps them where the jobs they come from did
+not change) or not; and so must the demand.
 """
 
 from __future__ import annotations
@@ -84,11 +84,12 @@ def _fields(index: jobindex.Index) -> dict[str, object]:
 
 def _computed(index: jobindex.Index, rigid: bool, projects: list[str]) -> jobindex.Index:
     """``index`` with what the passes compute from it on first use made for ``projects`` (lines) and whole
-    (claimants, the jobs running short), as the claim pass makes them."""
+    (claimants, the jobs running short, the jobs on each node), as the claim pass makes them."""
     for project in projects:
         jobindex.line(index, project)
     jobindex.claimants(index, elastic=not rigid)
     jobindex.short(index)
+    jobindex.jobs_on_node(index)
     return index
 
 
