@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from rowkit import pending_job
 from sqlalchemy import select
 
 from scheduler.core import Config, Node
@@ -52,23 +53,7 @@ class Harness:
         self.clock += 1
         with self.db.write() as session:
             owner = session.scalars(select(ProjectRow).where(ProjectRow.name == project)).one()
-            session.add(
-                JobRow(
-                    project=owner,
-                    name=name,
-                    status="pending",
-                    workers=high - 1,
-                    min_replicas=low,
-                    max_replicas=high,
-                    gpus_per_replica=1,
-                    command=["sleep", "1"],
-                    env={},
-                    created_at=self.clock,
-                    submitted_at=self.clock,
-                    restarts=0,
-                    generation=0,
-                )
-            )
+            session.add(pending_job(owner.id, name, self.clock, low=low, high=high))
 
     def cycle(self, times: int = 1) -> None:
         for _ in range(times):

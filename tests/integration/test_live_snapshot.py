@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rowkit import pending_job
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -112,23 +113,7 @@ def submit(world: World, via: str, project: int, *, low: int, high: int, gpus: i
     world.submitted += 1
     with world.db(via).insert() as session:
         owner = session.scalars(select(ProjectRow).where(ProjectRow.name == PROJECTS[project])).one()
-        session.add(
-            JobRow(
-                project_id=owner.id,
-                name=f"j{world.submitted}",
-                status="pending",
-                workers=high - 1,
-                min_replicas=low,
-                max_replicas=high,
-                gpus_per_replica=gpus,
-                command=["sleep", "1"],
-                env={},
-                created_at=world.clock,
-                submitted_at=world.clock,
-                restarts=0,
-                generation=0,
-            )
-        )
+        session.add(pending_job(owner.id, f"j{world.submitted}", world.clock, low=low, high=high, gpus=gpus))
 
 
 def forget_one(world: World, via: str, pick: int) -> None:
@@ -559,23 +544,7 @@ def test_a_due_check_waits_for_a_read_with_nothing_to_plan_ten_seconds_at_most(d
                 submitted[0] += 1
                 with db.insert() as session:
                     owner = session.scalars(select(ProjectRow)).one()
-                    session.add(
-                        JobRow(
-                            project_id=owner.id,
-                            name=f"j{submitted[0]}",
-                            status="pending",
-                            workers=0,
-                            min_replicas=1,
-                            max_replicas=1,
-                            gpus_per_replica=1,
-                            command=["sleep", "1"],
-                            env={},
-                            created_at=t,
-                            submitted_at=t,
-                            restarts=0,
-                            generation=0,
-                        )
-                    )
+                    session.add(pending_job(owner.id, f"j{submitted[0]}", t, low=1, high=1, gpus=1))
             with db.read() as session:
                 live.read(session)
             counts.append(live.checks)
