@@ -280,7 +280,6 @@ class Engine:
         phase = time.perf_counter()
         self._sync_nodes()
         lingering = self._observe()
-        started_held = self._start_held_now(lingering)  # before planning again: the plan sees them running
         self.metrics.phase_done("observe", time.perf_counter() - phase)
         checks, drift = self.live.checks, self.live.drift
         phase = time.perf_counter()
@@ -302,7 +301,7 @@ class Engine:
         if self.settings.check_invariants:
             self._check(state, plan, now)
         self._hold((state, plan))
-        applied = started_held + self._write_and_apply(plan, snapshot, lingering, now, written_before)
+        applied = self._write_and_apply(plan, snapshot, lingering, now, written_before)
         if self.announcer.active:
             with self.db.read() as session:
                 self.announcer.after_cycle(session)
@@ -441,21 +440,6 @@ class Engine:
         launch_waiting(session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering)
         return started
 
-    def _start_held_now(self, lingering: Collection[int]) -> list[Decision]:
-        """Start, with their launches, the jobs the last plan held GPUs for whose GPUs this cycle's
-        observation found all free (their victims exited since the last release turn): now, as a release
-        turn would, not after a plan that takes a second at 81,920 GPUs; the starts applied. A plan that held
-        nothing for a job (the settled cluster's case) costs nothing here."""
-        if not self._held_starts():
-            return []
-        with self._write() as session:
-            started = self._start_held(session)
-            if started:
-                launch_waiting(
-                    session, self.executor, now=self.clock(), knobs=self.knobs, lingering=lingering
-                )
-        return started
-
     def release(self) -> bool:
         """Between cycles, while replicas are stopping: record what exited, signal what is due (a master once
         its workers are gone, a SIGTERM once a notice ran) and launch what the stored plan already wants where
@@ -479,25 +463,20 @@ class Engine:
         self._held = None if planned is not None and planned[1].reservations else ()
         self._held_in = planned if self._held is None else None
 
-    def _held_starts(self) -> tuple[HeldStart, ...]:
-        """The starts the last plan held GPUs for that are not made yet (read from the plan on first use)."""
-        if self._held is None:
-            assert self._held_in is not None
-            self._held, self._held_in = held_starts(*self._held_in), None
-        return self._held
-
     def _start_held(self, session: Session) -> list[Decision]:
         """Start each job the last plan held GPUs for once those GPUs are all free (``scheduler.core.handoff``:
         a reclaim's claimant as its victims exit, not in the next cycle); the starts applied."""
-        held = self._held_starts()
-        if not held:
+        if self._held is None:
+            assert self._held_in is not None
+            self._held, self._held_in = held_starts(*self._held_in), None
+        if not self._held:
             return []
-        nodes = {node for start in held for node in start.gpus_by_node}
-        due = due_starts(held, free_gpus(session, nodes))
+        nodes = {node for held in self._held for node in held.gpus_by_node}
+        due = due_starts(self._held, free_gpus(session, nodes))
         if not due:
             return []
         keys = {(d.project, d.job) for d in due}
-        self._held = tuple(start for start in held if start.job.key not in keys)
+        self._held = tuple(held for held in self._held if held.job.key not in keys)
         return persist_starts(session, due, now=self.clock())
 
     def _forecast(self, before: ClusterState, plan: Plan, now: float) -> None:

@@ -134,28 +134,6 @@ def test_release_turns_start_the_claimant_as_its_victims_exit_without_planning_a
     assert harness.events()[-1] == ("start", "one") and len(harness.live("one")) == 2
 
 
-def test_a_cycle_that_finds_the_victims_gone_starts_the_claimant_before_it_plans_again(
-    any_db_harness: Harness,
-) -> None:
-    """Where no release turn came between the reclaim and the victims' exit (a cycle observed it), the cycle
-    starts the claimant on the GPUs held for it first thing, as a release turn would, and plans after: its
-    plan finds it running, holds nothing for it, and the start is the hand-off's, not a plan's a second
-    later at 81,920 GPUs."""
-    harness = any_db_harness
-    _reclaim_for_a_claimant(harness)
-    plans = [harness.engine.tick() for _ in range(3)]  # cycles only: the victims exit at the second look
-    assert harness.engine.stopping == 0 and len(harness.live("one")) == 2
-    last = plans[-1]
-    assert last is not None and not any(d.job == "one" for d in last.decisions)
-    assert not any(r.job == "one" for r in last.reservations)  # it runs: nothing held for it
-    with harness.db.read() as session:
-        start = session.scalars(select(EventRow).where(EventRow.job == "one")).one()
-    assert start.kind == "start" and start.reason.startswith(
-        "started 2 replicas on the GPUs held for it as soon as they were free"
-    )
-    assert harness.job("b", "one").status == "running"
-
-
 def _reclaim_for_a_claimant(harness: Harness) -> None:
     """a's elastic job runs on all 4 GPUs; b submits a gang of 2: the cycle shrinks a and holds 2 GPUs for it."""
     harness.project("a", 2)
