@@ -83,7 +83,7 @@ from scheduler.executors.base import Executor
 from scheduler.store import lifecycle
 from scheduler.store.changes import Changes, changes_of
 from scheduler.store.db import Database, WriteWatch
-from scheduler.store.live import CHECK_YIELD, LiveSnapshot, read_snapshot
+from scheduler.store.live import LiveSnapshot, check_due, read_snapshot
 from scheduler.store.live_replicas import LiveReplicas
 from scheduler.store.mapper import Notes, Snapshot
 from scheduler.store.models import NodeRow, ReplicaRow
@@ -318,8 +318,8 @@ class Engine:
         carried out. Like the snapshot's check, a due one waits for a cycle whose read brought nothing to plan,
         ``CHECK_YIELD`` seconds at most: a claim's plan is carried out without waiting for a second plan (a
         second at 81,920 GPUs). The plan to carry out."""
-        every, since = self.settings.state_check_every, time.monotonic() - self._plan_checked_at
-        if since < every or (every > 0 and self.live.changed and since < every + CHECK_YIELD):
+        since = time.monotonic() - self._plan_checked_at
+        if not check_due(since, self.settings.state_check_every, changed=self.live.changed):
             return plan
         started = time.perf_counter()
         full = plan_cycle(state, self.settings.core, now=now)

@@ -68,6 +68,13 @@ CHECK_SPACING = 50.0  # and at least this many times what the last check took
 CHECK_YIELD = 10.0  # seconds at most a due check waits for a read that brought nothing to plan
 
 
+def check_due(since: float, every: float, *, changed: bool) -> bool:
+    """Whether a periodic check, last made ``since`` seconds ago, is due: ``every`` seconds have passed (0 or
+    less: always), or, where the cycle's read brought ``changed`` things to plan (a claim), ``CHECK_YIELD``
+    seconds more, so the cycle that plans them does not wait for the check (the engine's plan check too)."""
+    return every <= 0 or since >= every + (CHECK_YIELD if changed else 0.0)
+
+
 class _Listener:
     """A PostgreSQL connection of its own that ``LISTEN``s to the change signals of its schema (through
     SQLAlchemy, so that its failures are ``DBAPIError``s like any other database error)."""
@@ -222,11 +229,9 @@ class LiveSnapshot:
         """``check_every`` seconds since the last check, and 50 times what it took (0: at every read); a read
         that brought changes to plan (a claim) leaves a due check to a later one, ``CHECK_YIELD`` seconds at
         most, so the cycle that plans them does not wait for it (seconds at 81,920 GPUs)."""
-        if self.check_every <= 0:
-            return True
-        since = self.clock() - self._checked_at
-        spacing = max(self.check_every, CHECK_SPACING * self.check_seconds)
-        return since >= spacing + (CHECK_YIELD if self.changed else 0.0)
+        every = self.check_every
+        spacing = every if every <= 0 else max(every, CHECK_SPACING * self.check_seconds)
+        return check_due(self.clock() - self._checked_at, spacing, changed=self.changed)
 
     def _apply(self, session: Session, changes: Changes) -> None:
         if changes.everything:
